@@ -1,0 +1,18 @@
+#pragma once
+/// \file
+/// Human-readable formatting of quantities for summaries and messages.
+
+#include <string>
+
+namespace pipeplan::report {
+
+/// Bytes with a binary prefix: `512 B`, `1.5 KiB`, `32 GiB`.
+std::string format_bytes(double bytes);
+/// Bytes per second with a decimal prefix: `25 GB/s`, `12.5 Gbit/s` is never used.
+std::string format_bandwidth(double bytes_per_s);
+/// Milliseconds with sensible precision: `0.0125 ms`, `9.1 ms`, `412.7 ms`, `12.3 s`.
+std::string format_ms(double ms);
+/// A number with up to `significant` significant digits, trailing zeros removed.
+std::string format_number(double value, int significant = 4);
+
+}  // namespace pipeplan::report
