@@ -45,6 +45,7 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
   CLI::App app{"pipeplan: pipeline-parallel training planner", "pipeplan"};
   app.set_version_flag("--version", std::string("pipeplan ") + kVersion);
   app.require_subcommand(1);
+  app.fallthrough();  // --quiet and --verbose also work after the subcommand
   bool quiet = false;
   bool verbose = false;
   app.add_flag("-q,--quiet", quiet, "Print nothing on standard error but errors");
@@ -54,6 +55,8 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
       "5 cannot write output, 6 --check found a different plan.");
 
   Action action;
+  add_plan_command(app, action);
+  add_simulate_command(app, action);
   add_validate_command(app, action);
   add_import_command(app, action);
 

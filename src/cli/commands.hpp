@@ -35,5 +35,11 @@ using Action = std::function<int(Context&)>;
 // Each registers its subcommand on `app`; when the subcommand is parsed it sets `action`.
 void add_validate_command(CLI::App& app, Action& action);
 void add_import_command(CLI::App& app, Action& action);
+void add_plan_command(CLI::App& app, Action& action);
+void add_simulate_command(CLI::App& app, Action& action);
+
+/// Most micro-batches a plan may have: keeps the task count (4 S M) within int range and the
+/// schedule within memory.
+inline constexpr int kMaxMicroBatches = 1 << 20;
 
 }  // namespace pipeplan::cli

@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// Step 2 of the planner: partition the layers into stages and place each stage on a
+/// contiguous run of the GPU order, replicated `r >= 1` times, by an exact dynamic program
+/// over (layer suffix, GPU-order suffix). The objective is stated in docs/algorithms.md and
+/// implemented once, directly, by `objective` (the brute-force tests compare against it).
+
+#include <optional>
+#include <vector>
+
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::partition {
+
+/// The objective's parts for one plan, in ms. `total_ms = latency_ms + excess_ms + tail_ms`.
+struct Objective {
+  double latency_ms = 0;  ///< One micro-batch's round trip: sum of stage F+B at the fastest
+                          ///< replica plus both transfers of every boundary.
+  double excess_ms = 0;   ///< Steady state of the slowest stage or boundary beyond one micro-batch.
+  double tail_ms = 0;     ///< AllReduce time not hidden behind the drain of earlier stages.
+  double total_ms = 0;    ///< The estimate the DP minimises.
+};
+
+/// A DP solution.
+struct Solution {
+  std::vector<Stage> stages;  ///< Runs of the order, in order; unused GPUs are the order's tail.
+  Objective objective;
+};
+
+/// The objective of `stages` (each a layer range on an ordered GPU list, as in a plan), or
+/// nothing when a stage does not fit one micro-batch in memory. O(S + sum r_s).
+std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
+                                   const std::vector<Stage>& stages, int micro_batches);
+
+/// The plan minimising `objective` among all plans whose stages are contiguous layer ranges
+/// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
+/// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
+/// Exact: Pareto fronts of (latency, excess, tail) per state, since the objective is
+/// monotone in each. O(L^2 N min(N, M) F) for L layers, N GPUs and fronts of size F.
+std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
+                              const std::vector<int>& order, int micro_batches);
+
+}  // namespace pipeplan::partition

@@ -1,0 +1,30 @@
+#pragma once
+/// \file
+/// `plan.json` (spec section 4): writing a plan deterministically, and reading one back
+/// (from pipeplan or anyone else) for checking.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/simulate/check.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::report {
+
+/// The schema string of a plan file.
+inline constexpr const char* kPlanSchema = "pipeplan/plan/v1";
+
+/// The plan as spec section 4 lays it out, keys in a fixed order; numbers print in their
+/// shortest round-tripping form, so the same plan always gives the same bytes.
+nlohmann::ordered_json plan_to_json(const Plan& plan, const model::Model& model,
+                                    const topology::Topology& topology);
+
+/// Reads a plan file: types and ids are checked here (unknown keys are ignored, as spec
+/// section 1 asks of plan readers); the rules of the execution model are checked by
+/// `simulate::check_plan`. Throws `InputError` with the file and JSON pointer.
+simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology);
+
+}  // namespace pipeplan::report

@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// Scheduling of micro-batches (spec section 5): the paper's list scheduler and the fixed
+/// 1F1B and GPipe orders, all run by one event-driven engine over GPUs and channels.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::schedule {
+
+/// How the work of an iteration is ordered.
+enum class Policy {
+  kList,      ///< Greedy list scheduling: backward first, then lowest micro-batch; memory-aware.
+  kOneFOneB,  ///< 1F1B with a flush (PipeDream-Flush, DAPPLE), replicas round-robin.
+  kGpipe,     ///< Fill-drain: all forwards, then all backwards, replicas round-robin.
+};
+
+/// `list`, `1f1b` or `gpipe`.
+std::string_view policy_name(Policy policy);
+/// The policy named `name`, if any.
+std::optional<Policy> parse_policy(std::string_view name);
+
+/// The result of scheduling: the decisions and the engine's own times (which the replay of
+/// the decisions must reproduce).
+struct Scheduled {
+  Schedule schedule;
+  double iteration_ms = 0;  ///< Last compute or transfer end seen by the engine (no AllReduce).
+};
+
+/// Schedules `micro_batches` micro-batches through `stages` (which must pass
+/// `simulate::check_stages`).
+///
+/// * `kList`: event-driven and non-delay: whenever a GPU is idle it starts its ready backward
+///   of lowest micro-batch, else its ready forward of lowest micro-batch if its memory can
+///   hold one more stash, else it waits. A stage-0 replica that is free takes the next
+///   micro-batch; a later stage's replica for micro-batch m is chosen when m's forward ends
+///   upstream, as the one with the earliest estimated finish (outstanding work plus the
+///   transfer, ties to the earlier replica). Channels are first-in first-out (ties: gradient
+///   before activation, then lower micro-batch). Never exceeds memory.
+/// * `kOneFOneB`, `kGpipe`: the per-GPU orders of spec section 5 (micro-batch m on replica
+///   m mod r), channels first-in first-out. They ignore memory; check the replay.
+///
+/// Throws `InfeasibleError` when a stage cannot hold even one micro-batch on some replica.
+/// O(T log T) for T tasks.
+Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
+                        const std::vector<Stage>& stages, int micro_batches, Policy policy);
+
+/// The 1F1B warm-up depth of stage `s`: `min(M, max_{t>=s} (S-t) r_t)` (spec section 5).
+int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches);
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// The execution model of spec section 3, implemented once: stage sums, AllReduce times,
+/// the replay of a schedule into a timeline (every start and end, per-GPU busy time and peak
+/// memory) and the two lower bounds. Every planner, scheduler and command uses it.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::simulate {
+
+/// A schedule or stage list that breaks a rule of spec sections 3 and 4. Its message names
+/// the rule and the task involved. Exit code 3 when it comes from a user's plan; planners
+/// treat it as a bug.
+class ScheduleError : public Error {
+ public:
+  explicit ScheduleError(const std::string& message) : Error(ExitCode::kInvalidInput, message) {}
+  ScheduleError(const std::string& message, ComputeTask task)
+      : Error(ExitCode::kInvalidInput, message), compute(task) {}
+  ScheduleError(const std::string& message, TransferTask task)
+      : Error(ExitCode::kInvalidInput, message), transfer(task) {}
+
+  std::optional<ComputeTask> compute;    ///< The compute task involved, if any.
+  std::optional<TransferTask> transfer;  ///< The transfer involved, if any.
+};
+
+/// Two times are equal when they differ by at most 1e-9 relative plus 1e-9 ms (spec 4).
+[[nodiscard]] inline bool times_equal(double a, double b) {
+  double scale = a < 0 ? -a : a;
+  double other = b < 0 ? -b : b;
+  if (other > scale) scale = other;
+  double difference = a - b;
+  if (difference < 0) difference = -difference;
+  return difference <= 1e-9 * scale + 1e-9;
+}
+
+/// The profiled sums of one stage (at speed 1.0).
+struct StageProfile {
+  double forward_ms = 0;       ///< F_s.
+  double backward_ms = 0;     ///< B_s.
+  double parameter_bytes = 0; ///< W_s.
+  double stash_bytes = 0;     ///< Y_s.
+  double boundary_bytes = 0;  ///< A_s; 0 for the last stage.
+};
+
+/// Sums stage `s` of `stages` directly over its layers (not by prefix differences, so that
+/// every caller gets bit-identical values). O(layers of the stage).
+StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& stages, int s);
+
+/// Ring AllReduce time of `r` GPUs for `bytes` with slowest ring bandwidth `beta` (bytes/s)
+/// and largest ring latency `lambda_ms`: `2 (r-1)/r * bytes / beta + 2 (r-1) * lambda`.
+double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double lambda_ms);
+
+/// Ring AllReduce time over `gpus` in ring order for `bytes` (spec section 3):
+/// `2 (r-1)/r * bytes / beta + 2 (r-1) * lambda`; 0 for a single GPU. O(r).
+double allreduce_ms(const topology::Topology& topology, const std::vector<int>& gpus,
+                    double bytes);
+
+/// Checks that `stages` is a valid partition and placement: at least one stage, contiguous
+/// layer ranges covering every layer once in order, at least one GPU each, every GPU an
+/// existing index used by at most one stage. Throws `ScheduleError`.
+void check_stages(const model::Model& model, const topology::Topology& topology,
+                  const std::vector<Stage>& stages);
+
+/// Replays `schedule`: every task starts at the earliest time its dependencies and the task
+/// before it on the same GPU or channel allow; AllReduces start when the stage's last
+/// backward ends. Also computes per-GPU busy time and peak memory. Throws `ScheduleError`
+/// when a task is missing, repeated, on the wrong GPU or channel, or the orders deadlock.
+/// Requires `check_stages` to hold. O(T log T) for T tasks (the sort of the output).
+Timeline replay(const model::Model& model, const topology::Topology& topology,
+                const std::vector<Stage>& stages, const Schedule& schedule);
+
+/// The first GPU whose peak memory exceeds its capacity (1e-9 relative slack), as a message
+/// naming it, its peak and its capacity; empty when all fit.
+std::optional<std::string> memory_violation(const topology::Topology& topology,
+                                            const Timeline& timeline);
+
+/// Most stashes a GPU of `capacity_bytes` holds beside `static_bytes`, counted exactly as the
+/// replay does (peak <= capacity * (1 + 1e-9)); at most `limit`; 0 when not even one fits.
+/// No capacity: `limit`. No stash: `limit`.
+long max_in_flight(double static_bytes, double stash_bytes, std::optional<double> capacity_bytes,
+                   long limit);
+
+/// `any_plan_ms` and `partition_ms` of spec section 3. O(S + sum of r_s r_{s+1} + N).
+Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
+                      const std::vector<Stage>& stages, int micro_batches);
+
+/// Fraction of the iteration a used GPU spends idle: 1 - busy / iteration (0 for an empty
+/// iteration).
+double bubble_fraction(const GpuUsage& usage, double iteration_ms);
+
+/// A task in words for messages: `forward of micro-batch 3 on stage 1`.
+std::string describe(const ComputeTask& task);
+/// A transfer in words: `activation transfer of micro-batch 3 from stage 1 to stage 2`.
+std::string describe(const TransferTask& task);
+
+}  // namespace pipeplan::simulate

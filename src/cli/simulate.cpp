@@ -1,0 +1,47 @@
+// `pipeplan simulate PLAN MODEL TOPO [--json]`: replay a plan, check it, print its figures.
+
+#include "commands.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/report/format.hpp"
+#include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/report/summary.hpp"
+#include "pipeplan/simulate/check.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string plan;
+  std::string model;
+  std::string topology;
+  bool json = false;
+};
+
+int run_simulate(const SimulateOptions& options, Context& context) {
+  model::Model model = model::read_model(context.read(options.model));
+  topology::Topology topology = topology::read_topology(context.read(options.topology));
+  simulate::StatedPlan stated = report::read_plan(context.read(options.plan), topology);
+  Plan plan = simulate::check_plan(stated, model, topology);
+  if (options.json) {
+    context.emit(std::nullopt, io::dump_json(report::simulation_figures(plan, topology)));
+  }
+  context.say(options.plan + ": valid; " + report::plan_summary(plan, model, topology) + "\n" +
+              report::gpu_summary(plan, topology));
+  return 0;
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, Action& action) {
+  auto options = std::make_shared<SimulateOptions>();
+  CLI::App* sub = app.add_subcommand("simulate", "Replay a plan, check every rule, print its figures");
+  sub->add_option("PLAN", options->plan, "Plan to check (plan.json, - for standard input)")->required();
+  sub->add_option("MODEL", options->model, "Model profile the plan was made for")->required();
+  sub->add_option("TOPO", options->topology, "Topology the plan was made for")->required();
+  sub->add_flag("--json", options->json, "Print the recomputed figures as JSON on standard output");
+  sub->callback([options, &action] {
+    action = [options](Context& context) { return run_simulate(*options, context); };
+  });
+}
+
+}  // namespace pipeplan::cli

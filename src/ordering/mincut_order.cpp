@@ -1,0 +1,219 @@
+// GPU ordering by recursive minimum cut.
+//
+// Reference: Luo et al., "Efficient Pipeline Planning for Expedited Distributed DNN Training",
+// INFOCOM 2022, section on GPU ordering; Stoer and Wagner, "A simple min-cut algorithm",
+// JACM 1997 (Boost.Graph's stoer_wagner_min_cut).
+// Complexity: see mincut_order.hpp.
+
+#include "pipeplan/ordering/mincut_order.hpp"
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/one_bit_color_map.hpp>
+#include <boost/graph/stoer_wagner_min_cut.hpp>
+#include <boost/property_map/property_map.hpp>
+#include <limits>
+#include <numeric>
+
+namespace pipeplan::ordering {
+namespace {
+
+enum class Measure { kBandwidth, kLatency };
+
+// Pair weights within one group: how much better than the group's worst pair a pair is.
+class Weights {
+ public:
+  Weights(const topology::Topology& topology, const std::vector<int>& group, Measure measure)
+      : n_(group.size()), weight_(n_ * n_, 0.0) {
+    double worst = measure == Measure::kBandwidth ? std::numeric_limits<double>::infinity() : 0;
+    for (std::size_t a = 0; a < n_; ++a) {
+      for (std::size_t b = a + 1; b < n_; ++b) {
+        worst = measure == Measure::kBandwidth
+                    ? std::min(worst, topology.bandwidth_bytes_per_s(group[a], group[b]))
+                    : std::max(worst, topology.latency_ms(group[a], group[b]));
+      }
+    }
+    for (std::size_t a = 0; a < n_; ++a) {
+      for (std::size_t b = a + 1; b < n_; ++b) {
+        double w = measure == Measure::kBandwidth
+                       ? topology.bandwidth_bytes_per_s(group[a], group[b]) - worst
+                       : worst - topology.latency_ms(group[a], group[b]);
+        weight_[a * n_ + b] = weight_[b * n_ + a] = w;
+      }
+    }
+  }
+  [[nodiscard]] double operator()(std::size_t a, std::size_t b) const { return weight_[a * n_ + b]; }
+  [[nodiscard]] bool uniform() const {
+    return std::all_of(weight_.begin(), weight_.end(), [](double w) { return w == 0; });
+  }
+
+ private:
+  std::size_t n_;
+  std::vector<double> weight_;
+};
+
+// Connected components of the graph of positive weights, each sorted, in order of their
+// smallest member. Members are positions in the group.
+std::vector<std::vector<std::size_t>> components(const Weights& w, std::size_t n) {
+  std::vector<int> label(n, -1);
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t start = 0; start < n; ++start) {
+    if (label[start] >= 0) continue;
+    const int id = static_cast<int>(out.size());
+    out.emplace_back();
+    std::vector<std::size_t> stack{start};
+    label[start] = id;
+    while (!stack.empty()) {
+      std::size_t u = stack.back();
+      stack.pop_back();
+      out.back().push_back(u);
+      for (std::size_t v = 0; v < n; ++v) {
+        if (label[v] < 0 && w(u, v) > 0) {
+          label[v] = id;
+          stack.push_back(v);
+        }
+      }
+    }
+    std::sort(out.back().begin(), out.back().end());
+  }
+  return out;
+}
+
+// Global minimum cut by Stoer-Wagner (Boost); true marks one side. Requires a connected
+// graph of positive weights on n >= 2 vertices.
+std::vector<bool> stoer_wagner(const Weights& w, std::size_t n) {
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
+                                      boost::no_property, boost::property<boost::edge_weight_t, double>>;
+  Graph graph(n);
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = a + 1; b < n; ++b) {
+      if (w(a, b) > 0) boost::add_edge(a, b, w(a, b), graph);
+    }
+  }
+  std::vector<bool> side(n, false);
+  auto parity = boost::make_one_bit_color_map(n, boost::get(boost::vertex_index, graph));
+  boost::stoer_wagner_min_cut(graph, boost::get(boost::edge_weight, graph), boost::parity_map(parity));
+  for (std::size_t v = 0; v < n; ++v) side[v] = boost::get(parity, v) != boost::one_bit_color_type{};
+  return side;
+}
+
+// Improves cut(A, B) / (|A| |B|) by single moves, best first, ties to the lowest position.
+void improve_ratio(const Weights& w, std::size_t n, std::vector<bool>& in_a) {
+  std::vector<double> to_a(n, 0), to_b(n, 0);
+  std::size_t size_a = 0;
+  for (std::size_t v = 0; v < n; ++v) size_a += in_a[v] ? 1 : 0;
+  double cut = 0;
+  for (std::size_t u = 0; u < n; ++u) {
+    for (std::size_t v = 0; v < n; ++v) {
+      (in_a[v] ? to_a : to_b)[u] += w(u, v);
+    }
+    if (in_a[u]) cut += to_b[u];
+  }
+  const std::size_t max_moves = n * n;
+  for (std::size_t moves = 0; moves < max_moves; ++moves) {
+    const double ratio = cut / static_cast<double>(size_a * (n - size_a));
+    double best_ratio = ratio * (1 - 1e-12);
+    std::size_t best = n;
+    for (std::size_t v = 0; v < n; ++v) {
+      const bool from_a = in_a[v];
+      const std::size_t new_a = from_a ? size_a - 1 : size_a + 1;
+      if (new_a == 0 || new_a == n) continue;
+      const double new_cut = from_a ? cut - to_b[v] + to_a[v] : cut - to_a[v] + to_b[v];
+      const double new_ratio = new_cut / static_cast<double>(new_a * (n - new_a));
+      if (new_ratio < best_ratio) {
+        best_ratio = new_ratio;
+        best = v;
+      }
+    }
+    if (best == n) return;
+    const bool from_a = in_a[best];
+    cut = from_a ? cut - to_b[best] + to_a[best] : cut - to_a[best] + to_b[best];
+    in_a[best] = !from_a;
+    size_a = from_a ? size_a - 1 : size_a + 1;
+    for (std::size_t u = 0; u < n; ++u) {
+      if (from_a) {
+        to_a[u] -= w(u, best);
+        to_b[u] += w(u, best);
+      } else {
+        to_b[u] -= w(u, best);
+        to_a[u] += w(u, best);
+      }
+    }
+  }
+}
+
+// Orders join: the orientation of `left` and `right` whose junction has the widest
+// bandwidth, then the lowest latency; ties keep the first of (L R, L R', L' R, L' R').
+std::vector<int> join(const topology::Topology& topology, std::vector<int> left, std::vector<int> right) {
+  struct Option {
+    bool flip_left, flip_right;
+  };
+  const Option options[] = {{false, false}, {false, true}, {true, false}, {true, true}};
+  const Option* best = &options[0];
+  double best_bandwidth = -1, best_latency = 0;
+  for (const Option& option : options) {
+    const int a = option.flip_left ? left.front() : left.back();
+    const int b = option.flip_right ? right.back() : right.front();
+    const double bandwidth = topology.bandwidth_bytes_per_s(a, b);
+    const double latency = topology.latency_ms(a, b);
+    if (bandwidth > best_bandwidth || (bandwidth == best_bandwidth && latency < best_latency)) {
+      best = &option;
+      best_bandwidth = bandwidth;
+      best_latency = latency;
+    }
+  }
+  if (best->flip_left) std::reverse(left.begin(), left.end());
+  if (best->flip_right) std::reverse(right.begin(), right.end());
+  left.insert(left.end(), right.begin(), right.end());
+  return left;
+}
+
+std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group, Measure measure) {
+  std::sort(group.begin(), group.end());
+  const std::size_t n = group.size();
+  if (n <= 2) return group;
+  const Weights w(topology, group, measure);
+  if (w.uniform()) {
+    return measure == Measure::kBandwidth ? order_group(topology, group, Measure::kLatency) : group;
+  }
+  std::vector<std::vector<std::size_t>> parts = components(w, n);
+  if (parts.size() == 1) {
+    std::vector<bool> in_a = stoer_wagner(w, n);
+    improve_ratio(w, n, in_a);
+    parts.assign(2, {});
+    for (std::size_t v = 0; v < n; ++v) parts[in_a[v] == in_a[0] ? 0 : 1].push_back(v);
+  }
+  std::vector<int> result;
+  for (const auto& part : parts) {
+    std::vector<int> members;
+    for (std::size_t p : part) members.push_back(group[p]);
+    std::vector<int> ordered = order_group(topology, members, Measure::kBandwidth);
+    result = result.empty() ? ordered : join(topology, std::move(result), std::move(ordered));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<int> mincut_order(const topology::Topology& topology) {
+  std::vector<int> all(static_cast<std::size_t>(topology.size()));
+  std::iota(all.begin(), all.end(), 0);
+  return order_group(topology, all, Measure::kBandwidth);
+}
+
+double ratio_cut(const topology::Topology& topology, const std::vector<int>& group,
+                 const std::vector<bool>& in_a) {
+  const Weights w(topology, group, Measure::kBandwidth);
+  double cut = 0;
+  std::size_t size_a = 0;
+  for (std::size_t a = 0; a < group.size(); ++a) {
+    if (!in_a[a]) continue;
+    ++size_a;
+    for (std::size_t b = 0; b < group.size(); ++b) {
+      if (!in_a[b]) cut += w(a, b);
+    }
+  }
+  return cut / static_cast<double>(size_a * (group.size() - size_a));
+}
+
+}  // namespace pipeplan::ordering

@@ -1,0 +1,284 @@
+// plan.json writing and reading. O(T) for T schedule entries.
+
+#include "pipeplan/report/plan_json.hpp"
+
+#include <limits>
+#include <unordered_map>
+
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+#include "pipeplan/version.hpp"
+
+namespace pipeplan::report {
+namespace {
+
+using nlohmann::ordered_json;
+using io::json_number;
+
+ordered_json name_or_null(const std::string& name) {
+  return name.empty() ? ordered_json(nullptr) : ordered_json(name);
+}
+
+const char* op_name(Op op) { return op == Op::kForward ? "forward" : "backward"; }
+const char* kind_name(TransferKind kind) {
+  return kind == TransferKind::kActivation ? "activation" : "gradient";
+}
+
+}  // namespace
+
+ordered_json plan_to_json(const Plan& plan, const model::Model& model,
+                          const topology::Topology& topology) {
+  auto id = [&](int gpu) { return topology.gpu(gpu).id; };
+  auto ids = [&](const std::vector<int>& gpus) {
+    ordered_json out = ordered_json::array();
+    for (int g : gpus) out.push_back(id(g));
+    return out;
+  };
+  ordered_json out = ordered_json::object();
+  out["schema"] = kPlanSchema;
+  out["generator"] = {{"name", "pipeplan"}, {"version", kVersion}};
+  out["planner"] = plan.planner;
+  out["schedule_policy"] = plan.schedule_policy;
+  out["model"] = name_or_null(model.name);
+  out["topology"] = name_or_null(topology.name());
+  out["micro_batches"] = plan.schedule.micro_batches;
+  out["iteration_ms"] = plan.timeline.iteration_ms;
+  out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms},
+                   {"partition_ms", plan.bounds.partition_ms}};
+  out["gpu_order"] = ids(plan.gpu_order);
+
+  ordered_json stages = ordered_json::array();
+  for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
+    const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
+    const simulate::StageProfile p = simulate::stage_profile(model, plan.stages, s);
+    ordered_json entry = ordered_json::object();
+    entry["index"] = s;
+    entry["first_layer"] = stage.first_layer;
+    entry["last_layer"] = stage.last_layer;
+    entry["gpus"] = ids(stage.gpus);
+    entry["forward_ms"] = p.forward_ms;
+    entry["backward_ms"] = p.backward_ms;
+    entry["parameter_bytes"] = json_number(p.parameter_bytes);
+    entry["boundary_bytes"] = json_number(p.boundary_bytes);
+    entry["allreduce_ms"] = simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes);
+    stages.push_back(std::move(entry));
+  }
+  out["stages"] = std::move(stages);
+
+  ordered_json gpus = ordered_json::array();
+  for (int g = 0; g < topology.size(); ++g) {
+    const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
+    ordered_json entry = ordered_json::object();
+    entry["id"] = id(g);
+    entry["stage"] = usage.stage ? ordered_json(*usage.stage) : ordered_json(nullptr);
+    entry["busy_ms"] = usage.busy_ms;
+    entry["peak_memory_bytes"] = json_number(usage.peak_memory_bytes);
+    const auto& capacity = topology.gpu(g).memory_bytes;
+    entry["memory_bytes"] = capacity ? json_number(*capacity) : ordered_json(nullptr);
+    gpus.push_back(std::move(entry));
+  }
+  out["gpus"] = std::move(gpus);
+
+  ordered_json compute = ordered_json::array();
+  for (const TimedCompute& e : plan.timeline.compute) {
+    compute.push_back({{"gpu", id(e.gpu)},
+                       {"op", op_name(e.task.op)},
+                       {"stage", e.task.stage},
+                       {"micro_batch", e.task.micro_batch},
+                       {"start_ms", e.start_ms},
+                       {"end_ms", e.end_ms}});
+  }
+  ordered_json transfers = ordered_json::array();
+  for (const TimedTransfer& e : plan.timeline.transfers) {
+    transfers.push_back({{"from", id(e.from)},
+                         {"to", id(e.to)},
+                         {"kind", kind_name(e.task.kind)},
+                         {"stage", e.task.stage},
+                         {"micro_batch", e.task.micro_batch},
+                         {"bytes", json_number(e.bytes)},
+                         {"start_ms", e.start_ms},
+                         {"end_ms", e.end_ms}});
+  }
+  ordered_json allreduces = ordered_json::array();
+  for (const TimedAllReduce& e : plan.timeline.allreduces) {
+    allreduces.push_back({{"stage", e.stage},
+                          {"gpus", ids(plan.stages[static_cast<std::size_t>(e.stage)].gpus)},
+                          {"bytes", json_number(e.bytes)},
+                          {"start_ms", e.start_ms},
+                          {"end_ms", e.end_ms}});
+  }
+  out["schedule"] = {{"compute", std::move(compute)},
+                     {"transfers", std::move(transfers)},
+                     {"allreduces", std::move(allreduces)}};
+  return out;
+}
+
+namespace {
+
+constexpr std::int64_t kMaxIndex = std::numeric_limits<int>::max() / 4;
+
+// Plan readers ignore unknown keys (spec section 1), so members are looked up directly.
+class Members {
+ public:
+  explicit Members(const io::Node& node) : node_(node) {
+    if (!node.json().is_object()) {
+      node.fail(std::string("must be an object, got ") + io::Node::type_name(node.json()));
+    }
+  }
+  [[nodiscard]] std::optional<io::Node> optional(std::string_view key) const {
+    auto it = node_.json().find(key);
+    if (it == node_.json().end()) return std::nullopt;
+    return io::Node(*node_.document_ptr(), *it, io::pointer_append(node_.pointer(), key));
+  }
+  [[nodiscard]] io::Node required(std::string_view key) const {
+    auto member = optional(key);
+    if (!member) node_.fail("missing required key \"" + std::string(key) + "\"");
+    return *member;
+  }
+
+ private:
+  io::Node node_;
+};
+
+class GpuIds {
+ public:
+  explicit GpuIds(const topology::Topology& topology) : topology_(topology) {}
+  [[nodiscard]] int resolve(const io::Node& node) const {
+    std::string id = node.as_string();
+    auto index = topology_.index_of(id);
+    if (!index) node.fail("unknown GPU " + io::quote_for_message(id) + " (not in the topology)");
+    return *index;
+  }
+  [[nodiscard]] std::vector<int> resolve_list(const io::Node& node) const {
+    std::vector<int> out;
+    for (const io::Node& element : node.elements()) out.push_back(resolve(element));
+    return out;
+  }
+
+ private:
+  const topology::Topology& topology_;
+};
+
+double read_time(const Members& members, std::string_view key) {
+  return members.required(key).as_number();
+}
+
+}  // namespace
+
+simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology) {
+  io::Document document = io::parse_json(source);
+  io::Node root(document, document.root, "");
+  Members plan(root);
+  const GpuIds gpus(topology);
+  simulate::StatedPlan stated;
+  stated.file = source.name;
+  if (auto schema = plan.optional("schema")) {
+    if (schema->as_string() != kPlanSchema) {
+      schema->fail(std::string("must be \"") + kPlanSchema + "\", got " + io::describe_value(schema->json()));
+    }
+  }
+  if (auto planner = plan.optional("planner")) stated.planner = planner->as_string();
+  if (auto policy = plan.optional("schedule_policy")) stated.schedule_policy = policy->as_string();
+  stated.micro_batches = static_cast<int>(plan.required("micro_batches").as_integer(1, kMaxIndex));
+  stated.iteration_ms = plan.required("iteration_ms").as_number();
+  if (auto bounds = plan.optional("bounds")) {
+    Members b(*bounds);
+    stated.bounds = Bounds{b.required("any_plan_ms").as_number(), b.required("partition_ms").as_number()};
+  }
+  if (auto order = plan.optional("gpu_order")) stated.gpu_order = gpus.resolve_list(*order);
+
+  for (const io::Node& node : plan.required("stages").elements()) {
+    Members stage(node);
+    Stage out;
+    const auto index = stage.optional("index");
+    if (index && index->as_integer(0, kMaxIndex) != static_cast<std::int64_t>(stated.stages.size())) {
+      index->fail("must be " + std::to_string(stated.stages.size()) + ", the stage's position");
+    }
+    out.first_layer = static_cast<int>(stage.required("first_layer").as_integer(0, kMaxIndex));
+    out.last_layer = static_cast<int>(stage.required("last_layer").as_integer(0, kMaxIndex));
+    io::Node stage_gpus = stage.required("gpus");
+    out.gpus = gpus.resolve_list(stage_gpus);
+    std::optional<simulate::StatedStageFigures> figures;
+    if (stage.optional("forward_ms") || stage.optional("backward_ms") || stage.optional("parameter_bytes") ||
+        stage.optional("boundary_bytes") || stage.optional("allreduce_ms")) {
+      figures = simulate::StatedStageFigures{
+          stage.required("forward_ms").as_number(), stage.required("backward_ms").as_number(),
+          stage.required("parameter_bytes").as_number(), stage.required("boundary_bytes").as_number(),
+          stage.required("allreduce_ms").as_number()};
+    }
+    stated.stages.push_back(std::move(out));
+    stated.stage_figures.push_back(figures);
+  }
+
+  if (auto gpu_list = plan.optional("gpus")) {
+    std::vector<simulate::StatedGpu> entries;
+    for (const io::Node& node : gpu_list->elements()) {
+      Members gpu(node);
+      simulate::StatedGpu entry;
+      entry.gpu = gpus.resolve(gpu.required("id"));
+      io::Node stage = gpu.required("stage");
+      if (!stage.json().is_null()) entry.stage = static_cast<int>(stage.as_integer(0, kMaxIndex));
+      entry.busy_ms = gpu.required("busy_ms").as_number();
+      entry.peak_memory_bytes = gpu.required("peak_memory_bytes").as_number();
+      entries.push_back(entry);
+    }
+    stated.gpus = std::move(entries);
+  }
+
+  Members schedule(plan.required("schedule"));
+  for (const io::Node& node : schedule.required("compute").elements()) {
+    Members entry(node);
+    simulate::StatedCompute task;
+    task.gpu = gpus.resolve(entry.required("gpu"));
+    io::Node op = entry.required("op");
+    std::string op_text = op.as_string();
+    if (op_text == "forward") {
+      task.task.op = Op::kForward;
+    } else if (op_text == "backward") {
+      task.task.op = Op::kBackward;
+    } else {
+      op.fail("must be \"forward\" or \"backward\", got " + io::describe_value(op.json()));
+    }
+    task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+    task.task.micro_batch = static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
+    task.start_ms = read_time(entry, "start_ms");
+    task.end_ms = read_time(entry, "end_ms");
+    stated.compute.push_back(task);
+  }
+  for (const io::Node& node : schedule.required("transfers").elements()) {
+    Members entry(node);
+    simulate::StatedTransfer task;
+    task.from = gpus.resolve(entry.required("from"));
+    task.to = gpus.resolve(entry.required("to"));
+    io::Node kind = entry.required("kind");
+    std::string kind_text = kind.as_string();
+    if (kind_text == "activation") {
+      task.task.kind = TransferKind::kActivation;
+    } else if (kind_text == "gradient") {
+      task.task.kind = TransferKind::kGradient;
+    } else {
+      kind.fail("must be \"activation\" or \"gradient\", got " + io::describe_value(kind.json()));
+    }
+    task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+    task.task.micro_batch = static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
+    task.bytes = entry.required("bytes").as_number();
+    task.start_ms = read_time(entry, "start_ms");
+    task.end_ms = read_time(entry, "end_ms");
+    stated.transfers.push_back(task);
+  }
+  if (auto allreduces = schedule.optional("allreduces")) {
+    for (const io::Node& node : allreduces->elements()) {
+      Members entry(node);
+      simulate::StatedAllReduce task;
+      task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+      task.gpus = gpus.resolve_list(entry.required("gpus"));
+      task.bytes = entry.required("bytes").as_number();
+      task.start_ms = read_time(entry, "start_ms");
+      task.end_ms = read_time(entry, "end_ms");
+      stated.allreduces.push_back(std::move(task));
+    }
+  }
+  return stated;
+}
+
+}  // namespace pipeplan::report

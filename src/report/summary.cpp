@@ -1,0 +1,109 @@
+// Human summaries of plans.
+
+#include "pipeplan/report/summary.hpp"
+
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::report {
+
+std::string layer_range(const model::Model& model, int first, int last) {
+  auto name = [&](int layer) {
+    const std::string& n = model.layers[static_cast<std::size_t>(layer)].name;
+    return n.empty() ? std::string() : " (" + n + ")";
+  };
+  if (first == last) return "layer " + std::to_string(first) + name(first);
+  return "layers " + std::to_string(first) + "-" + std::to_string(last) +
+         (name(first).empty() ? "" : " (" + model.layers[static_cast<std::size_t>(first)].name + " .. " +
+                                         model.layers[static_cast<std::size_t>(last)].name + ")");
+}
+
+namespace {
+
+std::string gpu_list(const Stage& stage, const topology::Topology& topology) {
+  std::string out;
+  const std::size_t shown = std::min<std::size_t>(stage.gpus.size(), 4);
+  for (std::size_t x = 0; x < shown; ++x) out += (x ? ", " : "") + topology.gpu(stage.gpus[x]).id;
+  if (stage.gpus.size() > shown) out += ", ... " + topology.gpu(stage.gpus.back()).id;
+  return out;
+}
+
+std::string ratio(double value, double bound) {
+  return bound > 0 ? format_number(value / bound, 3) + "x" : "n/a";
+}
+
+}  // namespace
+
+std::string plan_summary(const Plan& plan, const model::Model& model,
+                         const topology::Topology& topology) {
+  std::size_t used = 0;
+  for (const Stage& stage : plan.stages) used += stage.gpus.size();
+  std::string out = std::to_string(plan.stages.size()) + " stage" + (plan.stages.size() == 1 ? "" : "s") +
+                    " on " + std::to_string(used) + " of " + std::to_string(topology.size()) +
+                    " GPUs, " + std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
+                    plan.planner + ", schedule " + plan.schedule_policy;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& stage = plan.stages[s];
+    const auto p = simulate::stage_profile(model, plan.stages, static_cast<int>(s));
+    out += "\n  stage " + std::to_string(s) + ": " + layer_range(model, stage.first_layer, stage.last_layer) +
+           " on " + std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s") + " [" +
+           gpu_list(stage, topology) + "], F+B " + format_ms(p.forward_ms + p.backward_ms);
+    if (stage.gpus.size() > 1) {
+      out += ", allreduce " + format_ms(simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes));
+    }
+  }
+  out += "\n  iteration " + format_ms(plan.timeline.iteration_ms) + ": " +
+         ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms) + " the partition bound (" +
+         format_ms(plan.bounds.partition_ms) + "), " + ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms) +
+         " the any-plan bound (" + format_ms(plan.bounds.any_plan_ms) + ")";
+  return out;
+}
+
+std::string gpu_summary(const Plan& plan, const topology::Topology& topology) {
+  std::string out;
+  for (int g = 0; g < topology.size(); ++g) {
+    const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
+    if (!usage.stage) continue;
+    if (!out.empty()) out += "\n";
+    const auto& capacity = topology.gpu(g).memory_bytes;
+    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(*usage.stage) + "): busy " +
+           format_ms(usage.busy_ms) + ", bubble " +
+           format_number(100 * simulate::bubble_fraction(usage, plan.timeline.iteration_ms), 3) +
+           "%, peak memory " + format_bytes(usage.peak_memory_bytes) +
+           (capacity ? " of " + format_bytes(*capacity) : std::string(" (unlimited)"));
+  }
+  return out;
+}
+
+nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topology& topology) {
+  using nlohmann::ordered_json;
+  ordered_json out = ordered_json::object();
+  out["valid"] = true;
+  out["planner"] = plan.planner;
+  out["schedule_policy"] = plan.schedule_policy;
+  out["micro_batches"] = plan.schedule.micro_batches;
+  out["iteration_ms"] = plan.timeline.iteration_ms;
+  out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms}, {"partition_ms", plan.bounds.partition_ms}};
+  out["ratio_to_bounds"] = {
+      {"any_plan", plan.bounds.any_plan_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.any_plan_ms : 0.0},
+      {"partition", plan.bounds.partition_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.partition_ms : 0.0}};
+  ordered_json gpus = ordered_json::array();
+  for (int g = 0; g < topology.size(); ++g) {
+    const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
+    const auto& capacity = topology.gpu(g).memory_bytes;
+    ordered_json entry = ordered_json::object();
+    entry["id"] = topology.gpu(g).id;
+    entry["stage"] = usage.stage ? ordered_json(*usage.stage) : ordered_json(nullptr);
+    entry["busy_ms"] = usage.busy_ms;
+    entry["bubble_fraction"] = usage.stage ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
+                                           : ordered_json(nullptr);
+    entry["peak_memory_bytes"] = io::json_number(usage.peak_memory_bytes);
+    entry["memory_bytes"] = capacity ? io::json_number(*capacity) : ordered_json(nullptr);
+    gpus.push_back(std::move(entry));
+  }
+  out["gpus"] = std::move(gpus);
+  return out;
+}
+
+}  // namespace pipeplan::report

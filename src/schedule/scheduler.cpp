@@ -1,0 +1,368 @@
+// Event-driven scheduling engine (list scheduling; fixed 1F1B and GPipe orders).
+//
+// Reference: list scheduling as in Luo et al., "Efficient Pipeline Planning for Expedited
+// Distributed DNN Training" (INFOCOM 2022), section 5; 1F1B with a flush as in PipeDream-Flush
+// (Narayanan et al., ICML 2021) and DAPPLE (Fan et al., PPoPP 2021).
+//
+// Complexity: every task is started once and completes once; each start or completion costs
+// O(log T) (event heap, per-GPU ready sets, channel queues) plus O(r) to choose a replica,
+// so O(T (log T + r)) for T = 4 S M tasks.
+
+#include "pipeplan/schedule/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::schedule {
+
+std::string_view policy_name(Policy policy) {
+  switch (policy) {
+    case Policy::kList:
+      return "list";
+    case Policy::kOneFOneB:
+      return "1f1b";
+    case Policy::kGpipe:
+      return "gpipe";
+  }
+  return "list";
+}
+
+std::optional<Policy> parse_policy(std::string_view name) {
+  if (name == "list") return Policy::kList;
+  if (name == "1f1b") return Policy::kOneFOneB;
+  if (name == "gpipe") return Policy::kGpipe;
+  return std::nullopt;
+}
+
+int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches) {
+  const int S = static_cast<int>(stages.size());
+  long best = 0;
+  for (int t = s; t < S; ++t) {
+    best = std::max(best, static_cast<long>(S - t) * static_cast<long>(stages[static_cast<std::size_t>(t)].gpus.size()));
+  }
+  return static_cast<int>(std::min<long>(micro_batches, best));
+}
+
+namespace {
+
+constexpr int kNone = -1;
+
+// The fixed per-GPU orders of spec section 5.
+std::vector<std::vector<ComputeTask>> fixed_orders(const topology::Topology& topology,
+                                                   const std::vector<Stage>& stages, int M,
+                                                   Policy policy) {
+  std::vector<std::vector<ComputeTask>> orders(static_cast<std::size_t>(topology.size()));
+  const int S = static_cast<int>(stages.size());
+  for (int s = 0; s < S; ++s) {
+    const auto& gpus = stages[static_cast<std::size_t>(s)].gpus;
+    const int r = static_cast<int>(gpus.size());
+    std::vector<ComputeTask> wide;  // the stage-wide order
+    if (policy == Policy::kGpipe) {
+      for (int m = 0; m < M; ++m) wide.push_back({Op::kForward, s, m});
+      for (int m = 0; m < M; ++m) wide.push_back({Op::kBackward, s, m});
+    } else {
+      const int warmup = one_f_one_b_warmup(stages, s, M);
+      int forward = 0, backward = 0;
+      while (forward < warmup) wide.push_back({Op::kForward, s, forward++});
+      while (forward < M) {
+        wide.push_back({Op::kBackward, s, backward++});
+        wide.push_back({Op::kForward, s, forward++});
+      }
+      while (backward < M) wide.push_back({Op::kBackward, s, backward++});
+    }
+    for (const ComputeTask& task : wide) {
+      orders[static_cast<std::size_t>(gpus[static_cast<std::size_t>(task.micro_batch % r)])].push_back(task);
+    }
+  }
+  return orders;
+}
+
+class Engine {
+ public:
+  Engine(const model::Model& model, const topology::Topology& topology,
+         const std::vector<Stage>& stages, int micro_batches, Policy policy)
+      : topology_(topology), stages_(stages), policy_(policy),
+        S_(static_cast<int>(stages.size())), M_(micro_batches) {
+    const auto n = static_cast<std::size_t>(topology.size());
+    gpus_.resize(n);
+    for (int s = 0; s < S_; ++s) {
+      profiles_.push_back(simulate::stage_profile(model, stages, s));
+      for (int g : stages[static_cast<std::size_t>(s)].gpus) {
+        Gpu& gpu = gpus_[static_cast<std::size_t>(g)];
+        gpu.stage = s;
+        gpu.speed = topology.gpu(g).speed;
+        const double static_bytes = model.parameter_memory_factor * profiles_.back().parameter_bytes;
+        const auto& capacity = topology.gpu(g).memory_bytes;
+        if (capacity) {
+          const double limit = *capacity * (1 + 1e-9);
+          if (static_bytes + profiles_.back().stash_bytes > limit) {
+            throw InfeasibleError(
+                "stage " + std::to_string(s) + " (layers " +
+                std::to_string(stages[static_cast<std::size_t>(s)].first_layer) + ".." +
+                std::to_string(stages[static_cast<std::size_t>(s)].last_layer) + ") needs " +
+                report::format_bytes(static_bytes + profiles_.back().stash_bytes) +
+                " with one micro-batch in flight but GPU \"" + topology.gpu(g).id + "\" has " +
+                report::format_bytes(*capacity));
+          }
+          gpu.max_in_flight = static_cast<int>(
+              simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_));
+        }
+      }
+    }
+    replica_.assign(static_cast<std::size_t>(S_), std::vector<int>(static_cast<std::size_t>(M_), kNone));
+    result_.schedule.micro_batches = M_;
+    result_.schedule.gpu_order.resize(n);
+    if (policy_ != Policy::kList) {
+      sequences_ = fixed_orders(topology, stages, M_, policy_);
+      for (int s = 0; s < S_; ++s) {
+        const auto& gpus = stages[static_cast<std::size_t>(s)].gpus;
+        for (int m = 0; m < M_; ++m) {
+          replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)] =
+              gpus[static_cast<std::size_t>(m) % gpus.size()];
+        }
+      }
+      for (int m = 0; m < M_; ++m) make_ready({Op::kForward, 0, m});
+    }
+  }
+
+  Scheduled run() {
+    dispatch(0);
+    while (!events_.empty()) {
+      const double now = events_.top().time;
+      while (!events_.empty() && events_.top().time == now) {
+        Event event = events_.top();
+        events_.pop();
+        complete(event, now);
+      }
+      dispatch(now);
+    }
+    const long expected = 4L * S_ * M_ - 2L * M_;
+    if (completed_ != expected) {
+      throw InternalError("the scheduler stopped after " + std::to_string(completed_) + " of " +
+                          std::to_string(expected) + " tasks");
+    }
+    return std::move(result_);
+  }
+
+ private:
+  struct Gpu {
+    int stage = kNone;
+    double speed = 1;
+    bool busy = false;
+    int in_flight = 0;
+    int max_in_flight = 1 << 30;
+    double outstanding_ms = 0;  // work of assigned micro-batches not yet done
+    std::set<int> ready_forward, ready_backward;  // micro-batches (list policy)
+    std::size_t next = 0;                          // position in the fixed sequence
+  };
+  struct Transfer {
+    double ready_time;
+    int kind;  // 0 gradient, 1 activation: gradients first at equal ready times
+    int micro_batch;
+    int stage;
+    bool operator<(const Transfer& o) const {
+      return std::tie(ready_time, kind, micro_batch, stage) <
+             std::tie(o.ready_time, o.kind, o.micro_batch, o.stage);
+    }
+  };
+  struct ChannelState {
+    bool busy = false;
+    std::set<Transfer> queue;
+  };
+  struct Event {
+    double time;
+    long sequence;
+    bool is_compute;
+    int gpu;        // compute: its GPU
+    Channel channel;
+    ComputeTask compute;
+    TransferTask transfer;
+    bool operator<(const Event& o) const {  // min-heap on (time, sequence)
+      return std::tie(time, sequence) > std::tie(o.time, o.sequence);
+    }
+  };
+
+  [[nodiscard]] const simulate::StageProfile& profile(int s) const {
+    return profiles_[static_cast<std::size_t>(s)];
+  }
+  int& replica(int s, int m) { return replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)]; }
+  Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
+
+  [[nodiscard]] double work_ms(int s, int g) const {
+    return (profile(s).forward_ms + profile(s).backward_ms) / topology_.gpu(g).speed;
+  }
+
+  void make_ready(const ComputeTask& task) {
+    if (policy_ != Policy::kList) {
+      ready_.insert(key(task));
+      return;
+    }
+    Gpu& g = gpu(replica(task.stage, task.micro_batch));
+    (task.op == Op::kForward ? g.ready_forward : g.ready_backward).insert(task.micro_batch);
+  }
+  [[nodiscard]] long key(const ComputeTask& task) const {
+    return ((static_cast<long>(task.stage) * M_ + task.micro_batch) << 1) | (task.op == Op::kBackward ? 1 : 0);
+  }
+
+  // Chooses the replica of stage s for micro-batch m whose forward just ended on `from`.
+  int choose_replica(int s, int from) {
+    const auto& gpus = stages_[static_cast<std::size_t>(s)].gpus;
+    int best = gpus.front();
+    double best_finish = std::numeric_limits<double>::infinity();
+    for (int g : gpus) {
+      const double arrival = from == kNone ? 0 : topology_.transfer_ms(from, g, profile(s - 1).boundary_bytes);
+      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(s, g);
+      if (finish < best_finish) {
+        best_finish = finish;
+        best = g;
+      }
+    }
+    return best;
+  }
+
+  void assign(int s, int m, int g) {
+    replica(s, m) = g;
+    gpu(g).outstanding_ms += work_ms(s, g);
+  }
+
+  void start_compute(int g, const ComputeTask& task, double now) {
+    Gpu& state = gpu(g);
+    state.busy = true;
+    if (task.op == Op::kForward) ++state.in_flight;
+    if (policy_ != Policy::kList) ready_.erase(key(task));
+    const simulate::StageProfile& p = profile(task.stage);
+    const double duration = (task.op == Op::kForward ? p.forward_ms : p.backward_ms) / state.speed;
+    result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
+    Event event{now + duration, sequence_++, true, g, {}, task, {}};
+    events_.push(event);
+  }
+
+  void start_transfer(const Channel& channel, const Transfer& t, double now) {
+    ChannelState& state = channels_[channel];
+    state.busy = true;
+    TransferTask task{t.kind == 1 ? TransferKind::kActivation : TransferKind::kGradient, t.stage, t.micro_batch};
+    result_.schedule.channel_order[channel].push_back(task);
+    const double duration = topology_.transfer_ms(channel.first, channel.second, profile(t.stage).boundary_bytes);
+    Event event{now + duration, sequence_++, false, kNone, channel, {}, task};
+    events_.push(event);
+  }
+
+  void try_start_list(int g, double now) {
+    Gpu& state = gpu(g);
+    if (!state.ready_backward.empty()) {
+      int m = *state.ready_backward.begin();
+      state.ready_backward.erase(state.ready_backward.begin());
+      start_compute(g, {Op::kBackward, state.stage, m}, now);
+      return;
+    }
+    if (state.in_flight >= state.max_in_flight) return;
+    if (!state.ready_forward.empty()) {
+      int m = *state.ready_forward.begin();
+      state.ready_forward.erase(state.ready_forward.begin());
+      start_compute(g, {Op::kForward, state.stage, m}, now);
+      return;
+    }
+    if (state.stage == 0 && next_first_stage_ < M_) {
+      int m = next_first_stage_++;
+      assign(0, m, g);
+      start_compute(g, {Op::kForward, 0, m}, now);
+    }
+  }
+
+  void try_start_fixed(int g, double now) {
+    Gpu& state = gpu(g);
+    const auto& sequence = sequences_[static_cast<std::size_t>(g)];
+    if (state.next >= sequence.size()) return;
+    const ComputeTask& task = sequence[state.next];
+    if (!ready_.count(key(task))) return;
+    ++state.next;
+    start_compute(g, task, now);
+  }
+
+  void dispatch(double now) {
+    for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+      Gpu& state = gpu(g);
+      if (state.stage == kNone || state.busy) continue;
+      if (policy_ == Policy::kList) {
+        try_start_list(g, now);
+      } else {
+        try_start_fixed(g, now);
+      }
+    }
+    for (auto& [channel, state] : channels_) {
+      if (state.busy || state.queue.empty()) continue;
+      Transfer t = *state.queue.begin();
+      state.queue.erase(state.queue.begin());
+      start_transfer(channel, t, now);
+    }
+  }
+
+  void enqueue_transfer(const Channel& channel, TransferKind kind, int s, int m, double now) {
+    channels_[channel].queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
+  }
+
+  void complete(const Event& event, double now) {
+    ++completed_;
+    result_.iteration_ms = std::max(result_.iteration_ms, now);
+    if (event.is_compute) {
+      Gpu& state = gpu(event.gpu);
+      state.busy = false;
+      const ComputeTask& task = event.compute;
+      const int s = task.stage, m = task.micro_batch;
+      if (task.op == Op::kForward) {
+        if (s + 1 < S_) {
+          if (replica(s + 1, m) == kNone) assign(s + 1, m, choose_replica(s + 1, event.gpu));
+          enqueue_transfer({event.gpu, replica(s + 1, m)}, TransferKind::kActivation, s, m, now);
+        } else {
+          make_ready({Op::kBackward, s, m});
+        }
+      } else {
+        --state.in_flight;
+        state.outstanding_ms -= work_ms(s, event.gpu);
+        if (s > 0) enqueue_transfer({event.gpu, replica(s - 1, m)}, TransferKind::kGradient, s - 1, m, now);
+      }
+      return;
+    }
+    channels_[event.channel].busy = false;
+    const TransferTask& task = event.transfer;
+    if (task.kind == TransferKind::kActivation) {
+      make_ready({Op::kForward, task.stage + 1, task.micro_batch});
+    } else {
+      make_ready({Op::kBackward, task.stage, task.micro_batch});
+    }
+  }
+
+  const topology::Topology& topology_;
+  const std::vector<Stage>& stages_;
+  Policy policy_;
+  int S_;
+  int M_;
+  std::vector<simulate::StageProfile> profiles_;
+  std::vector<Gpu> gpus_;
+  std::vector<std::vector<int>> replica_;
+  std::vector<std::vector<ComputeTask>> sequences_;
+  std::set<long> ready_;
+  std::map<Channel, ChannelState> channels_;
+  std::priority_queue<Event> events_;
+  long sequence_ = 0;
+  long completed_ = 0;
+  int next_first_stage_ = 0;
+  Scheduled result_;
+};
+
+}  // namespace
+
+Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
+                        const std::vector<Stage>& stages, int micro_batches, Policy policy) {
+  Engine engine(model, topology, stages, micro_batches, policy);
+  return engine.run();
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,165 @@
+#include "pipeplan/partition/dp.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "../support/builders.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::partition {
+namespace {
+
+using namespace pipeplan::testing;
+
+// Every plan the DP may choose: contiguous layer ranges on consecutive runs of `order`
+// from its first GPU, 1 <= r <= M replicas each. Returns the smallest objective.
+std::optional<double> brute_force(const model::Model& model, const topology::Topology& topology,
+                                  const std::vector<int>& order, int M, int* plans_seen) {
+  const int L = static_cast<int>(model.layers.size());
+  const int N = static_cast<int>(order.size());
+  std::optional<double> best;
+  std::vector<Stage> current;
+  std::function<void(int, int)> extend = [&](int layer, int position) {
+    if (layer == L) {
+      ++*plans_seen;
+      auto value = objective(model, topology, current, M);
+      if (value && (!best || value->total_ms < *best)) best = value->total_ms;
+      return;
+    }
+    for (int last = layer; last < L; ++last) {
+      for (int r = 1; r <= M && position + r <= N; ++r) {
+        Stage stage{layer, last, {}};
+        for (int p = position; p < position + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+        current.push_back(stage);
+        extend(last + 1, position + r);
+        current.pop_back();
+      }
+    }
+  };
+  extend(0, 0);
+  return best;
+}
+
+// A random complete topology: bandwidths 1-100 GB/s, latencies 0-20 us, speeds 0.25-2,
+// memories from tight to ample (or unlimited).
+topology::Topology random_topology(std::mt19937& rng, int n) {
+  std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
+      memory(2e6, 40e6);
+  std::vector<topology::Gpu> gpus;
+  for (int i = 0; i < n; ++i) {
+    topology::Gpu g;
+    g.id = "g" + std::to_string(i);
+    g.node = g.id;
+    g.speed = speed(rng);
+    if (rng() % 4 != 0) g.memory_bytes = memory(rng);
+    gpus.push_back(g);
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth(rng), latency(rng)});
+  }
+  return topology::Topology::build("random", gpus, links, "test");
+}
+
+model::Model random_model(std::mt19937& rng, int layers) {
+  std::uniform_real_distribution<double> time(0.1, 10), bytes(0, 4e6), params(0, 2e6);
+  std::vector<L> spec;
+  for (int l = 0; l < layers; ++l) {
+    double f = time(rng);
+    spec.push_back(L{f, f * (1 + rng() % 3), bytes(rng), params(rng), bytes(rng)});
+  }
+  return make_model(spec);
+}
+
+TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
+  std::mt19937 rng(20221);
+  int instances = 0, infeasible = 0, plans = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    const int L = 1 + static_cast<int>(rng() % 7);
+    const int N = 1 + static_cast<int>(rng() % 5);
+    const int M = 1 + static_cast<int>(rng() % 8);
+    model::Model model = random_model(rng, L);
+    topology::Topology topology = random_topology(rng, N);
+    std::vector<int> order(static_cast<std::size_t>(N));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    auto expected = brute_force(model, topology, order, M, &plans);
+    auto solution = solve(model, topology, order, M);
+    ++instances;
+    ASSERT_EQ(expected.has_value(), solution.has_value()) << "trial " << trial;
+    if (!expected) {
+      ++infeasible;
+      continue;
+    }
+    EXPECT_NEAR(solution->objective.total_ms, *expected, 1e-9 * *expected) << "trial " << trial;
+    // The stages it returns have exactly the value it reports.
+    auto check = objective(model, topology, solution->stages, M);
+    ASSERT_TRUE(check.has_value());
+    EXPECT_DOUBLE_EQ(check->total_ms, solution->objective.total_ms) << "trial " << trial;
+    EXPECT_NO_THROW(simulate::check_stages(model, topology, solution->stages));
+  }
+  EXPECT_EQ(instances, 240);
+  EXPECT_GT(plans, 5000);            // the oracle really searched
+  EXPECT_LT(infeasible, instances / 3);  // and most instances had a plan
+}
+
+TEST(DpTest, ObjectiveByHand) {
+  // Two stages f+b = 3 and 9 at speed 1, boundary 1 MB over 1 GB/s (c = 1 ms), M = 4.
+  model::Model model = make_model({{1, 2, 1e6, 0, 0}, {3, 6, 0, 0, 0}});
+  topology::Topology topology = uniform_topology(2, 1e9, 0);
+  auto value = objective(model, topology, {{0, 0, {0}}, {1, 1, {1}}}, 4);
+  ASSERT_TRUE(value.has_value());
+  EXPECT_DOUBLE_EQ(value->latency_ms, 3 + 2 * 1 + 9);    // one micro-batch's round trip
+  EXPECT_DOUBLE_EQ(value->excess_ms, 3 * 9);             // the slow stage's other 3 micro-batches
+  EXPECT_DOUBLE_EQ(value->tail_ms, 0);
+  EXPECT_DOUBLE_EQ(value->total_ms, 14 + 27);
+}
+
+TEST(DpTest, AllReduceTailIsHiddenByTheDrain) {
+  // Stage 1 is replicated and has 1 GB of parameters: its AllReduce (1000 ms over 1 GB/s)
+  // starts once its last backward ends, and overlaps the drain of stage 0 (c + B_0).
+  model::Model model = make_model({{1, 100, 1e6, 0, 0}, {3, 6, 0, 1e9, 0}});
+  topology::Topology topology = uniform_topology(3, 1e9, 0);
+  auto value = objective(model, topology, {{0, 0, {0}}, {1, 1, {1, 2}}}, 4);
+  ASSERT_TRUE(value.has_value());
+  EXPECT_DOUBLE_EQ(value->tail_ms, 1000 - (1 + 100));
+}
+
+TEST(DpTest, MemoryDecidesFeasibility) {
+  // 4 x 10 MB of parameters plus 1 MB of stash per layer: a 48 MB GPU holds one layer with
+  // up to 8 stashes, not two layers.
+  model::Model model = make_model({{1, 1, 0, 10e6, 1e6}, {1, 1, 0, 10e6, 1e6}});
+  topology::Topology one = uniform_topology(1, 1e9, 0, {}, 48e6);
+  EXPECT_FALSE(solve(model, one, {0}, 4).has_value());
+  topology::Topology two = uniform_topology(2, 1e9, 0, {}, 48e6);
+  auto solution = solve(model, two, {0, 1}, 4);
+  ASSERT_TRUE(solution.has_value());
+  EXPECT_EQ(solution->stages.size(), 2u);
+}
+
+TEST(DpTest, ShallowPipelinesWhenMicroBatchesAreFew) {
+  // One micro-batch: splitting only adds transfers, so a single GPU is best.
+  model::Model model = make_model({{1, 2, 1e6, 0, 0}, {1, 2, 1e6, 0, 0}, {1, 2, 0, 0, 0}});
+  topology::Topology topology = uniform_topology(3, 1e9, 0.01);
+  auto solution = solve(model, topology, {0, 1, 2}, 1);
+  ASSERT_TRUE(solution.has_value());
+  EXPECT_EQ(solution->stages.size(), 1u);
+  EXPECT_EQ(solution->stages[0].gpus.size(), 1u);
+  // Many micro-batches: without parameters, data parallelism costs nothing extra and wins;
+  // with 1 GB of parameters per layer its AllReduce (4 s) does not, and a pipeline does.
+  auto wide = solve(model, topology, {0, 1, 2}, 32);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->stages.size(), 1u);
+  EXPECT_EQ(wide->stages[0].gpus.size(), 3u);
+  model::Model heavy = make_model({{1, 2, 1e6, 1e9, 0}, {1, 2, 1e6, 1e9, 0}, {1, 2, 0, 1e9, 0}});
+  auto deep = solve(heavy, topology, {0, 1, 2}, 32);
+  ASSERT_TRUE(deep.has_value());
+  EXPECT_EQ(deep->stages.size(), 3u);
+}
+
+}  // namespace
+}  // namespace pipeplan::partition

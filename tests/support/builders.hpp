@@ -1,0 +1,86 @@
+#pragma once
+// Small builders for models, topologies and plans in tests.
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::testing {
+
+/// A layer: forward ms, backward ms, activation bytes, parameter bytes, stash bytes.
+struct L {
+  double f = 1, b = 1, a = 0, w = 0, y = 0;
+};
+
+inline model::Model make_model(const std::vector<L>& layers, double factor = 4) {
+  model::Model m;
+  m.name = "test";
+  m.parameter_memory_factor = factor;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    model::Layer layer;
+    layer.name = "l" + std::to_string(i);
+    layer.forward_ms = layers[i].f;
+    layer.backward_ms = layers[i].b;
+    layer.activation_bytes = layers[i].a;
+    layer.parameter_bytes = layers[i].w;
+    layer.stash_bytes = layers[i].y;
+    m.layers.push_back(layer);
+  }
+  return m;
+}
+
+/// `n` GPUs, every pair linked with the same bandwidth (bytes/s) and latency (ms).
+inline topology::Topology uniform_topology(int n, double bandwidth, double latency_ms,
+                                           std::vector<double> speeds = {},
+                                           std::optional<double> memory = std::nullopt) {
+  std::vector<topology::Gpu> gpus;
+  for (int i = 0; i < n; ++i) {
+    topology::Gpu g;
+    g.id = "g" + std::to_string(i);
+    g.node = g.id;
+    g.speed = speeds.empty() ? 1.0 : speeds[static_cast<std::size_t>(i)];
+    g.memory_bytes = memory;
+    gpus.push_back(g);
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth, latency_ms});
+  }
+  return topology::Topology::build("uniform", gpus, links, "test");
+}
+
+/// GPUs with given ids (each its own node) and explicit links.
+inline topology::Topology linked_topology(const std::vector<std::string>& ids,
+                                          const std::vector<topology::Link>& links) {
+  std::vector<topology::Gpu> gpus;
+  for (const auto& id : ids) {
+    topology::Gpu g;
+    g.id = id;
+    g.node = id;
+    gpus.push_back(g);
+  }
+  return topology::Topology::build("linked", gpus, links, "test");
+}
+
+/// Stages from (first, last, gpus) triples.
+inline std::vector<Stage> stages(std::initializer_list<Stage> list) { return {list}; }
+
+/// Schedule from per-GPU orders (channel orders empty: fill them separately).
+inline Schedule schedule_of(int micro_batches, std::vector<std::vector<ComputeTask>> orders) {
+  Schedule s;
+  s.micro_batches = micro_batches;
+  s.gpu_order = std::move(orders);
+  return s;
+}
+
+inline ComputeTask F(int s, int m) { return {Op::kForward, s, m}; }
+inline ComputeTask B(int s, int m) { return {Op::kBackward, s, m}; }
+inline TransferTask Act(int s, int m) { return {TransferKind::kActivation, s, m}; }
+inline TransferTask Grad(int s, int m) { return {TransferKind::kGradient, s, m}; }
+
+}  // namespace pipeplan::testing
