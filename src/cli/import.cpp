@@ -1,14 +1,109 @@
-// `pipeplan import pipedream GRAPH --batch-size N [--micro-batches M] [-o MODEL]`.
+// `pipeplan import pipedream GRAPH --batch-size N [--micro-batches M] [--name NAME] [-o MODEL]`:
+// convert another tool's profile into model.json.
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
 
 #include "commands.hpp"
-#include "pipeplan/error.hpp"
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/model/pipedream_import.hpp"
+#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::cli {
+namespace {
+
+struct ImportPipedreamOptions {
+  std::string graph;
+  std::int64_t batch_size = 0;
+  std::int64_t micro_batches_value = 0;
+  std::optional<std::int64_t> micro_batches;  // set from micro_batches_value when given
+  std::string name;
+  std::string output;  // empty: standard output
+};
+
+int run_import_pipedream(const ImportPipedreamOptions& options, Context& context) {
+  using report::format_bytes;
+  using report::format_ms;
+  const io::Source source = context.read(options.graph);
+  model::Model model = model::import_pipedream(source, options.batch_size, options.micro_batches);
+  if (!options.name.empty()) model.name = options.name;
+  context.emit(options.output, io::dump_json(model::model_to_json(model)));
+
+  double forward_ms = 0, backward_ms = 0, parameter_bytes = 0, largest_cut_bytes = 0;
+  for (const model::Layer& layer : model.layers) {
+    forward_ms += layer.forward_ms;
+    backward_ms += layer.backward_ms;
+    parameter_bytes += layer.parameter_bytes;
+    largest_cut_bytes = std::max(largest_cut_bytes, layer.activation_bytes);
+  }
+  std::string line = source.name + ": imported " + std::to_string(model.layers.size()) + " layers";
+  if (!model.name.empty()) line += " as model \"" + model.name + "\"";
+  line += ", forward " + format_ms(forward_ms) + " and backward " + format_ms(backward_ms) +
+          " per micro-batch of " + std::to_string(options.batch_size) + ", " +
+          format_bytes(parameter_bytes) + " of parameters, largest cut " +
+          format_bytes(largest_cut_bytes);
+  if (options.micro_batches) {
+    line += ", " + std::to_string(*options.micro_batches) + " micro-batches";
+  }
+  if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
+  context.say(line);
+  return 0;
+}
+
+}  // namespace
 
 void add_import_command(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("import", "Convert another tool's profile into model.json");
   sub->require_subcommand(1);
-  (void)action;
+
+  auto options = std::make_shared<ImportPipedreamOptions>();
+  CLI::App* pipedream = sub->add_subcommand(
+      "pipedream", "Convert a PipeDream or DAPPLE graph.txt (a layer DAG) into model.json");
+  // CLI11's own range messages print the bounds as huge doubles, and its integer conversion
+  // clamps values that overflow; this accepts exactly the decimal integers 1 .. 2^63-1.
+  const auto positive = [](const std::string& value) {
+    std::int64_t parsed = 0;
+    const char* end = value.data() + value.size();
+    auto [ptr, error] = std::from_chars(value.data(), end, parsed);
+    if (error != std::errc() || ptr != end || parsed < 1) {
+      return "must be an integer >= 1, got \"" + value + "\"";
+    }
+    return std::string();
+  };
+  const auto nonempty = [](const std::string& value) {
+    return value.empty() ? std::string("must not be empty") : std::string();
+  };
+  pipedream->add_option("GRAPH", options->graph, "PipeDream graph.txt (- for standard input)")
+      ->required();
+  pipedream
+      ->add_option("--batch-size", options->batch_size,
+                   "Samples in the profiled minibatch (recorded as profile.batch_size); the "
+                   "profiled times and sizes are taken as those of one micro-batch")
+      ->required()
+      ->check(positive, "POSITIVE");
+  CLI::Option* micro_batches =
+      pipedream
+          ->add_option("--micro-batches", options->micro_batches_value,
+                       "Micro-batches per iteration, written into the model")
+          ->check(positive, "POSITIVE");
+  pipedream
+      ->add_option("--name", options->name, "Model name (default: the file name without extension)")
+      ->check(nonempty, "NONEMPTY");
+  pipedream
+      ->add_option("-o,--output", options->output,
+                   "Write model.json here (atomically) instead of standard output")
+      ->check(nonempty, "NONEMPTY");
+  pipedream->callback([options, micro_batches, &action] {
+    if (micro_batches->count() > 0) options->micro_batches = options->micro_batches_value;
+    action = [options](Context& context) { return run_import_pipedream(*options, context); };
+  });
 }
 
 }  // namespace pipeplan::cli
