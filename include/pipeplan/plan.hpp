@@ -115,6 +115,8 @@ struct Plan {
   Schedule schedule;              ///< The decisions.
   Timeline timeline;              ///< Their consequences.
   Bounds bounds;                  ///< Lower bounds for comparison.
+  std::vector<std::string> notes; ///< How the planner got here (candidates tried, estimates),
+                                  ///< for `--verbose`; not part of plan.json.
 };
 
 }  // namespace pipeplan

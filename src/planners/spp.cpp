@@ -5,12 +5,14 @@
 // three list schedules with replays, O(T log T) each.
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::planners {
 
@@ -25,18 +27,35 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
     if (std::find(candidates.begin(), candidates.end(), order) == candidates.end()) candidates.push_back(order);
   }
 
+  static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order", "input order"};
   std::optional<Plan> best;
   std::optional<InfeasibleError> last_error;
-  for (const auto& order : candidates) {
+  std::vector<std::string> notes;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const auto& order = candidates[c];
+    const auto started = std::chrono::steady_clock::now();
     auto solution = partition::solve(request.model, request.topology, order, request.micro_batches);
-    if (!solution) continue;
+    const double dp_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    const std::string name = c < 3 ? kCandidateNames[c] : "order";
+    if (!solution) {
+      notes.push_back(name + ": no placement fits (DP " + report::format_ms(dp_ms) + ")");
+      continue;
+    }
     try {
       Plan plan = finish_plan("spp", Partition{order, solution->stages}, request, policy);
+      notes.push_back(name + ": DP estimate " + report::format_ms(solution->objective.total_ms) + " (latency " +
+                      report::format_ms(solution->objective.latency_ms) + ", excess " +
+                      report::format_ms(solution->objective.excess_ms) + ", tail " +
+                      report::format_ms(solution->objective.tail_ms) + "), scheduled " +
+                      report::format_ms(plan.timeline.iteration_ms) + ", " +
+                      std::to_string(solution->stages.size()) + " stages, DP " + report::format_ms(dp_ms));
       if (!best || plan.timeline.iteration_ms < best->timeline.iteration_ms) best = std::move(plan);
     } catch (const InfeasibleError& error) {
+      notes.push_back(name + ": " + error.what());
       last_error = error;  // a fixed-order policy may not fit where the list schedule would
     }
   }
+  if (best) best->notes = notes;
   if (!best) {
     if (last_error) throw *last_error;
     throw InfeasibleError(infeasibility_message(request));
