@@ -5,18 +5,22 @@
 // suffixes so that a stage's round trip to the end of the pipeline is known when the stage is
 // added. The objective is stated in docs/algorithms.md.
 //
-// State (i, k): layers i..L-1 on runs of the order starting exactly at position k. A
-// transition adds the first stage (layers i..j-1 on positions k..b-1) before state (j, b),
-// or ends the plan when j = L (positions b..N-1 stay unused). Each state keeps the Pareto
-// front of (latency, excess, tail): all three only grow along a transition and the
-// objective is their sum, so the front is exact.
-// Complexity: O(L^2 N min(N, M) F) transitions for fronts of size F; memory O(L N F).
+// State (i, k, r): layers i..L-1, the first of their stages on the run of r GPUs at
+// positions k..k+r-1 of the order. Knowing the run of the next stage lets a boundary be
+// priced over every GPU pair it may use (replicas route micro-batches freely). A state
+// combines its first stage (layers i..j-1) with a state (j, k+r, r') for every r', or ends
+// the plan when j = L (positions k+r..N-1 stay unused). Each state keeps the Pareto front of
+// (latency, excess, tail): all three only grow along a transition and the objective is their
+// sum, so the front is exact.
+// Complexity: O(L^2 N R^2 F) for R = min(N, M) and fronts of size F, plus O(N R^3) for the
+// pairwise costs between adjacent runs; memory O(L N R F).
 
 #include "pipeplan/partition/dp.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -46,12 +50,33 @@ struct Prefix {
 // What a run of GPUs offers a stage.
 struct Run {
   int replicas = 0;
-  double speed_sum = 0;
+  std::vector<double> speeds;  // in run order
   double fastest = 0;
+  double time_per_work = 0;    // makespan of M micro-batches of unit work, best integral split
+  long most_micro_batches = 0;  // micro-batches on the busiest replica of that split
   std::optional<double> capacity;  // smallest memory in the run
   double ring_bandwidth = std::numeric_limits<double>::infinity();
   double ring_latency_ms = 0;
 };
+
+// The slowest bandwidth and the largest latency over every GPU pair between two runs: a
+// boundary transfer costs at most `latency + bytes / bandwidth` whichever replicas it joins.
+struct Cross {
+  double bandwidth = std::numeric_limits<double>::infinity();
+  double latency_ms = 0;
+  [[nodiscard]] double transfer_ms(double bytes) const { return latency_ms + bytes / bandwidth * 1e3; }
+};
+
+Cross cross(const topology::Topology& topology, const std::vector<int>& from, const std::vector<int>& to) {
+  Cross c;
+  for (int u : from) {
+    for (int v : to) {
+      c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
+      c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
+    }
+  }
+  return c;
+}
 
 // The terms a stage contributes, given its run and layers (first..last+1 = [i, j)).
 struct Terms {
@@ -63,18 +88,38 @@ struct Terms {
   double backward = 0;     // B / fastest
 };
 
-Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run, int M) {
+// The best split of M identical micro-batches over replicas of different speeds: each in
+// turn goes where it would finish first (optimal for identical jobs on uniform machines;
+// ties to the earlier replica). O(M r).
+void split_micro_batches(Run& run, int M) {
+  std::vector<long> count(run.speeds.size(), 0);
+  for (int m = 0; m < M; ++m) {
+    std::size_t best = 0;
+    for (std::size_t g = 1; g < count.size(); ++g) {
+      if (static_cast<double>(count[g] + 1) / run.speeds[g] < static_cast<double>(count[best] + 1) / run.speeds[best]) best = g;
+    }
+    ++count[best];
+  }
+  run.time_per_work = 0;
+  run.most_micro_batches = 0;
+  for (std::size_t g = 0; g < count.size(); ++g) {
+    run.time_per_work = std::max(run.time_per_work, static_cast<double>(count[g]) / run.speeds[g]);
+    run.most_micro_batches = std::max(run.most_micro_batches, count[g]);
+  }
+}
+
+Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run) {
   Terms t;
   const double F = prefix.forward[static_cast<std::size_t>(j)] - prefix.forward[static_cast<std::size_t>(i)];
   const double B = prefix.backward[static_cast<std::size_t>(j)] - prefix.backward[static_cast<std::size_t>(i)];
   const double W = prefix.parameters[static_cast<std::size_t>(j)] - prefix.parameters[static_cast<std::size_t>(i)];
   const double Y = prefix.stash[static_cast<std::size_t>(j)] - prefix.stash[static_cast<std::size_t>(i)];
-  const long per_replica = (M + run.replicas - 1) / run.replicas;
+  const long per_replica = run.most_micro_batches;
   const long in_flight = simulate::max_in_flight(model.parameter_memory_factor * W, Y, run.capacity, per_replica);
   if (in_flight < 1) return t;
   t.fits = true;
   t.latency = (F + B) / run.fastest;
-  t.load = std::max(M * (F + B) / run.speed_sum, static_cast<double>(per_replica) * (F + B) / run.fastest);
+  t.load = (F + B) * run.time_per_work;
   t.memory_rounds = in_flight < per_replica ? static_cast<double>((per_replica + in_flight - 1) / in_flight) : 0;
   t.allreduce = simulate::ring_allreduce_ms(run.replicas, W, run.ring_bandwidth, run.ring_latency_ms);
   t.backward = B / run.fastest;
@@ -90,8 +135,8 @@ struct Entry {
   double latency;
   double excess;
   double tail;
-  int j;     // next state's layer (== L: the plan ends here)
-  int b;     // next state's position
+  int j;     // next state's first layer (== L: the plan ends here)
+  int b;     // next state's run length
   int next;  // index in the next state's front; -1 at the end
 };
 
@@ -121,7 +166,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
     run.replicas = static_cast<int>(stage.gpus.size());
     for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
       const auto& gpu = topology.gpu(stage.gpus[x]);
-      run.speed_sum += gpu.speed;
+      run.speeds.push_back(gpu.speed);
       run.fastest = std::max(run.fastest, gpu.speed);
       if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
       if (stage.gpus.size() > 1) {
@@ -130,7 +175,8 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
         run.ring_latency_ms = std::max(run.ring_latency_ms, topology.latency_ms(u, v));
       }
     }
-    const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, micro_batches);
+    split_micro_batches(run, micro_batches);
+    const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run);
     if (!t.fits) return std::nullopt;
     if (s == S - 1) {
       latency = t.latency;
@@ -139,8 +185,10 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
       continue;
     }
     const double bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
-    const double c = topology.transfer_ms(stage.gpus.back(), stages[static_cast<std::size_t>(s + 1)].gpus.front(), bytes);
-    const long per_replica = (micro_batches + run.replicas - 1) / run.replicas;
+    const auto& next = stages[static_cast<std::size_t>(s + 1)].gpus;
+    const double c = cross(topology, stage.gpus, next).transfer_ms(bytes);
+    const long channels = static_cast<long>(std::max(stage.gpus.size(), next.size()));
+    const long per_replica = (micro_batches + channels - 1) / channels;
     latency = t.latency + 2 * c + latency;
     excess = std::max(excess, std::max(stage_excess(t, latency), static_cast<double>(per_replica) * c - c));
     tail = std::max(t.allreduce, tail - (c + t.backward));
@@ -148,91 +196,192 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
   return Objective{latency, excess, tail, latency + excess + tail};
 }
 
-std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
-                              const std::vector<int>& order, int micro_batches) {
+namespace {
+
+// The DP proper. `cap` > 0 keeps only the `cap` entries of smallest sum per state (a fast
+// heuristic whose result is an upper bound); `upper_bound` drops entries that cannot lead to
+// a plan of total <= upper_bound: a suffix entry ends in a plan of total at least its
+// latency + excess plus the prefix layers' compute at the fastest speed. Both off: exact.
+std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
+                               const std::vector<int>& order, int micro_batches, std::size_t cap,
+                               double upper_bound) {
   const int L = static_cast<int>(model.layers.size());
   const int N = static_cast<int>(order.size());
   const int M = micro_batches;
+  const int R = std::min(N, M);  // most replicas a stage may have
   const Prefix prefix(model);
-  std::vector<std::vector<Entry>> fronts(static_cast<std::size_t>(L) * static_cast<std::size_t>(N));
-  auto front = [&](int i, int k) -> std::vector<Entry>& {
-    return fronts[static_cast<std::size_t>(i) * static_cast<std::size_t>(N) + static_cast<std::size_t>(k)];
+
+  // Runs: stats of positions k..k+r-1, built incrementally.
+  std::vector<Run> runs(static_cast<std::size_t>(N) * static_cast<std::size_t>(R));
+  auto run_at = [&](int k, int r) -> Run& {
+    return runs[static_cast<std::size_t>(k) * static_cast<std::size_t>(R) + static_cast<std::size_t>(r - 1)];
+  };
+  for (int k = 0; k < N; ++k) {
+    Run run;
+    double chain_bandwidth = std::numeric_limits<double>::infinity();
+    double chain_latency = 0;
+    for (int r = 1; r <= R && k + r <= N; ++r) {
+      const int added = order[static_cast<std::size_t>(k + r - 1)];
+      const auto& gpu = topology.gpu(added);
+      run.replicas = r;
+      run.speeds.push_back(gpu.speed);
+      run.fastest = std::max(run.fastest, gpu.speed);
+      if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
+      if (r >= 2) {
+        const int previous = order[static_cast<std::size_t>(k + r - 2)];
+        chain_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(previous, added));
+        chain_latency = std::max(chain_latency, topology.latency_ms(previous, added));
+        const int first = order[static_cast<std::size_t>(k)];
+        run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(added, first));
+        run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
+      }
+      run_at(k, r) = run;
+      split_micro_batches(run_at(k, r), M);
+    }
+  }
+  // Pair costs between the run ending at position p-1 (length r1) and the one starting at p
+  // (length r2), extended one GPU at a time.
+  std::vector<Cross> crosses(static_cast<std::size_t>(N) * static_cast<std::size_t>(R) * static_cast<std::size_t>(R));
+  auto cross_at = [&](int p, int r1, int r2) -> Cross& {
+    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(R) + static_cast<std::size_t>(r1 - 1)) *
+                       static_cast<std::size_t>(R) +
+                   static_cast<std::size_t>(r2 - 1)];
+  };
+  for (int p = 1; p < N; ++p) {
+    for (int r1 = 1; r1 <= R && p - r1 >= 0; ++r1) {
+      const int u = order[static_cast<std::size_t>(p - r1)];
+      for (int r2 = 1; r2 <= R && p + r2 <= N; ++r2) {
+        const int v = order[static_cast<std::size_t>(p + r2 - 1)];
+        Cross c = r1 > 1 ? cross_at(p, r1 - 1, r2) : (r2 > 1 ? cross_at(p, r1, r2 - 1) : Cross{});
+        if (r1 > 1 && r2 > 1) {  // add the pairs of the new sender with every receiver
+          for (int q = p; q < p + r2; ++q) {
+            const int w = order[static_cast<std::size_t>(q)];
+            c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, w));
+            c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, w));
+          }
+        } else if (r1 > 1) {  // r2 == 1: one receiver, v
+          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
+          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
+        } else {  // r1 == 1: one sender, u; add the new receiver v
+          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
+          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
+        }
+        cross_at(p, r1, r2) = c;
+      }
+    }
+  }
+
+  const auto states = static_cast<std::size_t>(L) * static_cast<std::size_t>(N) * static_cast<std::size_t>(R);
+  std::vector<std::vector<Entry>> fronts(states);
+  auto front = [&](int i, int k, int r) -> std::vector<Entry>& {
+    return fronts[(static_cast<std::size_t>(i) * static_cast<std::size_t>(N) + static_cast<std::size_t>(k)) *
+                      static_cast<std::size_t>(R) +
+                  static_cast<std::size_t>(r - 1)];
   };
 
+  double fastest_anywhere = 0;
+  for (int g : order) fastest_anywhere = std::max(fastest_anywhere, topology.gpu(g).speed);
+  const double prune_above = upper_bound * (1 + 1e-9);
+
   for (int i = L - 1; i >= 0; --i) {
+    const double prefix_floor =
+        (prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)]) / fastest_anywhere;
+    auto keep = [&](const Entry& e) { return e.latency + e.excess + prefix_floor <= prune_above; };
     for (int k = N - 1; k >= 0; --k) {
-      std::vector<Entry>& here = front(i, k);
-      Run run;
-      double chain_bandwidth = std::numeric_limits<double>::infinity();
-      double chain_latency = 0;
-      for (int b = k + 1; b <= N && b - k <= M; ++b) {
-        // Extend the run by position b-1.
-        const int added = order[static_cast<std::size_t>(b - 1)];
-        const auto& gpu = topology.gpu(added);
-        run.replicas = b - k;
-        run.speed_sum += gpu.speed;
-        run.fastest = std::max(run.fastest, gpu.speed);
-        if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
-        if (b - k >= 2) {
-          const int previous = order[static_cast<std::size_t>(b - 2)];
-          chain_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(previous, added));
-          chain_latency = std::max(chain_latency, topology.latency_ms(previous, added));
-          const int first = order[static_cast<std::size_t>(k)];
-          run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(added, first));
-          run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
-        }
+      for (int r = 1; r <= R && k + r <= N; ++r) {
+        std::vector<Entry>& here = front(i, k, r);
+        const Run& run = run_at(k, r);
+        const int b = k + r;
         for (int j = i + 1; j <= L; ++j) {
-          const Terms t = stage_terms(model, prefix, i, j, run, M);
+          const Terms t = stage_terms(model, prefix, i, j, run);
           if (!t.fits) break;  // more layers only need more memory
           if (j == L) {
-            insert(here, Entry{t.latency, stage_excess(t, t.latency), t.allreduce, j, b, -1});
+            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, j, 0, -1};
+            if (keep(e)) insert(here, e);
             continue;
           }
-          if (b == N) continue;  // no GPU left for the next stage
-          const std::vector<Entry>& rest = front(j, b);
-          if (rest.empty()) continue;
           const double bytes = model.layers[static_cast<std::size_t>(j - 1)].activation_bytes;
-          const double c = topology.transfer_ms(added, order[static_cast<std::size_t>(b)], bytes);
-          const long per_replica = (M + run.replicas - 1) / run.replicas;
-          const double channel = static_cast<double>(per_replica) * c - c;
-          for (std::size_t x = 0; x < rest.size(); ++x) {
-            const Entry& e = rest[x];
-            const double latency = t.latency + 2 * c + e.latency;
-            const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
-            const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
-            insert(here, Entry{latency, excess, tail, j, b, static_cast<int>(x)});
+          for (int r2 = 1; r2 <= R && b + r2 <= N; ++r2) {
+            const std::vector<Entry>& rest = front(j, b, r2);
+            if (rest.empty()) continue;
+            const double c = cross_at(b, r, r2).transfer_ms(bytes);
+            const long channels = std::max(r, r2);
+            const long per_channel = (M + channels - 1) / channels;
+            const double channel = static_cast<double>(per_channel) * c - c;
+            for (std::size_t x = 0; x < rest.size(); ++x) {
+              const Entry& e = rest[x];
+              const double latency = t.latency + 2 * c + e.latency;
+              const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
+              const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
+              const Entry next{latency, excess, tail, j, r2, static_cast<int>(x)};
+              if (keep(next)) insert(here, next);
+            }
           }
+        }
+        if (cap > 0 && here.size() > cap) {
+          // Keep the `cap` smallest sums, in their original order (deterministic).
+          std::vector<std::size_t> rank(here.size());
+          std::iota(rank.begin(), rank.end(), 0);
+          std::stable_sort(rank.begin(), rank.end(), [&](std::size_t lhs, std::size_t rhs) {
+            return here[lhs].latency + here[lhs].excess + here[lhs].tail <
+                   here[rhs].latency + here[rhs].excess + here[rhs].tail;
+          });
+          rank.resize(cap);
+          std::sort(rank.begin(), rank.end());
+          std::vector<Entry> kept;
+          for (std::size_t x : rank) kept.push_back(here[x]);
+          here = std::move(kept);
         }
       }
     }
   }
 
-  const std::vector<Entry>& start = front(0, 0);
-  if (start.empty()) return std::nullopt;
-  std::size_t best = 0;
-  for (std::size_t x = 1; x < start.size(); ++x) {
-    const Entry& a = start[x];
-    const Entry& b = start[best];
-    if (a.latency + a.excess + a.tail < b.latency + b.excess + b.tail) best = x;
+  // The plan starts at position 0 with any first-run length.
+  std::optional<std::pair<int, std::size_t>> best;
+  double best_total = 0;
+  for (int r = 1; r <= R; ++r) {
+    const std::vector<Entry>& start = front(0, 0, r);
+    for (std::size_t x = 0; x < start.size(); ++x) {
+      const double total = start[x].latency + start[x].excess + start[x].tail;
+      if (!best || total < best_total) {
+        best = {r, x};
+        best_total = total;
+      }
+    }
   }
+  if (!best) return std::nullopt;
   Solution solution;
-  const Entry& top = start[best];
+  int i = 0, k = 0, r = best->first;
+  int x = static_cast<int>(best->second);
+  const Entry& top = front(0, 0, r)[best->second];
   solution.objective = Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
-  int i = 0, k = 0;
-  int x = static_cast<int>(best);
   while (true) {
-    const Entry& e = front(i, k)[static_cast<std::size_t>(x)];
+    const Entry& e = front(i, k, r)[static_cast<std::size_t>(x)];
     Stage stage;
     stage.first_layer = i;
     stage.last_layer = e.j - 1;
-    for (int p = k; p < e.b; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+    for (int p = k; p < k + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
     solution.stages.push_back(std::move(stage));
     if (e.next < 0) break;
     i = e.j;
-    k = e.b;
+    k += r;
+    r = e.b;
     x = e.next;
   }
   return solution;
+}
+
+}  // namespace
+
+std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
+                              const std::vector<int>& order, int micro_batches) {
+  // A capped pass finds a good plan quickly; its total bounds the exact pass, which can then
+  // drop every entry that cannot beat it. Both passes see the same plans, so if the capped
+  // pass finds none, none exists.
+  auto heuristic = run_dp(model, topology, order, micro_batches, 4, std::numeric_limits<double>::infinity());
+  if (!heuristic) return std::nullopt;
+  auto exact = run_dp(model, topology, order, micro_batches, 0, heuristic->objective.total_ms);
+  return exact ? exact : heuristic;
 }
 
 }  // namespace pipeplan::partition
