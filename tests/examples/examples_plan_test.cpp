@@ -1,0 +1,149 @@
+// Every shipped example plans, and every plan passes the simulator's checks; two golden plans
+// pin the planner's output for real models.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/simulate/check.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path source_dir() { return fs::path(PIPEPLAN_SOURCE_DIR); }
+
+io::Source load(const fs::path& path) {
+  std::ifstream in(path);
+  return io::source_from_text(path.filename().string(), {std::istreambuf_iterator<char>(in), {}});
+}
+
+std::vector<std::string> stems(const std::string& folder) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(source_dir() / folder)) {
+    if (entry.path().extension() == ".json") out.push_back(entry.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Parsed JSON equality with a relative tolerance on numbers; `where` names the first mismatch.
+bool same_json(const nlohmann::json& a, const nlohmann::json& b, const std::string& where, std::string& mismatch) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    if (std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)) + 1e-12) return true;
+    mismatch = where + ": " + a.dump() + " vs " + b.dump();
+    return false;
+  }
+  if (a.type() != b.type()) {
+    mismatch = where + ": " + a.dump() + " vs " + b.dump();
+    return false;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) {
+      mismatch = where + ": different keys";
+      return false;
+    }
+    for (const auto& [key, value] : a.items()) {
+      if (!b.contains(key)) {
+        mismatch = where + "/" + key + ": missing";
+        return false;
+      }
+      if (!same_json(value, b.at(key), where + "/" + key, mismatch)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) {
+      mismatch = where + ": " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " elements";
+      return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!same_json(a[i], b[i], where + "/" + std::to_string(i), mismatch)) return false;
+    }
+    return true;
+  }
+  if (a != b) {
+    mismatch = where + ": " + a.dump() + " vs " + b.dump();
+    return false;
+  }
+  return true;
+}
+
+class ExamplePlanTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExamplePlanTest, EveryModelPlansAndPassesSimulate) {
+  topology::Topology topology = topology::read_topology(load(source_dir() / "examples/topologies" / (GetParam() + ".json")));
+  for (const std::string& name : stems("examples/models")) {
+    SCOPED_TRACE(name);
+    model::Model model = model::read_model(load(source_dir() / "examples/models" / (name + ".json")));
+    ASSERT_TRUE(model.micro_batches.has_value());
+    planners::Request request{model, topology, static_cast<int>(*model.micro_batches)};
+    Plan plan = planners::make_plan("spp", request);
+    EXPECT_GE(plan.timeline.iteration_ms, plan.bounds.partition_ms * (1 - 1e-9));
+    EXPECT_GE(plan.bounds.partition_ms, plan.bounds.any_plan_ms * (1 - 1e-9));
+    const std::string text = io::dump_json(report::plan_to_json(plan, model, topology));
+    Plan checked = simulate::check_plan(report::read_plan(io::source_from_text("plan.json", text), topology), model, topology);
+    EXPECT_DOUBLE_EQ(checked.timeline.iteration_ms, plan.timeline.iteration_ms);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, ExamplePlanTest, ::testing::ValuesIn(stems("examples/topologies")),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+struct Golden {
+  const char* model;
+  const char* topology;
+};
+
+class GoldenPlanTest : public ::testing::TestWithParam<Golden> {};
+
+// Regenerate with: pipeplan -q plan examples/models/M.json examples/topologies/T.json
+//   -o tests/data/golden/M.T.plan.json  (after checking the change is an improvement).
+TEST_P(GoldenPlanTest, MatchesTheGoldenPlan) {
+  const Golden g = GetParam();
+  model::Model model = model::read_model(load(source_dir() / "examples/models" / (std::string(g.model) + ".json")));
+  topology::Topology topology = topology::read_topology(load(source_dir() / "examples/topologies" / (std::string(g.topology) + ".json")));
+  Plan plan = planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
+  const auto actual = nlohmann::json::parse(report::plan_to_json(plan, model, topology).dump());
+  std::ifstream in(source_dir() / "tests/data/golden" / (std::string(g.model) + "." + g.topology + ".plan.json"));
+  const auto expected = nlohmann::json::parse(in);
+  std::string mismatch;
+  EXPECT_TRUE(same_json(actual, expected, "", mismatch)) << mismatch;
+}
+
+INSTANTIATE_TEST_SUITE_P(RealModels, GoldenPlanTest,
+                         ::testing::Values(Golden{"gnmt", "dgx1-hybrid-mesh"}, Golden{"bert-24", "pcie-server"}),
+                         [](const auto& param_info) {
+                           std::string name = std::string(param_info.param.model) + "_" + param_info.param.topology;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(GoldenPlanTest, ComparisonSeesDifferences) {
+  std::string mismatch;
+  EXPECT_TRUE(same_json(nlohmann::json::parse(R"({"a": [1, 2.0000000000001]})"),
+                        nlohmann::json::parse(R"({"a": [1, 2]})"), "", mismatch));
+  EXPECT_FALSE(same_json(nlohmann::json::parse(R"({"a": [1, 2.001]})"), nlohmann::json::parse(R"({"a": [1, 2]})"), "",
+                         mismatch));
+  EXPECT_EQ(mismatch, "/a/1: 2.001 vs 2");
+}
+
+}  // namespace
+}  // namespace pipeplan
