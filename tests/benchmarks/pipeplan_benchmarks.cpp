@@ -1,0 +1,80 @@
+// Google Benchmark suite: ordering, DP, scheduling, replay and end-to-end planning.
+// Build with the `bench` preset; see docs/performance.md for the figures and how to rerun.
+
+#include <benchmark/benchmark.h>
+
+#include "pipeplan/ordering/mincut_order.hpp"
+#include "pipeplan/partition/dp.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/schedule/scheduler.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+#include "synthetic.hpp"
+
+namespace pipeplan::bench {
+namespace {
+
+// S single-GPU stages and enough micro-batches for about `tasks` tasks (4 S M of them).
+struct Pipeline {
+  model::Model model;
+  topology::Topology topology;
+  std::vector<Stage> stages;
+  int micro_batches;
+};
+
+Pipeline pipeline(int stages, long tasks) {
+  Pipeline p{synthetic_model(stages), synthetic_cluster((stages + 7) / 8, 8), {}, static_cast<int>(tasks / (4L * stages))};
+  for (int s = 0; s < stages; ++s) p.stages.push_back({s, s, {s}});
+  p.model.parameter_memory_factor = 0;  // keep every micro-batch in memory for the big runs
+  return p;
+}
+
+void BM_Replay(benchmark::State& state) {
+  Pipeline p = pipeline(16, state.range(0));
+  schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches, schedule::Policy::kOneFOneB);
+  for (auto _ : state) {
+    Timeline t = simulate::replay(p.model, p.topology, p.stages, s.schedule);
+    benchmark::DoNotOptimize(t.iteration_ms);
+  }
+  state.counters["tasks"] = 4.0 * 16 * p.micro_batches - 2.0 * p.micro_batches;
+}
+BENCHMARK(BM_Replay)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+void BM_ListSchedule(benchmark::State& state) {
+  Pipeline p = pipeline(16, state.range(0));
+  for (auto _ : state) {
+    schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches, schedule::Policy::kList);
+    benchmark::DoNotOptimize(s.iteration_ms);
+  }
+}
+BENCHMARK(BM_ListSchedule)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+void BM_MincutOrder(benchmark::State& state) {
+  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(0)) / 8, 8);
+  for (auto _ : state) benchmark::DoNotOptimize(ordering::mincut_order(t));
+}
+BENCHMARK(BM_MincutOrder)->Arg(16)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+void BM_Dp(benchmark::State& state) {
+  const int layers = static_cast<int>(state.range(0));
+  const int gpus = static_cast<int>(state.range(1));
+  model::Model m = synthetic_model(layers);
+  topology::Topology t = synthetic_cluster(gpus / 8, 8);
+  std::vector<int> order = ordering::mincut_order(t);
+  for (auto _ : state) benchmark::DoNotOptimize(partition::solve(m, t, order, 16));
+}
+BENCHMARK(BM_Dp)->Args({48, 16})->Args({96, 32})->Unit(benchmark::kMillisecond);
+
+void BM_PlanSpp(benchmark::State& state) {
+  model::Model m = synthetic_model(static_cast<int>(state.range(0)));
+  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8);
+  for (auto _ : state) {
+    Plan plan = planners::make_plan("spp", {m, t, 16});
+    benchmark::DoNotOptimize(plan.timeline.iteration_ms);
+  }
+}
+BENCHMARK(BM_PlanSpp)->Args({48, 16})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pipeplan::bench
+
+BENCHMARK_MAIN();
