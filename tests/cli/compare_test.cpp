@@ -1,0 +1,220 @@
+// `pipeplan compare`: one row per planner run, in three formats, with infeasible rows marked,
+// in-process through cli::run (and once through the binary).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipeplan/cli/cli.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result run_cli(const std::vector<std::string>& args) {
+  std::istringstream in;
+  std::ostringstream out, err;
+  int code = run(args, in, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The rows compare prints, in order.
+const std::vector<std::pair<std::string, std::string>> kRows{
+    {"spp", "list"},       {"spp", "1f1b"},     {"spp", "gpipe"},         {"gpipe", "gpipe"},
+    {"pipedream", "1f1b"}, {"uniform", "1f1b"}, {"data-parallel", "1f1b"}};
+
+// Four layers of 4 x 1 MiB static bytes each on four 12 MiB GPUs: every pipeline fits, the
+// whole model on one GPU (16 MiB of static bytes) does not, so data-parallel is infeasible.
+class CompareTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pipeplan-compare-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::string layers;
+    for (int l = 0; l < 4; ++l) {
+      layers +=
+          std::string(l ? ", " : "") + R"({"forward_ms": )" + std::to_string(1 + l) +
+          R"(, "backward_ms": 2, "activation_bytes": 1048576, "parameter_bytes": 1048576, "stash_bytes": 524288})";
+    }
+    write("model.json", R"({"name": "tiny", "micro_batches": 4, "layers": [)" + layers + "]}");
+    write("topo.json", R"({"name": "four", "nodes": [{"name": "n", "gpus": 4, "memory": "12 MiB",
+      "link": {"bandwidth": "10 GB/s", "latency": "1 us"}}]})");
+    write("small.json", R"({"name": "small", "nodes": [{"name": "n", "gpus": 4, "memory": "1 MiB",
+      "link": {"bandwidth": "10 GB/s", "latency": "1 us"}}]})");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+  }
+  Result compare(const std::string& format, bool timing = false,
+                 const std::string& topology = "topo.json") const {
+    std::vector<std::string> args{"compare", path("model.json"), path(topology), "--format",
+                                  format};
+    if (!timing) args.emplace_back("--no-timing");
+    return run_cli(args);
+  }
+  fs::path dir_;
+};
+
+TEST_F(CompareTest, TableIsAlignedAndMarksInfeasibleRows) {
+  const Result result = compare("table");
+  ASSERT_EQ(result.code, 0) << result.err;
+  const auto lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), kRows.size() + 1);
+  EXPECT_EQ(lines[0].rfind("planner", 0), 0u);
+  EXPECT_NE(lines[0].find("iteration"), std::string::npos);
+  EXPECT_NE(lines[0].find("speed-up"), std::string::npos);
+  EXPECT_EQ(lines[0].find("planning"), std::string::npos);  // --no-timing
+  const std::size_t policy_column = lines[0].find("policy");
+  const std::size_t status_column = lines[0].find("status");
+  for (std::size_t x = 0; x < kRows.size(); ++x) {
+    const std::string& line = lines[x + 1];
+    EXPECT_EQ(line.rfind(kRows[x].first + " ", 0), 0u) << line;
+    EXPECT_EQ(line.substr(policy_column, kRows[x].second.size() + 1), kRows[x].second + " ")
+        << line;
+    const std::string status = line.substr(status_column);
+    if (kRows[x].first == "data-parallel") {
+      EXPECT_EQ(status,
+                "infeasible: data-parallel: stage 0 (layers 0-3) needs 18 MiB (4 x parameters + 1 "
+                "stash) but "
+                "GPU \"n/gpu0\" has 12 MiB under the 1f1b schedule");
+    } else {
+      EXPECT_EQ(status, "feasible") << line;
+    }
+  }
+  EXPECT_NE(result.err.find("fastest: "), std::string::npos);
+}
+
+TEST_F(CompareTest, JsonIsAnArrayOfRows) {
+  const Result result = compare("json");
+  ASSERT_EQ(result.code, 0) << result.err;
+  const auto rows = nlohmann::json::parse(result.out);
+  ASSERT_TRUE(rows.is_array());
+  ASSERT_EQ(rows.size(), kRows.size());
+  double best_baseline = 1e300;
+  for (std::size_t x = 0; x < kRows.size(); ++x) {
+    const auto& row = rows[x];
+    EXPECT_EQ(row.at("planner").get<std::string>(), kRows[x].first);
+    EXPECT_EQ(row.at("policy").get<std::string>(), kRows[x].second);
+    EXPECT_FALSE(row.contains("planning_ms"));
+    const bool feasible = kRows[x].first != "data-parallel";
+    EXPECT_EQ(row.at("feasible").get<bool>(), feasible);
+    if (!feasible) {
+      EXPECT_TRUE(row.at("iteration_ms").is_null());
+      EXPECT_TRUE(row.at("stages").is_null());
+      EXPECT_EQ(
+          row.at("error").get<std::string>().rfind("data-parallel: stage 0 (layers 0-3) needs", 0),
+          0u);
+      continue;
+    }
+    EXPECT_TRUE(row.at("error").is_null());
+    const double iteration = row.at("iteration_ms").get<double>();
+    EXPECT_GT(iteration, 0);
+    EXPECT_GE(row.at("partition_ratio").get<double>(), 1 - 1e-9);
+    EXPECT_GE(row.at("any_plan_ratio").get<double>(), 1 - 1e-9);
+    EXPECT_LE(row.at("peak_memory").at("fraction").get<double>(), 1 + 1e-9);
+    EXPECT_EQ(row.at("peak_memory").at("memory_bytes").get<double>(), 12 * 1048576.0);
+    ASSERT_TRUE(row.at("stages").is_array());
+    EXPECT_EQ(row.at("stages").front().at("first_layer").get<int>(), 0);
+    EXPECT_EQ(row.at("stages").back().at("last_layer").get<int>(), 3);
+    if (kRows[x].first != "spp") best_baseline = std::min(best_baseline, iteration);
+  }
+  // Speed-ups are against the best baseline row.
+  for (const auto& row : rows) {
+    if (!row.at("feasible").get<bool>()) continue;
+    EXPECT_NEAR(row.at("speedup").get<double>(),
+                best_baseline / row.at("iteration_ms").get<double>(), 1e-12);
+  }
+  // With timing, each row has its planning time.
+  const auto timed = nlohmann::json::parse(compare("json", true).out);
+  for (const auto& row : timed) EXPECT_TRUE(row.at("planning_ms").is_number());
+}
+
+TEST_F(CompareTest, CsvHasAHeaderRow) {
+  const Result result = compare("csv");
+  ASSERT_EQ(result.code, 0) << result.err;
+  const auto lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), kRows.size() + 1);
+  EXPECT_EQ(
+      lines[0],
+      "planner,policy,stages,iteration_ms,speedup,partition_ratio,any_plan_ratio,peak_memory_bytes,"
+      "memory_bytes,memory_fraction,status,error");
+  for (std::size_t x = 0; x < kRows.size(); ++x) {
+    const std::string& line = lines[x + 1];
+    EXPECT_EQ(line.rfind(kRows[x].first + "," + kRows[x].second + ",", 0), 0u) << line;
+    if (kRows[x].first == "data-parallel") {
+      // The message holds quotes, so the field is quoted with doubled quotes.
+      EXPECT_EQ(
+          line,
+          "data-parallel,1f1b,,,,,,,,,infeasible,\"data-parallel: stage 0 (layers 0-3) needs 18 "
+          "MiB (4 x "
+          "parameters + 1 stash) but GPU \"\"n/gpu0\"\" has 12 MiB under the 1f1b schedule\"");
+    } else {
+      EXPECT_EQ(line.substr(line.size() - 10), ",feasible,") << line;
+      EXPECT_EQ(std::count(line.begin(), line.end(), ','), 11) << line;
+    }
+  }
+  const auto timed = lines_of(compare("csv", true).out);
+  EXPECT_NE(timed[0].find(",planning_ms,status,error"), std::string::npos);
+}
+
+TEST_F(CompareTest, OutputIsDeterministicWithoutTiming) {
+  for (const char* format : {"table", "json", "csv"}) {
+    const Result first = compare(format);
+    const Result second = compare(format);
+    ASSERT_EQ(first.code, 0);
+    EXPECT_EQ(first.out, second.out) << format;
+  }
+}
+
+TEST_F(CompareTest, NothingFeasibleExitsFour) {
+  const Result result = compare("csv", false, "small.json");
+  EXPECT_EQ(result.code, 4);
+  const auto lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), kRows.size() + 1);
+  for (std::size_t x = 1; x < lines.size(); ++x) {
+    EXPECT_NE(lines[x].find(",infeasible,"), std::string::npos);
+  }
+  EXPECT_EQ(result.err.rfind("pipeplan: error: no planner found a plan that fits; spp: ", 0), 0u)
+      << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1);
+}
+
+TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
+  const std::string command = std::string("'") + PIPEPLAN_BINARY + "' compare '" +
+                              path("model.json") + "' '" + path("topo.json") +
+                              "' --format csv --no-timing -q";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  EXPECT_EQ(::pclose(pipe), 0);
+  EXPECT_EQ(out, compare("csv").out);
+}
+
+}  // namespace
+}  // namespace pipeplan::cli
