@@ -91,11 +91,12 @@ struct Terms {
 // The best split of M identical micro-batches over replicas of different speeds: each in
 // turn goes where it would finish first (optimal for identical jobs on uniform machines;
 // ties to the earlier replica). O(M r).
-void split_micro_batches(Run& run, int M) {
+// With `round_robin`, micro-batch m simply goes to replica m mod r.
+void split_micro_batches(Run& run, int M, bool round_robin) {
   std::vector<long> count(run.speeds.size(), 0);
   for (int m = 0; m < M; ++m) {
-    std::size_t best = 0;
-    for (std::size_t g = 1; g < count.size(); ++g) {
+    std::size_t best = round_robin ? static_cast<std::size_t>(m) % count.size() : 0;
+    for (std::size_t g = 1; g < count.size() && !round_robin; ++g) {
       if (static_cast<double>(count[g] + 1) / run.speeds[g] < static_cast<double>(count[best] + 1) / run.speeds[best]) best = g;
     }
     ++count[best];
@@ -108,19 +109,23 @@ void split_micro_batches(Run& run, int M) {
   }
 }
 
-Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run) {
+Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run,
+                  const ScheduleModel& schedule) {
   Terms t;
   const double F = prefix.forward[static_cast<std::size_t>(j)] - prefix.forward[static_cast<std::size_t>(i)];
   const double B = prefix.backward[static_cast<std::size_t>(j)] - prefix.backward[static_cast<std::size_t>(i)];
   const double W = prefix.parameters[static_cast<std::size_t>(j)] - prefix.parameters[static_cast<std::size_t>(i)];
   const double Y = prefix.stash[static_cast<std::size_t>(j)] - prefix.stash[static_cast<std::size_t>(i)];
   const long per_replica = run.most_micro_batches;
+  const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;
   const long in_flight = simulate::max_in_flight(model.parameter_memory_factor * W, Y, run.capacity, per_replica);
-  if (in_flight < 1) return t;
+  if (in_flight < needed) return t;
   t.fits = true;
   t.latency = (F + B) / run.fastest;
   t.load = (F + B) * run.time_per_work;
-  t.memory_rounds = in_flight < per_replica ? static_cast<double>((per_replica + in_flight - 1) / in_flight) : 0;
+  t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
+                       ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
+                       : 0;
   t.allreduce = simulate::ring_allreduce_ms(run.replicas, W, run.ring_bandwidth, run.ring_latency_ms);
   t.backward = B / run.fastest;
   return t;
@@ -156,7 +161,8 @@ void insert(std::vector<Entry>& front, const Entry& e) {
 }  // namespace
 
 std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
-                                   const std::vector<Stage>& stages, int micro_batches) {
+                                   const std::vector<Stage>& stages, int micro_batches,
+                                   const ScheduleModel& schedule) {
   const Prefix prefix(model);
   const int S = static_cast<int>(stages.size());
   double latency = 0, excess = 0, tail = 0;
@@ -175,8 +181,8 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
         run.ring_latency_ms = std::max(run.ring_latency_ms, topology.latency_ms(u, v));
       }
     }
-    split_micro_batches(run, micro_batches);
-    const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run);
+    split_micro_batches(run, micro_batches, schedule.round_robin);
+    const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
     if (!t.fits) return std::nullopt;
     if (s == S - 1) {
       latency = t.latency;
@@ -203,8 +209,8 @@ namespace {
 // a plan of total <= upper_bound: a suffix entry ends in a plan of total at least its
 // latency + excess plus the prefix layers' compute at the fastest speed. Both off: exact.
 std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
-                               const std::vector<int>& order, int micro_batches, std::size_t cap,
-                               double upper_bound) {
+                               const std::vector<int>& order, int micro_batches,
+                               const ScheduleModel& schedule, std::size_t cap, double upper_bound) {
   const int L = static_cast<int>(model.layers.size());
   const int N = static_cast<int>(order.size());
   const int M = micro_batches;
@@ -236,7 +242,7 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
         run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
       }
       run_at(k, r) = run;
-      split_micro_batches(run_at(k, r), M);
+      split_micro_batches(run_at(k, r), M, schedule.round_robin);
     }
   }
   // Pair costs between the run ending at position p-1 (length r1) and the one starting at p
@@ -293,7 +299,7 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
         const Run& run = run_at(k, r);
         const int b = k + r;
         for (int j = i + 1; j <= L; ++j) {
-          const Terms t = stage_terms(model, prefix, i, j, run);
+          const Terms t = stage_terms(model, prefix, i, j, run, schedule);
           if (!t.fits) break;  // more layers only need more memory
           if (j == L) {
             const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, j, 0, -1};
@@ -374,13 +380,15 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
 }  // namespace
 
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
-                              const std::vector<int>& order, int micro_batches) {
+                              const std::vector<int>& order, int micro_batches,
+                              const ScheduleModel& schedule) {
   // A capped pass finds a good plan quickly; its total bounds the exact pass, which can then
   // drop every entry that cannot beat it. Both passes see the same plans, so if the capped
   // pass finds none, none exists.
-  auto heuristic = run_dp(model, topology, order, micro_batches, 4, std::numeric_limits<double>::infinity());
+  auto heuristic =
+      run_dp(model, topology, order, micro_batches, schedule, 4, std::numeric_limits<double>::infinity());
   if (!heuristic) return std::nullopt;
-  auto exact = run_dp(model, topology, order, micro_batches, 0, heuristic->objective.total_ms);
+  auto exact = run_dp(model, topology, order, micro_batches, schedule, 0, heuristic->objective.total_ms);
   return exact ? exact : heuristic;
 }
 

@@ -18,7 +18,8 @@ using namespace pipeplan::testing;
 // Every plan the DP may choose: contiguous layer ranges on consecutive runs of `order`
 // from its first GPU, 1 <= r <= M replicas each. Returns the smallest objective.
 std::optional<double> brute_force(const model::Model& model, const topology::Topology& topology,
-                                  const std::vector<int>& order, int M, int* plans_seen) {
+                                  const std::vector<int>& order, int M, int* plans_seen,
+                                  const ScheduleModel& schedule = {}) {
   const int L = static_cast<int>(model.layers.size());
   const int N = static_cast<int>(order.size());
   std::optional<double> best;
@@ -26,7 +27,7 @@ std::optional<double> brute_force(const model::Model& model, const topology::Top
   std::function<void(int, int)> extend = [&](int layer, int position) {
     if (layer == L) {
       ++*plans_seen;
-      auto value = objective(model, topology, current, M);
+      auto value = objective(model, topology, current, M, schedule);
       if (value && (!best || value->total_ms < *best)) best = value->total_ms;
       return;
     }
@@ -87,8 +88,11 @@ TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
     std::vector<int> order(static_cast<std::size_t>(N));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
-    auto expected = brute_force(model, topology, order, M, &plans);
-    auto solution = solve(model, topology, order, M);
+    // A third of the instances plan for the fixed orders (round robin, stashes that must fit).
+    ScheduleModel schedule;
+    if (trial % 3 == 1) schedule = {true, 1 + static_cast<long>(rng() % 4)};
+    auto expected = brute_force(model, topology, order, M, &plans, schedule);
+    auto solution = solve(model, topology, order, M, schedule);
     ++instances;
     ASSERT_EQ(expected.has_value(), solution.has_value()) << "trial " << trial;
     if (!expected) {
@@ -97,7 +101,7 @@ TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
     }
     EXPECT_NEAR(solution->objective.total_ms, *expected, 1e-9 * *expected) << "trial " << trial;
     // The stages it returns have exactly the value it reports.
-    auto check = objective(model, topology, solution->stages, M);
+    auto check = objective(model, topology, solution->stages, M, schedule);
     ASSERT_TRUE(check.has_value());
     EXPECT_DOUBLE_EQ(check->total_ms, solution->objective.total_ms) << "trial " << trial;
     EXPECT_NO_THROW(simulate::check_stages(model, topology, solution->stages));

@@ -29,10 +29,21 @@ struct Solution {
   Objective objective;
 };
 
+/// What the DP assumes of the schedule that will run its plan.
+struct ScheduleModel {
+  /// Micro-batch m runs on replica m mod r (the fixed 1F1B and GPipe orders) instead of the
+  /// best split over the replicas' speeds (the list scheduler).
+  bool round_robin = false;
+  /// Stashes every replica must be able to hold (at most its micro-batches). 0: the
+  /// memory-aware list scheduler, which needs one and throttles when fewer fit than it could use.
+  long stashes = 0;
+};
+
 /// The objective of `stages` (each a layer range on an ordered GPU list, as in a plan), or
 /// nothing when a stage does not fit one micro-batch in memory. O(S + sum r_s).
 std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
-                                   const std::vector<Stage>& stages, int micro_batches);
+                                   const std::vector<Stage>& stages, int micro_batches,
+                                   const ScheduleModel& schedule = {});
 
 /// The plan minimising `objective` among all plans whose stages are contiguous layer ranges
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
@@ -40,6 +51,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
 /// Exact: Pareto fronts of (latency, excess, tail) per state, since the objective is
 /// monotone in each. O(L^2 N min(N, M) F) for L layers, N GPUs and fronts of size F.
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
-                              const std::vector<int>& order, int micro_batches);
+                              const std::vector<int>& order, int micro_batches,
+                              const ScheduleModel& schedule = {});
 
 }  // namespace pipeplan::partition
