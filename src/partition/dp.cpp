@@ -287,13 +287,26 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
 
   double fastest_anywhere = 0;
   for (int g : order) fastest_anywhere = std::max(fastest_anywhere, topology.gpu(g).speed);
+  std::vector<double> speed_before(static_cast<std::size_t>(N) + 1, 0);  // speeds of positions < k
+  for (int k = 0; k < N; ++k) {
+    speed_before[static_cast<std::size_t>(k) + 1] =
+        speed_before[static_cast<std::size_t>(k)] + topology.gpu(order[static_cast<std::size_t>(k)]).speed;
+  }
   const double prune_above = upper_bound * (1 + 1e-9);
 
   for (int i = L - 1; i >= 0; --i) {
-    const double prefix_floor =
-        (prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)]) / fastest_anywhere;
-    auto keep = [&](const Entry& e) { return e.latency + e.excess + prefix_floor <= prune_above; };
+    const double prefix_work = prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)];
+    // Only reachable states: the layers before i need GPUs before k, and plans start at k = 0.
     for (int k = N - 1; k >= 0; --k) {
+      if ((i == 0) != (k == 0)) continue;
+      // Lower bounds on what the layers before i add to a suffix entry: their compute at the
+      // fastest speed, and (the busiest of their stages works at least M prefix_work / speeds
+      // of the GPUs before k) a steady state that replaces the entry's excess.
+      const double floor_latency = prefix_work / fastest_anywhere;
+      const double floor_load = k > 0 ? M * prefix_work / speed_before[static_cast<std::size_t>(k)] : 0;
+      auto keep = [&](const Entry& e) {
+        return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above;
+      };
       for (int r = 1; r <= R && k + r <= N; ++r) {
         std::vector<Entry>& here = front(i, k, r);
         const Run& run = run_at(k, r);
@@ -379,12 +392,60 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
 
 }  // namespace
 
+namespace {
+
+// The best objective among simple plans: S stages of equal compute, each on r consecutive GPUs
+// of the order, for every r <= R and S <= min(L, N / r). A cheap upper bound for the exact
+// pass (infinity when none fits). O(N log N) plans of O(L + S r^2) each.
+double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
+                          const std::vector<int>& order, int micro_batches, const ScheduleModel& schedule) {
+  const int L = static_cast<int>(model.layers.size());
+  const int N = static_cast<int>(order.size());
+  const int R = std::min(N, micro_batches);
+  const Prefix prefix(model);
+  const double total = prefix.forward.back() + prefix.backward.back();
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 1; r <= R; ++r) {
+    for (int S = 1; S <= L && S * r <= N; ++S) {
+      std::vector<Stage> stages;
+      int first = 0;
+      for (int s = 0; s < S; ++s) {
+        int last = first;
+        if (s == S - 1) {
+          last = L - 1;
+        } else {
+          // Extend while the cumulative work stays below the stage's share, leaving a layer
+          // for each later stage.
+          const double target = total * (s + 1) / S;
+          while (last + 1 < L - (S - 1 - s) &&
+                 prefix.forward[static_cast<std::size_t>(last + 2)] + prefix.backward[static_cast<std::size_t>(last + 2)] <= target) {
+            ++last;
+          }
+        }
+        Stage stage{first, last, {}};
+        for (int p = s * r; p < (s + 1) * r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+        stages.push_back(std::move(stage));
+        first = last + 1;
+      }
+      if (auto value = objective(model, topology, stages, micro_batches, schedule)) best = std::min(best, value->total_ms);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
                               const ScheduleModel& schedule) {
-  // A capped pass finds a good plan quickly; its total bounds the exact pass, which can then
-  // drop every entry that cannot beat it. Both passes see the same plans, so if the capped
-  // pass finds none, none exists.
+  // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
+  // equal-compute plans usually give a good one; when none fits in memory, a capped pass
+  // (4 entries per state) finds a plan whose value serves instead. Either way the exact pass
+  // keeps the optimum, so the result is exact.
+  const double simple = simple_plans_bound(model, topology, order, micro_batches, schedule);
+  if (std::isfinite(simple)) {
+    if (auto exact = run_dp(model, topology, order, micro_batches, schedule, 0, simple)) return exact;
+  }
   auto heuristic =
       run_dp(model, topology, order, micro_batches, schedule, 4, std::numeric_limits<double>::infinity());
   if (!heuristic) return std::nullopt;
