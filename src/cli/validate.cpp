@@ -1,9 +1,10 @@
-// `pipeplan validate MODEL [TOPO]`: check inputs and summarise them.
+// `pipeplan validate MODEL [TOPO]`: check inputs and summarise them on standard error.
 
 #include <algorithm>
 #include <limits>
 
 #include "commands.hpp"
+#include "pipeplan/error.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/topology/topology.hpp"
@@ -16,43 +17,105 @@ struct ValidateOptions {
   std::string topology;
 };
 
-std::string quoted_name(const std::string& name) { return name.empty() ? "" : " \"" + name + "\""; }
+// ` "name"` (empty when there is none), whole, with control characters escaped.
+std::string quoted_name(const std::string& name) {
+  if (name.empty()) return "";
+  std::string out = " \"";
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* const kHex = "0123456789ABCDEF";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
 
-int run_validate(const ValidateOptions& options, Context& context) {
-  using report::format_bandwidth;
-  using report::format_bytes;
-  using report::format_ms;
-  model::Model model = model::read_model(context.read(options.model));
+// "a" when both ends format alike, else "a to b".
+std::string range(const std::string& low, const std::string& high) {
+  return low == high ? low : low + " to " + high;
+}
+
+// `model.json: model "bert-24", 24 layers, forward 45.6 ms and backward 91.2 ms per
+// micro-batch, 1.2 GiB of parameters, 16 micro-batches`
+std::string model_summary(const std::string& file, const model::Model& model) {
   double forward_ms = 0, backward_ms = 0, parameter_bytes = 0;
   for (const auto& layer : model.layers) {
     forward_ms += layer.forward_ms;
     backward_ms += layer.backward_ms;
     parameter_bytes += layer.parameter_bytes;
   }
-  std::string line = options.model + ": model" + quoted_name(model.name) + ", " +
-                     std::to_string(model.layers.size()) + " layers, forward " +
-                     format_ms(forward_ms) + " and backward " + format_ms(backward_ms) +
-                     " per micro-batch, " + format_bytes(parameter_bytes) + " of parameters";
-  if (model.micro_batches) line += ", " + std::to_string(*model.micro_batches) + " micro-batches";
-  context.say(line);
+  std::size_t layers = model.layers.size();
+  std::string line = file + ": model" + quoted_name(model.name) + ", " + std::to_string(layers) +
+                     (layers == 1 ? " layer" : " layers") + ", forward " +
+                     report::format_ms(forward_ms) + " and backward " +
+                     report::format_ms(backward_ms) + " per micro-batch, " +
+                     report::format_bytes(parameter_bytes) + " of parameters";
+  if (model.micro_batches) {
+    line += ", " + std::to_string(*model.micro_batches) +
+            (*model.micro_batches == 1 ? " micro-batch" : " micro-batches");
+  }
+  return line;
+}
 
-  if (!options.topology.empty()) {
-    topology::Topology topo = topology::read_topology(context.read(options.topology));
+// `topo.json: topology "2x DGX-1", 16 GPUs on 2 nodes, pair bandwidth 12.5 GB/s to 25 GB/s,
+// speed 1, memory 32 GiB`
+std::string topology_summary(const std::string& file, const topology::Topology& topo) {
+  const int n = topo.size();
+  std::string line = file + ": topology" + quoted_name(topo.name()) + ", " + std::to_string(n) +
+                     (n == 1 ? " GPU" : " GPUs") + " on " + std::to_string(topo.node_count()) +
+                     (topo.node_count() == 1 ? " node" : " nodes");
+  if (n > 1) {
     double slowest = std::numeric_limits<double>::infinity(), fastest = 0;
-    for (int u = 0; u < topo.size(); ++u) {
-      for (int v = u + 1; v < topo.size(); ++v) {
+    for (int u = 0; u < n; ++u) {
+      for (int v = u + 1; v < n; ++v) {
         double bandwidth = topo.bandwidth_bytes_per_s(u, v);
         slowest = std::min(slowest, bandwidth);
         fastest = std::max(fastest, bandwidth);
       }
     }
-    std::string summary = options.topology + ": topology" + quoted_name(topo.name()) + ", " +
-                          std::to_string(topo.size()) + " GPUs on " +
-                          std::to_string(topo.node_count()) + " nodes";
-    if (topo.size() > 1) {
-      summary += ", pair bandwidth " + format_bandwidth(slowest) + " to " + format_bandwidth(fastest);
+    line += ", pair bandwidth " +
+            range(report::format_bandwidth(slowest), report::format_bandwidth(fastest));
+  }
+  double slow = std::numeric_limits<double>::infinity(), fast = 0;
+  double least = std::numeric_limits<double>::infinity(), most = 0;
+  bool any_unlimited = false, any_limited = false;
+  for (const topology::Gpu& gpu : topo.gpus()) {
+    slow = std::min(slow, gpu.speed);
+    fast = std::max(fast, gpu.speed);
+    if (gpu.memory_bytes) {
+      any_limited = true;
+      least = std::min(least, *gpu.memory_bytes);
+      most = std::max(most, *gpu.memory_bytes);
+    } else {
+      any_unlimited = true;
     }
-    context.say(summary);
+  }
+  line += ", speed " + range(report::format_number(slow), report::format_number(fast));
+  line += ", memory ";
+  if (!any_limited) {
+    line += "unlimited";
+  } else {
+    line += range(report::format_bytes(least),
+                  any_unlimited ? std::string("unlimited") : report::format_bytes(most));
+  }
+  return line;
+}
+
+int run_validate(const ValidateOptions& options, Context& context) {
+  if (options.model == "-" && options.topology == "-") {
+    throw UsageError("MODEL and TOPO cannot both be - (standard input)");
+  }
+  io::Source model_source = context.read(options.model);
+  model::Model model = model::read_model(model_source);
+  context.say(model_summary(model_source.name, model));
+  if (!options.topology.empty()) {
+    io::Source topology_source = context.read(options.topology);
+    topology::Topology topo = topology::read_topology(topology_source);
+    context.say(topology_summary(topology_source.name, topo));
   }
   return 0;
 }
@@ -61,10 +124,11 @@ int run_validate(const ValidateOptions& options, Context& context) {
 
 void add_validate_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<ValidateOptions>();
-  CLI::App* sub = app.add_subcommand("validate", "Check a model (and a topology) and summarise them");
+  CLI::App* sub =
+      app.add_subcommand("validate", "Check a model (and a topology) and summarise them");
   sub->add_option("MODEL", options->model, "Model profile (model.json, - for standard input)")
       ->required();
-  sub->add_option("TOPO", options->topology, "Cluster topology (topo.json)");
+  sub->add_option("TOPO", options->topology, "Cluster topology (topo.json, - for standard input)");
   sub->callback([options, &action] {
     action = [options](Context& context) { return run_validate(*options, context); };
   });

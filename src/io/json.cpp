@@ -52,7 +52,7 @@ class StrictSaxBuilder {
   bool key(json::string_t& key) {
     Frame& top = stack_.back();
     if (top.value->contains(key)) {
-      return fail(pointer_append(top.pointer, key), "duplicate key \"" + printable(key) + "\"");
+      return fail(pointer_append(top.pointer, key), "duplicate key " + quote_for_message(key));
     }
     top.key = std::move(key);
     return true;
@@ -68,7 +68,10 @@ class StrictSaxBuilder {
       message.erase(0, close_bracket + 2);
     }
     if (message.rfind("parse error ", 0) == 0) message.erase(0, 12);
-    return fail("", "malformed JSON: " + printable(message));
+    // nlohmann quotes the whole token read so far, which can be a megabyte-long string.
+    message = printable(message);
+    if (message.size() > 240) message = message.substr(0, 237) + "...";
+    return fail("", "malformed JSON: " + message);
   }
 
   [[nodiscard]] bool failed() const { return !error_.empty(); }
@@ -139,6 +142,15 @@ class StrictSaxBuilder {
   std::string error_;
 };
 
+// A JSON pointer as shown in messages: printable, and cut when absurdly long (a key can be
+// megabytes of arbitrary text).
+std::string display_pointer(const std::string& pointer) {
+  constexpr std::size_t kMaxShown = 320;
+  std::string shown = printable(pointer);
+  if (shown.size() > kMaxShown) shown = shown.substr(0, kMaxShown - 3) + "...";
+  return shown;
+}
+
 std::string format_number(double value) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", value);
@@ -173,11 +185,20 @@ Document parse_json(const Source& source) {
   Document document{source.name, nullptr};
   std::string_view text = source.text;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) {
+    std::size_t line_start = text.rfind('\n', nul);
+    line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+    auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
+    throw InputError(source.name, "",
+                     "malformed JSON: at line " + std::to_string(line) + ", column " +
+                         std::to_string(nul - line_start + 1) + ": NUL byte");
+  }
   StrictSaxBuilder builder(document.root);
   bool ok = json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/false);
   if (!ok || builder.failed()) {
-    throw InputError(source.name, builder.error_pointer(),
+    throw InputError(source.name, display_pointer(builder.error_pointer()),
                      builder.failed() ? builder.error() : "malformed JSON");
   }
   return document;
@@ -237,8 +258,19 @@ std::string dump_json(const nlohmann::ordered_json& value, int indent) {
          "\n";
 }
 
+namespace {
+
+// The type and value of a wrong-typed value: `string "16"`, `boolean true`, `null`,
+// `an object`.
+std::string describe_typed(const json& value) {
+  if (value.is_null() || value.is_object() || value.is_array()) return describe_value(value);
+  return std::string(Node::type_name(value)) + " " + describe_value(value);
+}
+
+}  // namespace
+
 void Node::fail(const std::string& message) const {
-  throw InputError(document_->file, pointer_, message);
+  throw InputError(document_->file, display_pointer(pointer_), message);
 }
 
 const char* Node::type_name(const nlohmann::json& value) {
@@ -274,7 +306,7 @@ std::vector<Node> Node::elements() const {
 
 std::string Node::as_string() const {
   if (!value_->is_string()) {
-    fail(std::string("must be a string, got ") + type_name(*value_) + " " + describe_value(*value_));
+    fail(std::string("must be a string, got ") + describe_typed(*value_));
   }
   return value_->get<std::string>();
 }
@@ -287,14 +319,13 @@ std::string Node::as_nonempty_string() const {
 
 double Node::as_number() const {
   if (!value_->is_number()) {
-    fail(std::string("must be a number, got ") + type_name(*value_) + " " + describe_value(*value_));
+    fail(std::string("must be a number, got ") + describe_typed(*value_));
   }
   return value_->get<double>();
 }
 
 double Node::as_nonnegative() const {
-  if (!value_->is_number()) fail(std::string("must be a finite number >= 0, got ") +
-                                 type_name(*value_) + " " + describe_value(*value_));
+  if (!value_->is_number()) fail("must be a finite number >= 0, got " + describe_typed(*value_));
   double number = value_->get<double>();
   if (!(number >= 0) || !std::isfinite(number)) {
     fail("must be a finite number >= 0, got " + describe_value(*value_));
@@ -303,8 +334,7 @@ double Node::as_nonnegative() const {
 }
 
 double Node::as_positive() const {
-  if (!value_->is_number()) fail(std::string("must be a finite number > 0, got ") +
-                                 type_name(*value_) + " " + describe_value(*value_));
+  if (!value_->is_number()) fail("must be a finite number > 0, got " + describe_typed(*value_));
   double number = value_->get<double>();
   if (!(number > 0) || !std::isfinite(number)) {
     fail("must be a finite number > 0, got " + describe_value(*value_));
@@ -320,7 +350,7 @@ std::int64_t Node::as_integer(std::int64_t min, std::int64_t max) const {
     want += " from " + std::to_string(min) + " to " + std::to_string(max);
   }
   if (!value_->is_number()) {
-    fail(want + ", got " + type_name(*value_) + " " + describe_value(*value_));
+    fail(want + ", got " + describe_typed(*value_));
   }
   if (value_->is_number_integer() && !value_->is_number_unsigned()) {
     auto number = value_->get<std::int64_t>();
@@ -345,8 +375,7 @@ std::int64_t Node::as_integer(std::int64_t min, std::int64_t max) const {
 
 bool Node::as_bool() const {
   if (!value_->is_boolean()) {
-    fail(std::string("must be true or false, got ") + type_name(*value_) + " " +
-         describe_value(*value_));
+    fail(std::string("must be true or false, got ") + describe_typed(*value_));
   }
   return value_->get<bool>();
 }

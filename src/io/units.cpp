@@ -153,13 +153,18 @@ double read_quantity(const Node& node, QuantityKind kind) {
   if (value.is_number()) {
     double number = value.get<double>();
     if (!std::isfinite(number) || number < 0) {
-      node.fail(std::string("must be a ") + kind_name(kind) + " >= 0, got " + describe_value(value));
+      node.fail(std::string("must be a ") + kind_name(kind) + " >= 0, got " +
+                describe_value(value));
     }
     return number;
   }
   if (!value.is_string()) {
+    // null, objects and arrays describe themselves; the others need their type.
+    std::string got = value.is_null() || value.is_object() || value.is_array()
+                          ? describe_value(value)
+                          : std::string(Node::type_name(value)) + " " + describe_value(value);
     node.fail(std::string("must be a number or a string with a unit such as ") +
-              kind_example(kind) + ", got " + Node::type_name(value) + " " + describe_value(value));
+              kind_example(kind) + ", got " + got);
   }
   try {
     return parse_quantity(value.get<std::string>(), kind);

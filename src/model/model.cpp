@@ -2,6 +2,8 @@
 
 #include "pipeplan/model/model.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <unordered_map>
 
@@ -12,20 +14,57 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 
+// A finite number >= 0, with -0 folded into 0 so that it never prints as "-0".
+double nonnegative(const io::Node& node) { return node.as_nonnegative() + 0.0; }
+
 Layer read_layer(const io::Node& node) {
   io::ObjectReader object(node, {"name", "forward_ms", "backward_ms", "activation_bytes",
                                  "parameter_bytes", "stash_bytes"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
-  layer.forward_ms = object.required("forward_ms").as_nonnegative();
-  layer.backward_ms = object.required("backward_ms").as_nonnegative();
-  layer.activation_bytes = object.required("activation_bytes").as_nonnegative();
+  layer.forward_ms = nonnegative(object.required("forward_ms"));
+  layer.backward_ms = nonnegative(object.required("backward_ms"));
+  layer.activation_bytes = nonnegative(object.required("activation_bytes"));
   if (auto parameters = object.optional("parameter_bytes")) {
-    layer.parameter_bytes = parameters->as_nonnegative();
+    layer.parameter_bytes = nonnegative(*parameters);
   }
   layer.stash_bytes = layer.activation_bytes;
-  if (auto stash = object.optional("stash_bytes")) layer.stash_bytes = stash->as_nonnegative();
+  if (auto stash = object.optional("stash_bytes")) layer.stash_bytes = nonnegative(*stash);
   return layer;
+}
+
+// Every value is finite, but their sums (which the execution model adds up) must be too.
+void check_totals(const Model& model, const io::Node& layers) {
+  double compute_ms = 0, parameter_bytes = 0, stash_bytes = 0, activation_bytes = 0;
+  for (const Layer& layer : model.layers) {
+    compute_ms += layer.forward_ms + layer.backward_ms;
+    parameter_bytes += layer.parameter_bytes;
+    stash_bytes += layer.stash_bytes;
+    activation_bytes += layer.activation_bytes;
+  }
+  auto check = [&](double total, const char* what) {
+    if (!std::isfinite(total)) layers.fail(std::string("too large: ") + what + " is not finite");
+  };
+  check(compute_ms, "the sum of forward_ms and backward_ms over all layers");
+  check(parameter_bytes * model.parameter_memory_factor,
+        "parameter_memory_factor times the sum of parameter_bytes");
+  check(stash_bytes, "the sum of stash_bytes");
+  check(activation_bytes, "the sum of activation_bytes");
+}
+
+// When the first unknown key of the root is a topology's, the user probably swapped the files.
+void hint_topology_file(const io::Node& root, std::initializer_list<std::string_view> known) {
+  if (!root.json().is_object()) return;
+  for (const auto& [key, value] : root.json().items()) {
+    if (key.rfind("x-", 0) == 0 || std::find(known.begin(), known.end(), key) != known.end()) {
+      continue;
+    }
+    if (key == "nodes" || key == "gpus" || key == "network" || key == "links") {
+      io::Node(*root.document_ptr(), value, io::pointer_append("", key))
+          .fail("unknown key (is this a topology file?)");
+    }
+    return;
+  }
 }
 
 }  // namespace
@@ -33,13 +72,17 @@ Layer read_layer(const io::Node& node) {
 Model read_model(const io::Source& source) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
-  io::ObjectReader object(root, {"schema", "name", "micro_batches", "profile",
-                                 "parameter_memory_factor", "layers"});
+  std::initializer_list<std::string_view> known_keys = {
+      "schema", "name", "micro_batches", "profile", "parameter_memory_factor", "layers"};
+  hint_topology_file(root, known_keys);
+  io::ObjectReader object(root, known_keys);
   Model model;
   if (auto schema = object.optional("schema")) {
-    if (schema->as_string() != kModelSchema) {
+    std::string text = schema->as_string();
+    if (text != kModelSchema) {
+      std::string hint = text == "pipeplan/topology/v1" ? " (is this a topology file?)" : "";
       schema->fail(std::string("must be \"") + kModelSchema + "\", got " +
-                   io::describe_value(schema->json()));
+                   io::describe_value(schema->json()) + hint);
     }
   }
   if (auto name = object.optional("name")) model.name = name->as_nonempty_string();
@@ -56,7 +99,7 @@ Model read_model(const io::Source& source) {
     }
   }
   if (auto factor = object.optional("parameter_memory_factor")) {
-    model.parameter_memory_factor = factor->as_nonnegative();
+    model.parameter_memory_factor = nonnegative(*factor);
   }
   io::Node layers = object.required("layers");
   std::vector<io::Node> elements = layers.elements();
@@ -69,11 +112,13 @@ Model read_model(const io::Source& source) {
     if (name.empty()) continue;
     auto [it, inserted] = seen.emplace(name, i);
     if (!inserted) {
-      io::Node(document, elements[i].json().at("name"), io::pointer_append(elements[i].pointer(), "name"))
-          .fail("duplicate layer name \"" + name + "\" (also /layers/" + std::to_string(it->second) +
-                ")");
+      io::Node(document, elements[i].json().at("name"),
+               io::pointer_append(elements[i].pointer(), "name"))
+          .fail("duplicate layer name " + io::quote_for_message(name) + " (also /layers/" +
+                std::to_string(it->second) + ")");
     }
   }
+  check_totals(model, layers);
   return model;
 }
 

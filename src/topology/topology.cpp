@@ -1,18 +1,37 @@
 // Topology reading (spec section 2) and effective pair costs.
 //
-// Pair costs: a linked pair uses its link; any other pair uses the widest-bottleneck path
-// (max-min Dijkstra, O(E log N) per source), with ties broken by fewest hops, then by the
-// lexicographically smallest sequence of GPU ids read from the smaller id (a layered BFS over
-// the links at least as wide as the bottleneck, O(E) per distinct bottleneck value).
+// Pair costs: a linked pair uses its link; any other pair uses the widest-bottleneck path,
+// with ties broken by fewest hops, then by the lexicographically smallest sequence of GPU ids
+// read from the smaller id, and latencies summed along it. Two steps:
+//  1. Bottlenecks. A maximum spanning tree (Prim on the dense link matrix, O(N^2)) holds a
+//     widest path between every pair (Hu, "The maximum capacity route problem", Operations
+//     Research 9(6), 1961), so a walk of the tree from a GPU gives its bottleneck to every
+//     other in O(N).
+//  2. Tie-breaks. For a source s (the smaller id of its pairs) and a bottleneck w, the
+//     candidate paths are those through links of bandwidth >= w. A breadth-first search from
+//     s over them that expands each layer in the order of the smallest paths to its GPUs
+//     (parent's rank, then own id) finds the fewest hops and, among those, the smallest
+//     sequence: the first discoverer of a GPU in that order is its best parent. One search
+//     per distinct bottleneck among s's unlinked partners, limited to the GPUs at bottleneck
+//     >= w from s, stopped as soon as every partner at w is found.
+// Twins (GPUs with the same link to every other GPU, as shorthand makes them) are searched as
+// one class: discovered together, expanded once. A GPU scans either its adjacency list (GPUs
+// of low degree) or the undiscovered classes through the matrix, whichever is shorter.
+// Complexity: O(N^2) time and memory when every pair is linked; otherwise O(N^2) for the tree,
+// the classes and the lists, plus per search O(N + expanded classes x classes), so about
+// O(N^2) for shorthand clusters; at worst O(N^3) for inputs with many distinct bandwidths and
+// no twins.
 
 #include "pipeplan/topology/topology.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
-#include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
@@ -23,25 +42,488 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 
-struct Edge {
-  int to;
-  double bandwidth_bytes_per_s;
-  double latency_ms;
-};
-
-// Direct links as upper-triangle arrays; bandwidth 0 means "no link".
-struct DirectCosts {
-  std::vector<double> bandwidth;
-  std::vector<double> latency_ms;
-};
-
 std::size_t triangle_slot(std::size_t n, int u, int v) {
   auto a = static_cast<std::size_t>(std::min(u, v));
   auto b = static_cast<std::size_t>(std::max(u, v));
   return a * n - a * (a + 1) / 2 + (b - a - 1);
 }
 
-std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
+std::size_t pair_count(int n) {
+  auto size = static_cast<std::size_t>(n);
+  return n < 2 ? 0 : size * (size - 1) / 2;
+}
+
+std::string in_quotes(const std::string& text) { return io::quote_for_message(text); }
+
+std::size_t at(int index) { return static_cast<std::size_t>(index); }
+
+// The pair arrays under construction, with the helpers of the path search.
+class PathFiller {
+ public:
+  PathFiller(const std::vector<Gpu>& gpus, std::vector<double>& bandwidth,
+             std::vector<double>& latency_ms, std::vector<std::uint16_t>& hops,
+             const std::string& file)
+      : gpus_(gpus),
+        n_(static_cast<int>(gpus.size())),
+        bandwidth_(bandwidth),
+        latency_ms_(latency_ms),
+        hops_(hops),
+        file_(file) {}
+
+  void run() {
+    if (n_ < 2) return;
+    // hops 1 marks a direct link; 0 an unlinked pair, filled with its path below.
+    bool any_missing = false;
+    for (std::size_t i = 0; i < bandwidth_.size(); ++i) {
+      hops_[i] = bandwidth_[i] > 0 ? 1 : 0;
+      any_missing = any_missing || hops_[i] == 0;
+    }
+    if (!any_missing) return;
+    spanning_tree();
+    rank_ids();
+    build_classes();
+    build_sparse_lists();
+    for (int source = 0; source < n_; ++source) fill_from(source);
+  }
+
+ private:
+  struct TreeEdge {
+    int to;
+    double bandwidth;
+  };
+
+  // An entry of an adjacency list.
+  struct Neighbour {
+    int to;
+    double bandwidth;
+    double latency_ms;
+  };
+
+  // A class of twins discovered by a search, waiting to be expanded.
+  struct Found {
+    int parent_rank;
+    int first;  // its member with the smallest id (other than the source)
+  };
+
+  [[nodiscard]] std::size_t slot(int u, int v) const { return triangle_slot(at(n_), u, v); }
+  [[nodiscard]] bool linked(int u, int v) const { return hops_[slot(u, v)] == 1; }
+
+  // Prim's maximum spanning tree over direct links; also the connectivity check.
+  void spanning_tree() {
+    std::vector<double> best(at(n_), 0.0);
+    std::vector<int> best_from(at(n_), -1);
+    std::vector<char> in_tree(at(n_), 0);
+    tree_.assign(at(n_), {});
+    int current = 0;
+    in_tree[0] = 1;
+    for (int added = 1; added < n_; ++added) {
+      int next = -1;
+      for (int v = 0; v < n_; ++v) {
+        if (in_tree[at(v)]) continue;
+        if (linked(current, v)) {
+          double width = bandwidth_[slot(current, v)];
+          if (width > best[at(v)]) {
+            best[at(v)] = width;
+            best_from[at(v)] = current;
+          }
+        }
+        if (best[at(v)] > 0 && (next < 0 || best[at(v)] > best[at(next)])) next = v;
+      }
+      if (next < 0) {
+        int unreached = 0;
+        while (in_tree[at(unreached)]) ++unreached;
+        throw InputError(file_ + ": topology is not connected: no path between " +
+                         in_quotes(gpus_[0].id) + " and " + in_quotes(gpus_[at(unreached)].id) +
+                         " (add a link, a node link or a network)");
+      }
+      in_tree[at(next)] = 1;
+      tree_[at(next)].push_back(TreeEdge{best_from[at(next)], best[at(next)]});
+      tree_[at(best_from[at(next)])].push_back(TreeEdge{next, best[at(next)]});
+      current = next;
+    }
+    // Flattened, for the walks from every source.
+    tree_offset_.assign(at(n_) + 1, 0);
+    for (int u = 0; u < n_; ++u)
+      tree_offset_[at(u) + 1] = tree_offset_[at(u)] + tree_[at(u)].size();
+    tree_edges_.clear();
+    for (const auto& edges : tree_)
+      tree_edges_.insert(tree_edges_.end(), edges.begin(), edges.end());
+    tree_.clear();
+  }
+
+  // Rank of every id in byte order, for the lexicographic tie-break.
+  void rank_ids() {
+    std::vector<int> by_id(at(n_));
+    std::iota(by_id.begin(), by_id.end(), 0);
+    std::sort(by_id.begin(), by_id.end(),
+              [&](int a, int b) { return gpus_[at(a)].id < gpus_[at(b)].id; });
+    id_rank_.assign(at(n_), 0);
+    for (int r = 0; r < n_; ++r) id_rank_[at(by_id[at(r)])] = r;
+  }
+
+  static std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  }
+
+  // Hash of the direct link in a slot (0 for none).
+  [[nodiscard]] std::uint64_t link_hash(std::size_t s) const {
+    if (hops_[s] != 1) return 0;
+    std::uint64_t bandwidth_bits = 0, latency_bits = 0;
+    std::memcpy(&bandwidth_bits, &bandwidth_[s], sizeof bandwidth_bits);
+    std::memcpy(&latency_bits, &latency_ms_[s], sizeof latency_bits);
+    return mix(bandwidth_bits ^ mix(latency_bits)) | 1;
+  }
+
+  // Whether two slots hold the same direct link (or both none).
+  [[nodiscard]] bool same_link(std::size_t a, std::size_t b) const {
+    if ((hops_[a] == 1) != (hops_[b] == 1)) return false;
+    return hops_[a] != 1 || (bandwidth_[a] == bandwidth_[b] && latency_ms_[a] == latency_ms_[b]);
+  }
+
+  // Classes of twins: GPUs with the same direct link (or none) to every other GPU, an
+  // equivalence relation. A search treats a class as one: its GPUs are discovered together,
+  // by the same parent, and only the first is expanded (the others would discover nothing
+  // more). Candidates are GPUs of the same node (where shorthand makes twins) whose rows hash
+  // alike, then one sweep of the triangle confirms each against the first GPU of its class
+  // and makes any that differs a class of its own, so a class only ever holds twins.
+  // O(N^2), reading the triangle row by row.
+  void build_classes() {
+    std::vector<std::uint64_t> weight(at(n_)), row(at(n_), 0);
+    for (int z = 0; z < n_; ++z) weight[at(z)] = mix(static_cast<std::uint64_t>(z) + 1);
+    for (int u = 0; u < n_; ++u) {
+      for (int v = u + 1; v < n_; ++v) {
+        std::uint64_t h = link_hash(slot(u, v));
+        row[at(u)] += weight[at(v)] * h;
+        row[at(v)] += weight[at(u)] * h;
+      }
+    }
+    // Twins u, v have row(u) - weight(v) h(u,v) == row(v) - weight(u) h(u,v).
+    std::unordered_map<std::string_view, std::vector<int>> reps_of_node;
+    std::vector<int> rep(at(n_));  // the GPU of smallest index of each candidate class
+    for (int v = 0; v < n_; ++v) {
+      std::vector<int>& reps = reps_of_node[gpus_[at(v)].node];
+      rep[at(v)] = v;
+      for (int r : reps) {
+        std::uint64_t h = link_hash(slot(v, r));
+        if (row[at(v)] - weight[at(r)] * h == row[at(r)] - weight[at(v)] * h) {
+          rep[at(v)] = r;
+          break;
+        }
+      }
+      if (rep[at(v)] == v) reps.push_back(v);
+    }
+
+    // Confirm v against r = rep(v) < v: every pair (u, w), u < w, is z = u for v = w and
+    // z = w for v = u. Reading L(r, u) for r < u is the only access across rows, once per
+    // row and class.
+    std::vector<char> has_members(at(n_), 0);
+    for (int v = 0; v < n_; ++v) {
+      if (rep[at(v)] != v) has_members[at(rep[at(v)])] = 1;
+    }
+    std::vector<int> multi;  // representatives with other members, by index
+    for (int v = 0; v < n_; ++v) {
+      if (has_members[at(v)]) multi.push_back(v);
+    }
+    std::vector<std::size_t> rep_slot(at(n_), 0);  // slot of (r, u) for representatives r < u
+    std::vector<char> differs(at(n_), 0);
+    for (int u = 0; u < n_; ++u) {
+      for (int r : multi) {
+        if (r >= u) break;
+        rep_slot[at(r)] = slot(r, u);
+      }
+      const int rep_u = rep[at(u)];
+      for (int w = u + 1; w < n_; ++w) {
+        const std::size_t here = slot(u, w);
+        const int rep_w = rep[at(w)];
+        if (rep_w != w && rep_w != u) {
+          std::size_t other = rep_w > u ? slot(u, rep_w) : rep_slot[at(rep_w)];
+          if (!same_link(here, other)) differs[at(w)] = 1;
+        }
+        if (rep_u != u && !same_link(here, slot(rep_u, w))) differs[at(u)] = 1;
+      }
+    }
+
+    class_of_.assign(at(n_), -1);
+    classes_.clear();
+    for (int v = 0; v < n_; ++v) {
+      int r = differs[at(v)] ? v : rep[at(v)];
+      if (class_of_[at(r)] < 0) {
+        class_of_[at(r)] = static_cast<int>(classes_.size());
+        classes_.emplace_back();
+      }
+      class_of_[at(v)] = class_of_[at(r)];
+      classes_[at(class_of_[at(v)])].push_back(v);
+    }
+    for (auto& members : classes_) {
+      std::sort(members.begin(), members.end(),
+                [&](int a, int b) { return id_rank_[at(a)] < id_rank_[at(b)]; });
+    }
+  }
+
+  // Adjacency lists, with the links' costs so that a search of sparse GPUs reads no matrix
+  // (whose random reads miss the cache), for GPUs of low degree: at most N/16, and 2^21
+  // entries in all, fewest first. The others scan the undiscovered classes instead.
+  void build_sparse_lists() {
+    const int limit = std::max(64, n_ / 16);
+    constexpr std::size_t kMaxEntries = std::size_t{1} << 21;
+    std::vector<int> degree(at(n_), 0);
+    for (int u = 0; u < n_; ++u) {
+      for (int v = u + 1; v < n_; ++v) {
+        if (linked(u, v)) ++degree[at(u)], ++degree[at(v)];
+      }
+    }
+    std::vector<int> by_degree(at(n_));
+    std::iota(by_degree.begin(), by_degree.end(), 0);
+    std::stable_sort(by_degree.begin(), by_degree.end(),
+                     [&](int a, int b) { return degree[at(a)] < degree[at(b)]; });
+    has_list_.assign(at(n_), 0);
+    neighbours_.assign(at(n_), {});
+    std::size_t entries = 0;
+    for (int u : by_degree) {
+      if (degree[at(u)] > limit || entries + at(degree[at(u)]) > kMaxEntries) break;
+      entries += at(degree[at(u)]);
+      has_list_[at(u)] = 1;
+      neighbours_[at(u)].reserve(at(degree[at(u)]));
+      for (int v = 0; v < n_; ++v) {
+        if (v != u && linked(u, v)) {
+          neighbours_[at(u)].push_back(
+              Neighbour{v, bandwidth_[slot(u, v)], latency_ms_[slot(u, v)]});
+        }
+      }
+    }
+    target_stamp_.assign(at(n_), 0);
+    target_of_source_.assign(at(n_), -1);
+    linked_to_.assign(at(n_), -1);
+    rank_.assign(at(n_), 0);
+    path_latency_.assign(at(n_), 0.0);
+    path_hops_.assign(at(n_), 0);
+    widest_.assign(at(n_), 0.0);
+    class_found_.assign(classes_.size(), 0);
+    class_expanded_.assign(classes_.size(), 0);
+    class_position_.assign(classes_.size(), 0);
+  }
+
+  // Bottleneck from `source` to every GPU, along the spanning tree.
+  void tree_widths(int source) {
+    widest_[at(source)] = std::numeric_limits<double>::infinity();
+    tree_stack_.assign(1, {source, -1});
+    while (!tree_stack_.empty()) {
+      auto [u, parent] = tree_stack_.back();
+      tree_stack_.pop_back();
+      for (std::size_t i = tree_offset_[at(u)]; i < tree_offset_[at(u) + 1]; ++i) {
+        const TreeEdge& e = tree_edges_[i];
+        if (e.to == parent) continue;
+        widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
+        tree_stack_.emplace_back(e.to, u);
+      }
+    }
+  }
+
+  // The member of class `c` that stands for it in a search from `source`.
+  [[nodiscard]] int representative(int c, int source) const {
+    const std::vector<int>& members = classes_[at(c)];
+    return members.front() != source ? members.front() : members[1];
+  }
+
+  void fill_from(int source) {
+    // Targets: unlinked partners with a larger id (paths are read from the smaller id). Twins
+    // of each other are all linked to the source or all not. A source with a list marks its
+    // partners instead of reading a column of the matrix.
+    const bool listed = has_list_[at(source)] != 0;
+    if (listed) {
+      for (const Neighbour& neighbour : neighbours_[at(source)]) {
+        linked_to_[at(neighbour.to)] = source;
+      }
+    }
+    std::vector<int> targets;
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      const std::vector<int>& members = classes_[c];
+      if (members.size() == 1 && members.front() == source) continue;
+      const int r = representative(static_cast<int>(c), source);
+      if (listed ? linked_to_[at(r)] == source : linked(source, r)) continue;
+      for (int v : members) {
+        if (v != source && id_rank_[at(v)] > id_rank_[at(source)]) {
+          targets.push_back(v);
+          target_of_source_[at(representative(static_cast<int>(c), source))] = source;
+        }
+      }
+    }
+    if (targets.empty()) return;
+    tree_widths(source);
+
+    // Distinct bottlenecks, widest first, and the classes that first become reachable at each
+    // (twins are equally far from the source).
+    std::vector<double> levels;
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      if (classes_[c].size() == 1 && classes_[c].front() == source) continue;
+      int r = representative(static_cast<int>(c), source);
+      if (target_of_source_[at(r)] == source) levels.push_back(widest_[at(r)]);
+    }
+    std::sort(levels.begin(), levels.end(), std::greater<>());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    auto level_of = [&](double width) {
+      // The first level whose bottleneck is <= width; levels.size() when width is narrower.
+      return static_cast<std::size_t>(
+          std::lower_bound(levels.begin(), levels.end(), width, std::greater<>()) - levels.begin());
+    };
+    std::vector<std::vector<int>> targets_at(levels.size()), classes_at(levels.size());
+    for (int t : targets) targets_at[level_of(widest_[at(t)])].push_back(t);
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      if (classes_[c].size() == 1 && classes_[c].front() == source) continue;
+      std::size_t level = level_of(widest_[at(representative(static_cast<int>(c), source))]);
+      if (level < levels.size()) classes_at[level].push_back(static_cast<int>(c));
+    }
+
+    std::vector<int> members;  // classes reachable from `source` at bottleneck >= the level's
+    for (std::size_t level = 0; level < levels.size(); ++level) {
+      members.insert(members.end(), classes_at[level].begin(), classes_at[level].end());
+      search(source, levels[level], targets_at[level], members);
+    }
+  }
+
+  // Breadth-first search from `source` over links of bandwidth >= `width`, by classes of twins
+  // (see file comment).
+  void search(int source, double width, const std::vector<int>& targets,
+              const std::vector<int>& members) {
+    const int generation = ++generation_;
+    for (int t : targets) target_stamp_[at(t)] = generation;
+    std::size_t remaining = targets.size();
+    rank_[at(source)] = 0;
+    path_latency_[at(source)] = 0;
+    path_hops_[at(source)] = 0;
+
+    // The classes not yet discovered, built on first use; `class_position_` allows O(1)
+    // removal.
+    std::vector<int> unvisited;
+    bool unvisited_built = false;
+    auto remove_unvisited = [&](int c) {
+      std::size_t p = class_position_[at(c)];
+      int last = unvisited.back();
+      unvisited[p] = last;
+      class_position_[at(last)] = p;
+      unvisited.pop_back();
+    };
+    std::vector<int> layer{source};
+    std::vector<Found> next;
+    // Class c found from x through a link of latency `link_ms` (the same link joins x to every
+    // twin: x is never one of them, or is the source).
+    auto discover = [&](int x, int c, double link_ms) {
+      class_found_[at(c)] = generation;
+      const int first = representative(c, source);
+      const double latency = path_latency_[at(x)] + link_ms;
+      const int hops = path_hops_[at(x)] + 1;
+      for (int y : classes_[at(c)]) {
+        if (y == source) continue;
+        path_latency_[at(y)] = latency;
+        path_hops_[at(y)] = hops;
+        if (target_stamp_[at(y)] == generation) --remaining;
+      }
+      next.push_back(Found{rank_[at(x)], first});
+    };
+
+    while (remaining > 0) {
+      if (layer.empty()) {
+        throw InternalError("widest path search lost a target from " +
+                            in_quotes(gpus_[at(source)].id));
+      }
+      next.clear();
+      for (int x : layer) {
+        if (remaining == 0) break;
+        const int own = class_of_[at(x)];
+        if (class_expanded_[at(own)] == generation) continue;  // a twin of the source
+        class_expanded_[at(own)] = generation;
+        bool use_list =
+            has_list_[at(x)] && (!unvisited_built || neighbours_[at(x)].size() <= unvisited.size());
+        if (use_list) {
+          for (const Neighbour& neighbour : neighbours_[at(x)]) {
+            const int y = neighbour.to;
+            if (neighbour.bandwidth < width || y == source) continue;
+            const int c = class_of_[at(y)];
+            if (class_found_[at(c)] == generation) continue;
+            if (unvisited_built) remove_unvisited(c);
+            discover(x, c, neighbour.latency_ms);
+            if (remaining == 0) break;
+          }
+          continue;
+        }
+        if (!unvisited_built) {
+          unvisited_built = true;
+          for (int c : members) {
+            if (class_found_[at(c)] == generation) continue;
+            class_position_[at(c)] = unvisited.size();
+            unvisited.push_back(c);
+          }
+        }
+        for (std::size_t i = 0; i < unvisited.size() && remaining > 0;) {
+          const int c = unvisited[i];
+          std::size_t s = slot(x, representative(c, source));
+          if (hops_[s] == 1 && bandwidth_[s] >= width) {
+            remove_unvisited(c);  // moves the last one to i
+            discover(x, c, latency_ms_[s]);
+          } else {
+            ++i;
+          }
+        }
+      }
+      if (remaining == 0) break;
+      // Paths to the new layer in lexicographic order: the parent's, then the GPU's own id.
+      std::sort(next.begin(), next.end(), [&](const Found& a, const Found& b) {
+        if (a.parent_rank != b.parent_rank) return a.parent_rank < b.parent_rank;
+        return id_rank_[at(a.first)] < id_rank_[at(b.first)];
+      });
+      layer.clear();
+      for (std::size_t r = 0; r < next.size(); ++r) {
+        rank_[at(next[r].first)] = static_cast<int>(r);
+        layer.push_back(next[r].first);
+      }
+    }
+
+    for (int t : targets) {
+      if (!std::isfinite(path_latency_[at(t)])) {
+        throw InputError(file_ + ": the latency along the path between " +
+                         in_quotes(gpus_[at(source)].id) + " and " + in_quotes(gpus_[at(t)].id) +
+                         " is too large");
+      }
+      std::size_t s = slot(source, t);
+      bandwidth_[s] = width;
+      latency_ms_[s] = path_latency_[at(t)];
+      hops_[s] = static_cast<std::uint16_t>(path_hops_[at(t)]);
+    }
+  }
+
+  const std::vector<Gpu>& gpus_;
+  const int n_;
+  std::vector<double>& bandwidth_;
+  std::vector<double>& latency_ms_;
+  std::vector<std::uint16_t>& hops_;
+  const std::string& file_;
+
+  std::vector<std::vector<TreeEdge>> tree_;  // while building
+  std::vector<std::size_t> tree_offset_;     // tree edges of u: [offset[u], offset[u + 1])
+  std::vector<TreeEdge> tree_edges_;
+  std::vector<std::pair<int, int>> tree_stack_;
+  std::vector<int> id_rank_;
+  std::vector<int> class_of_;
+  std::vector<std::vector<int>> classes_;  // members in id order
+  std::vector<char> has_list_;
+  std::vector<std::vector<Neighbour>> neighbours_;
+  // Per-search state. The stamps hold the generation of the search that last set them, so
+  // nothing needs clearing between searches.
+  int generation_ = 0;
+  std::vector<int> target_stamp_;
+  std::vector<int> target_of_source_;  // by representative: the last source it had targets for
+  std::vector<int> linked_to_;         // the last listed source linked to a GPU
+  std::vector<int> class_found_;
+  std::vector<int> class_expanded_;
+  std::vector<std::size_t> class_position_;
+  std::vector<int> rank_;
+  std::vector<double> path_latency_;
+  std::vector<int> path_hops_;
+  std::vector<double> widest_;
+};
 
 }  // namespace
 
@@ -56,173 +538,56 @@ PairCost Topology::pair(int u, int v) const {
   return PairCost{bandwidth_[at], latency_ms_[at], hops_[at]};
 }
 
-namespace {
-
-// Fills every unlinked pair of `topology` arrays with its widest path (see file comment).
-void fill_paths(const std::vector<Gpu>& gpus, std::vector<double>& bandwidth,
-                std::vector<double>& latency_ms, std::vector<std::uint16_t>& hops,
-                const std::string& file) {
-  const int n = static_cast<int>(gpus.size());
-  const auto size = static_cast<std::size_t>(n);
-  bool any_missing = std::any_of(bandwidth.begin(), bandwidth.end(), [](double b) { return b == 0; });
-  if (!any_missing) return;
-
-  std::vector<std::vector<Edge>> adjacency(size);
-  for (int u = 0; u < n; ++u) {
-    for (int v = u + 1; v < n; ++v) {
-      std::size_t at = triangle_slot(size, u, v);
-      if (bandwidth[at] == 0) continue;
-      adjacency[static_cast<std::size_t>(u)].push_back(Edge{v, bandwidth[at], latency_ms[at]});
-      adjacency[static_cast<std::size_t>(v)].push_back(Edge{u, bandwidth[at], latency_ms[at]});
-    }
+DirectLinks::DirectLinks(int gpu_count) : gpu_count_(gpu_count) {
+  if (gpu_count < 0 || gpu_count > kMaxGpus) {
+    throw InternalError("DirectLinks for " + std::to_string(gpu_count) + " GPUs");
   }
-
-  // Connectivity: everything must be reachable from GPU 0.
-  {
-    std::vector<char> seen(size, 0);
-    std::vector<int> stack{0};
-    seen[0] = 1;
-    while (!stack.empty()) {
-      int u = stack.back();
-      stack.pop_back();
-      for (const Edge& e : adjacency[static_cast<std::size_t>(u)]) {
-        if (!seen[static_cast<std::size_t>(e.to)]) {
-          seen[static_cast<std::size_t>(e.to)] = 1;
-          stack.push_back(e.to);
-        }
-      }
-    }
-    for (int v = 0; v < n; ++v) {
-      if (!seen[static_cast<std::size_t>(v)]) {
-        throw InputError(file + ": topology is not connected: no path between " +
-                         in_quotes(gpus[0].id) + " and " + in_quotes(gpus[static_cast<std::size_t>(v)].id) +
-                         " (add a link, a node link or a network)");
-      }
-    }
-  }
-
-  // Rank of every id in byte order, for the lexicographic tie-break.
-  std::vector<int> by_id(size);
-  std::iota(by_id.begin(), by_id.end(), 0);
-  std::sort(by_id.begin(), by_id.end(), [&](int a, int b) {
-    return gpus[static_cast<std::size_t>(a)].id < gpus[static_cast<std::size_t>(b)].id;
-  });
-  std::vector<int> id_rank(size);
-  for (int r = 0; r < n; ++r) id_rank[static_cast<std::size_t>(by_id[static_cast<std::size_t>(r)])] = r;
-
-  std::vector<double> widest(size);
-  std::vector<int> stamp(size, -1);  // BFS visit marker, one generation per BFS
-  std::vector<int> layer_rank(size);
-  std::vector<double> path_latency(size);
-  std::vector<int> path_hops(size);
-  int generation = 0;
-
-  for (int source = 0; source < n; ++source) {
-    const auto s = static_cast<std::size_t>(source);
-    // Targets: unlinked partners with a larger id (paths are read from the smaller id).
-    std::vector<int> targets;
-    for (int v = 0; v < n; ++v) {
-      if (v == source || id_rank[static_cast<std::size_t>(v)] < id_rank[s]) continue;
-      if (bandwidth[triangle_slot(size, source, v)] == 0) targets.push_back(v);
-    }
-    if (targets.empty()) continue;
-
-    // Widest (max-min) bottleneck from the source to every GPU.
-    std::fill(widest.begin(), widest.end(), 0.0);
-    widest[s] = std::numeric_limits<double>::infinity();
-    std::priority_queue<std::pair<double, int>> queue;
-    queue.emplace(widest[s], source);
-    while (!queue.empty()) {
-      auto [width, u] = queue.top();
-      queue.pop();
-      if (width < widest[static_cast<std::size_t>(u)]) continue;
-      for (const Edge& e : adjacency[static_cast<std::size_t>(u)]) {
-        double through = std::min(width, e.bandwidth_bytes_per_s);
-        if (through > widest[static_cast<std::size_t>(e.to)]) {
-          widest[static_cast<std::size_t>(e.to)] = through;
-          queue.emplace(through, e.to);
-        }
-      }
-    }
-
-    // One layered BFS per distinct bottleneck value among the targets.
-    std::map<double, std::vector<int>, std::greater<>> by_width;
-    for (int t : targets) by_width[widest[static_cast<std::size_t>(t)]].push_back(t);
-    for (const auto& [width, group] : by_width) {
-      ++generation;
-      std::vector<int> layer{source};
-      stamp[s] = generation;
-      layer_rank[s] = 0;
-      path_latency[s] = 0;
-      path_hops[s] = 0;
-      std::size_t found = 0;
-      std::size_t wanted = group.size();
-      while (!layer.empty() && found < wanted) {
-        std::vector<int> next;
-        // The layer is in path order, so the first discoverer of a GPU is its best parent.
-        for (int x : layer) {
-          const auto xs = static_cast<std::size_t>(x);
-          for (const Edge& e : adjacency[xs]) {
-            if (e.bandwidth_bytes_per_s < width) continue;
-            const auto ys = static_cast<std::size_t>(e.to);
-            if (stamp[ys] == generation) continue;
-            stamp[ys] = generation;
-            layer_rank[ys] = layer_rank[xs];  // parent's rank, replaced below
-            path_latency[ys] = path_latency[xs] + e.latency_ms;
-            path_hops[ys] = path_hops[xs] + 1;
-            next.push_back(e.to);
-          }
-        }
-        std::sort(next.begin(), next.end(), [&](int a, int b) {
-          const auto as = static_cast<std::size_t>(a), bs = static_cast<std::size_t>(b);
-          if (layer_rank[as] != layer_rank[bs]) return layer_rank[as] < layer_rank[bs];
-          return id_rank[as] < id_rank[bs];
-        });
-        for (std::size_t r = 0; r < next.size(); ++r) {
-          layer_rank[static_cast<std::size_t>(next[r])] = static_cast<int>(r);
-        }
-        found = 0;
-        for (int t : group) found += stamp[static_cast<std::size_t>(t)] == generation ? 1 : 0;
-        layer = std::move(next);
-      }
-      for (int t : group) {
-        const auto ts = static_cast<std::size_t>(t);
-        std::size_t at = triangle_slot(size, source, t);
-        bandwidth[at] = width;
-        latency_ms[at] = path_latency[ts];
-        hops[at] = static_cast<std::uint16_t>(path_hops[ts]);
-      }
-    }
-  }
+  bandwidth_.assign(pair_count(gpu_count), 0.0);
+  latency_ms_.assign(bandwidth_.size(), 0.0);
 }
 
-}  // namespace
-
-DirectLinks::DirectLinks(int gpu_count)
-    : gpu_count_(gpu_count),
-      bandwidth_(static_cast<std::size_t>(gpu_count) * static_cast<std::size_t>(gpu_count - 1) / 2,
-                 0.0),
-      latency_ms_(bandwidth_.size(), 0.0) {}
-
 void DirectLinks::set(int a, int b, double bandwidth_bytes_per_s, double latency_ms) {
+  if (a < 0 || b < 0 || a >= gpu_count_ || b >= gpu_count_ || a == b) {
+    throw InternalError("link between GPUs " + std::to_string(a) + " and " + std::to_string(b) +
+                        " of " + std::to_string(gpu_count_));
+  }
+  if (!(bandwidth_bytes_per_s > 0) || !std::isfinite(bandwidth_bytes_per_s) || !(latency_ms >= 0) ||
+      !std::isfinite(latency_ms)) {
+    throw InternalError("link with bandwidth " + std::to_string(bandwidth_bytes_per_s) +
+                        " and latency " + std::to_string(latency_ms));
+  }
   std::size_t at = triangle_slot(static_cast<std::size_t>(gpu_count_), a, b);
   bandwidth_[at] = bandwidth_bytes_per_s;
-  latency_ms_[at] = latency_ms;
+  latency_ms_[at] = latency_ms + 0.0;  // folds -0
 }
 
 bool DirectLinks::has(int a, int b) const {
+  if (a < 0 || b < 0 || a >= gpu_count_ || b >= gpu_count_ || a == b) return false;
   return bandwidth_[triangle_slot(static_cast<std::size_t>(gpu_count_), a, b)] > 0;
 }
 
 Topology Topology::build(std::string name, std::vector<Gpu> gpus, const std::vector<Link>& links,
                          const std::string& file) {
+  if (gpus.size() > static_cast<std::size_t>(kMaxGpus)) {
+    throw InternalError("topology with " + std::to_string(gpus.size()) + " GPUs");
+  }
   DirectLinks direct(static_cast<int>(gpus.size()));
-  for (const Link& link : links) direct.set(link.a, link.b, link.bandwidth_bytes_per_s, link.latency_ms);
+  for (const Link& link : links) {
+    if (direct.has(link.a, link.b)) {
+      throw InternalError("two links between GPUs " + std::to_string(link.a) + " and " +
+                          std::to_string(link.b));
+    }
+    direct.set(link.a, link.b, link.bandwidth_bytes_per_s, link.latency_ms);
+  }
   return build(std::move(name), std::move(gpus), std::move(direct), file);
 }
 
 Topology Topology::build(std::string name, std::vector<Gpu> gpus, DirectLinks links,
                          const std::string& file) {
+  if (static_cast<std::size_t>(links.gpu_count_) != gpus.size()) {
+    throw InternalError("links for " + std::to_string(links.gpu_count_) + " GPUs, given " +
+                        std::to_string(gpus.size()));
+  }
   Topology topology;
   topology.name_ = std::move(name);
   topology.gpus_ = std::move(gpus);
@@ -230,12 +595,14 @@ Topology Topology::build(std::string name, std::vector<Gpu> gpus, DirectLinks li
   topology.latency_ms_ = std::move(links.latency_ms_);
   std::set<std::string> nodes;
   for (std::size_t i = 0; i < topology.gpus_.size(); ++i) {
-    topology.index_.emplace(topology.gpus_[i].id, static_cast<int>(i));
+    if (!topology.index_.emplace(topology.gpus_[i].id, static_cast<int>(i)).second) {
+      throw InternalError("duplicate GPU id " + in_quotes(topology.gpus_[i].id));
+    }
     nodes.insert(topology.gpus_[i].node);
   }
   topology.node_count_ = static_cast<int>(nodes.size());
   topology.hops_.assign(topology.bandwidth_.size(), 1);
-  fill_paths(topology.gpus_, topology.bandwidth_, topology.latency_ms_, topology.hops_, file);
+  PathFiller(topology.gpus_, topology.bandwidth_, topology.latency_ms_, topology.hops_, file).run();
   return topology;
 }
 
@@ -246,103 +613,159 @@ struct LinkSpec {
   double latency_ms = 0;
 };
 
+// A bandwidth: a quantity > 0.
+double read_bandwidth(const io::Node& node) {
+  const auto& value = node.json();
+  bool positive_number = value.is_number() && value.get<double>() > 0;
+  if (value.is_number() && !positive_number) {
+    node.fail("must be a bandwidth > 0, got " + io::describe_value(value));
+  }
+  double bandwidth = io::read_quantity(node, io::QuantityKind::kBandwidth);
+  if (!(bandwidth > 0)) node.fail("must be a bandwidth > 0, got " + io::describe_value(value));
+  return bandwidth;
+}
+
+// A latency in ms: a quantity >= 0 in seconds whose value in ms is finite.
+double read_latency_ms(const io::Node& node) {
+  double latency_ms = io::read_quantity(node, io::QuantityKind::kLatency) * 1e3;
+  if (!std::isfinite(latency_ms)) {
+    node.fail("latency out of range, got " + io::describe_value(node.json()));
+  }
+  return latency_ms + 0.0;  // folds -0
+}
+
 LinkSpec read_link_spec(const io::Node& node, std::initializer_list<std::string_view> keys) {
   io::ObjectReader object(node, keys);
-  io::Node bandwidth = object.required("bandwidth");
   LinkSpec spec;
-  spec.bandwidth_bytes_per_s = io::read_quantity(bandwidth, io::QuantityKind::kBandwidth);
-  if (!(spec.bandwidth_bytes_per_s > 0)) {
-    bandwidth.fail("bandwidth must be > 0, got " + io::describe_value(bandwidth.json()));
-  }
-  spec.latency_ms = io::read_quantity(object.required("latency"), io::QuantityKind::kLatency) * 1e3;
+  spec.bandwidth_bytes_per_s = read_bandwidth(object.required("bandwidth"));
+  spec.latency_ms = read_latency_ms(object.required("latency"));
   return spec;
 }
 
-double read_speed(const io::Node& node) { return node.as_positive(); }
-
 std::optional<double> read_memory(const std::optional<io::Node>& node) {
   if (!node) return std::nullopt;
-  return io::read_quantity(*node, io::QuantityKind::kMemory);
+  return io::read_quantity(*node, io::QuantityKind::kMemory) + 0.0;  // folds -0
+}
+
+// A node name or GPU id: non-empty and at most kMaxNameBytes long.
+std::string read_name(const io::Node& node) {
+  std::string name = node.as_nonempty_string();
+  if (name.size() > kMaxNameBytes) {
+    node.fail("must be at most " + std::to_string(kMaxNameBytes) + " bytes long, got " +
+              std::to_string(name.size()));
+  }
+  return name;
 }
 
 // A node of the cluster as the reader builds it.
 struct NodeInfo {
+  enum class Kind {
+    kShorthand,  // generated by an entry of "nodes"
+    kNamed,      // named by the "node" of explicit GPUs
+    kOwn,        // of one explicit GPU without "node", named after it
+  };
+  Kind kind;
   std::optional<LinkSpec> link;  // joins its GPUs pairwise
+  std::string origin;            // pointer of the entry that made it
 };
+
+// Where a GPU id came from, for collision messages.
+struct GpuOrigin {
+  std::string pointer;
+  bool generated;
+};
+
+// When the first unknown key of the root is a model's, the user probably swapped the files.
+void hint_model_file(const io::Node& root, std::initializer_list<std::string_view> known) {
+  if (!root.json().is_object()) return;
+  for (const auto& [key, value] : root.json().items()) {
+    if (key.rfind("x-", 0) == 0 || std::find(known.begin(), known.end(), key) != known.end()) {
+      continue;
+    }
+    if (key == "layers" || key == "micro_batches" || key == "profile" ||
+        key == "parameter_memory_factor") {
+      io::Node(*root.document_ptr(), value, io::pointer_append("", key))
+          .fail("unknown key (is this a model file?)");
+    }
+    return;
+  }
+}
 
 }  // namespace
 
 Topology read_topology(const io::Source& source) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
-  io::ObjectReader object(root, {"schema", "name", "nodes", "network", "gpus", "links"});
+  std::initializer_list<std::string_view> known_keys = {"schema",  "name", "nodes",
+                                                        "network", "gpus", "links"};
+  hint_model_file(root, known_keys);
+  io::ObjectReader object(root, known_keys);
   if (auto schema = object.optional("schema")) {
-    if (schema->as_string() != kTopologySchema) {
+    std::string text = schema->as_string();
+    if (text != kTopologySchema) {
+      std::string hint = text == "pipeplan/model/v1" ? " (is this a model file?)" : "";
       schema->fail(std::string("must be \"") + kTopologySchema + "\", got " +
-                   io::describe_value(schema->json()));
+                   io::describe_value(schema->json()) + hint);
     }
   }
   std::string name;
   if (auto name_node = object.optional("name")) name = name_node->as_nonempty_string();
 
-  std::optional<LinkSpec> network;
-  if (auto network_node = object.optional("network")) {
-    network = read_link_spec(*network_node, {"bandwidth", "latency"});
-  }
-
   std::vector<Gpu> gpus;
   std::vector<int> gpu_node;  // index into `nodes`
   std::vector<NodeInfo> nodes;
-  std::map<std::string, int> node_index;      // node name -> index
-  std::map<std::string, std::string> origin;  // node name -> pointer that made it
-  std::map<std::string, std::string> gpu_origin;
+  std::map<std::string, int> node_index;  // node name -> index into `nodes`
+  std::map<std::string, GpuOrigin> gpu_origin;
 
   if (auto nodes_node = object.optional("nodes")) {
     for (const io::Node& entry : nodes_node->elements()) {
       io::ObjectReader shorthand(entry, {"name", "count", "gpus", "memory", "speed", "link"});
       io::Node name_node = shorthand.required("name");
-      std::string base = name_node.as_nonempty_string();
+      std::string base = read_name(name_node);
       std::int64_t count = 1;
       if (auto count_node = shorthand.optional("count")) count = count_node->as_integer(1, kMaxInt);
-      io::Node gpus_node = shorthand.required("gpus");
-      std::int64_t per_node = gpus_node.as_integer(1, kMaxInt);
+      std::int64_t per_node = shorthand.required("gpus").as_integer(1, kMaxInt);
+      // Each factor is checked first, so the product cannot overflow.
       if (count > kMaxGpus || per_node > kMaxGpus ||
           static_cast<std::int64_t>(gpus.size()) + count * per_node > kMaxGpus) {
         entry.fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
       }
       auto memory = read_memory(shorthand.optional("memory"));
       double speed = 1.0;
-      if (auto speed_node = shorthand.optional("speed")) speed = read_speed(*speed_node);
+      if (auto speed_node = shorthand.optional("speed")) speed = speed_node->as_positive();
       std::optional<LinkSpec> link;
       if (auto link_node = shorthand.optional("link")) {
         link = read_link_spec(*link_node, {"bandwidth", "latency"});
       }
       for (std::int64_t i = 0; i < count; ++i) {
         std::string node_name = count == 1 ? base : base + std::to_string(i);
-        if (auto it = origin.find(node_name); it != origin.end()) {
-          name_node.fail("generated node name " + in_quotes(node_name) + " collides with the one from " +
-                         it->second);
+        auto [it, inserted] = node_index.emplace(node_name, static_cast<int>(nodes.size()));
+        if (!inserted) {
+          name_node.fail("generated node name " + in_quotes(node_name) +
+                         " collides with the one from " + nodes[at(it->second)].origin);
         }
-        origin.emplace(node_name, entry.pointer());
-        int index = static_cast<int>(nodes.size());
-        node_index.emplace(node_name, index);
-        nodes.push_back(NodeInfo{link});
+        nodes.push_back(NodeInfo{NodeInfo::Kind::kShorthand, link, entry.pointer()});
         for (std::int64_t j = 0; j < per_node; ++j) {
           Gpu gpu;
           gpu.id = node_name + "/gpu" + std::to_string(j);
           gpu.node = node_name;
           gpu.speed = speed;
           gpu.memory_bytes = memory;
-          if (auto it = gpu_origin.find(gpu.id); it != gpu_origin.end()) {
-            name_node.fail("generated GPU id " + in_quotes(gpu.id) + " collides with the one from " +
-                           it->second);
+          auto [origin, fresh] = gpu_origin.emplace(gpu.id, GpuOrigin{entry.pointer(), true});
+          if (!fresh) {
+            name_node.fail("generated GPU id " + in_quotes(gpu.id) +
+                           " collides with the one from " + origin->second.pointer);
           }
-          gpu_origin.emplace(gpu.id, entry.pointer());
           gpus.push_back(std::move(gpu));
-          gpu_node.push_back(index);
+          gpu_node.push_back(it->second);
         }
       }
     }
+  }
+
+  std::optional<LinkSpec> network;
+  if (auto network_node = object.optional("network")) {
+    network = read_link_spec(*network_node, {"bandwidth", "latency"});
   }
 
   if (auto gpus_node = object.optional("gpus")) {
@@ -354,19 +777,42 @@ Topology read_topology(const io::Source& source) {
       io::ObjectReader explicit_gpu(entry, {"id", "node", "memory", "speed"});
       io::Node id_node = explicit_gpu.required("id");
       Gpu gpu;
-      gpu.id = id_node.as_nonempty_string();
-      if (auto it = gpu_origin.find(gpu.id); it != gpu_origin.end()) {
-        id_node.fail("duplicate GPU id " + in_quotes(gpu.id) + " (also from " + it->second + ")");
+      gpu.id = read_name(id_node);
+      auto [origin, fresh] = gpu_origin.emplace(gpu.id, GpuOrigin{entry.pointer(), false});
+      if (!fresh) {
+        if (origin->second.generated) {
+          id_node.fail("GPU id " + in_quotes(gpu.id) + " is already generated by " +
+                       origin->second.pointer);
+        }
+        id_node.fail("duplicate GPU id " + in_quotes(gpu.id) + " (also " + origin->second.pointer +
+                     ")");
       }
-      gpu_origin.emplace(gpu.id, entry.pointer());
-      // Without `node`, a GPU is a node of its own, named after the GPU.
-      gpu.node = gpu.id;
-      if (auto node_name = explicit_gpu.optional("node")) gpu.node = node_name->as_nonempty_string();
+      // Without `node`, a GPU is a node of its own, named after the GPU; that name must not
+      // be another node's, in either order.
+      if (auto node_name = explicit_gpu.optional("node")) {
+        gpu.node = read_name(*node_name);
+        auto [it, inserted] = node_index.emplace(gpu.node, static_cast<int>(nodes.size()));
+        if (inserted) {
+          nodes.push_back(NodeInfo{NodeInfo::Kind::kNamed, std::nullopt, entry.pointer()});
+        } else if (nodes[at(it->second)].kind == NodeInfo::Kind::kOwn) {
+          node_name->fail("node " + in_quotes(gpu.node) + " is taken: the GPU at " +
+                          nodes[at(it->second)].origin +
+                          " has no \"node\" and so is a node of its own named after its id");
+        }
+        gpu_node.push_back(it->second);
+      } else {
+        gpu.node = gpu.id;
+        auto [it, inserted] = node_index.emplace(gpu.node, static_cast<int>(nodes.size()));
+        if (!inserted) {
+          id_node.fail("a GPU without \"node\" is a node of its own named after its id, but node " +
+                       in_quotes(gpu.node) + " already exists (from " +
+                       nodes[at(it->second)].origin + ")");
+        }
+        nodes.push_back(NodeInfo{NodeInfo::Kind::kOwn, std::nullopt, entry.pointer()});
+        gpu_node.push_back(it->second);
+      }
       gpu.memory_bytes = read_memory(explicit_gpu.optional("memory"));
-      if (auto speed_node = explicit_gpu.optional("speed")) gpu.speed = read_speed(*speed_node);
-      auto [it, inserted] = node_index.emplace(gpu.node, static_cast<int>(nodes.size()));
-      if (inserted) nodes.push_back(NodeInfo{std::nullopt});
-      gpu_node.push_back(it->second);
+      if (auto speed_node = explicit_gpu.optional("speed")) gpu.speed = speed_node->as_positive();
       gpus.push_back(std::move(gpu));
     }
   }
@@ -377,18 +823,17 @@ Topology read_topology(const io::Source& source) {
   const int n = static_cast<int>(gpus.size());
   DirectLinks direct(n);
   for (int u = 0; u < n; ++u) {
+    const int nu = gpu_node[at(u)];
     for (int v = u + 1; v < n; ++v) {
-      const int nu = gpu_node[static_cast<std::size_t>(u)];
-      const int nv = gpu_node[static_cast<std::size_t>(v)];
-      const std::optional<LinkSpec>& spec = nu == nv ? nodes[static_cast<std::size_t>(nu)].link : network;
+      const int nv = gpu_node[at(v)];
+      const std::optional<LinkSpec>& spec = nu == nv ? nodes[at(nu)].link : network;
       if (spec) direct.set(u, v, spec->bandwidth_bytes_per_s, spec->latency_ms);
     }
   }
 
-  std::map<std::string, int> id_to_index;
-  for (int i = 0; i < n; ++i) id_to_index.emplace(gpus[static_cast<std::size_t>(i)].id, i);
-
   if (auto links_node = object.optional("links")) {
+    std::unordered_map<std::string_view, int> id_to_index;
+    for (int i = 0; i < n; ++i) id_to_index.emplace(gpus[at(i)].id, i);
     std::map<std::pair<int, int>, std::string> seen;
     for (const io::Node& entry : links_node->elements()) {
       io::ObjectReader link(entry, {"between", "bandwidth", "latency"});
@@ -398,18 +843,17 @@ Topology read_topology(const io::Source& source) {
         between.fail("must list exactly two GPU ids, got " + std::to_string(ends.size()));
       }
       int end_index[2];
-      for (int k = 0; k < 2; ++k) {
-        std::string id = ends[static_cast<std::size_t>(k)].as_nonempty_string();
+      for (std::size_t k = 0; k < 2; ++k) {
+        std::string id = ends[k].as_nonempty_string();
         auto it = id_to_index.find(id);
-        if (it == id_to_index.end()) ends[static_cast<std::size_t>(k)].fail("unknown GPU " + in_quotes(id));
+        if (it == id_to_index.end()) ends[k].fail("unknown GPU " + in_quotes(id));
         end_index[k] = it->second;
       }
       if (end_index[0] == end_index[1]) between.fail("a link needs two different GPUs");
       auto key = std::minmax(end_index[0], end_index[1]);
       if (auto it = seen.find(key); it != seen.end()) {
-        entry.fail("second link between " + in_quotes(gpus[static_cast<std::size_t>(key.first)].id) +
-                   " and " + in_quotes(gpus[static_cast<std::size_t>(key.second)].id) + " (first at " +
-                   it->second + ")");
+        entry.fail("second link between " + in_quotes(gpus[at(key.first)].id) + " and " +
+                   in_quotes(gpus[at(key.second)].id) + " (first at " + it->second + ")");
       }
       seen.emplace(key, entry.pointer());
       LinkSpec spec = read_link_spec(entry, {"between", "bandwidth", "latency"});

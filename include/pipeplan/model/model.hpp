@@ -18,12 +18,12 @@ inline constexpr const char* kModelSchema = "pipeplan/model/v1";
 
 /// One layer of the chain.
 struct Layer {
-  std::string name;              ///< Optional (empty when absent); unique when given.
-  double forward_ms = 0;         ///< Forward time of one micro-batch at speed 1.0, ms.
-  double backward_ms = 0;        ///< Backward time of one micro-batch at speed 1.0, ms.
-  double activation_bytes = 0;   ///< Bytes crossing a stage boundary placed after this layer.
-  double parameter_bytes = 0;    ///< Size of the layer's weights, bytes.
-  double stash_bytes = 0;        ///< Activation memory kept per in-flight micro-batch, bytes.
+  std::string name;             ///< Optional (empty when absent); unique when given.
+  double forward_ms = 0;        ///< Forward time of one micro-batch at speed 1.0, ms.
+  double backward_ms = 0;       ///< Backward time of one micro-batch at speed 1.0, ms.
+  double activation_bytes = 0;  ///< Bytes crossing a stage boundary placed after this layer.
+  double parameter_bytes = 0;   ///< Size of the layer's weights, bytes.
+  double stash_bytes = 0;       ///< Activation memory kept per in-flight micro-batch, bytes.
 };
 
 /// A model profile.
@@ -37,7 +37,9 @@ struct Model {
 };
 
 /// Reads and validates a `model.json` (spec section 1). Throws `InputError` naming the file
-/// and JSON pointer of the first problem.
+/// and JSON pointer of the first problem. Beyond the spec: the sums over all layers of
+/// forward plus backward time, of stash and of activation bytes, and the factor times the sum
+/// of parameter bytes must be finite; -0 reads as 0.
 Model read_model(const io::Source& source);
 
 /// The model as `model.json` (schema v1). Optional fields that are absent stay absent;

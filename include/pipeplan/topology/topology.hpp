@@ -3,6 +3,7 @@
 /// The GPU cluster (spec section 2): GPUs with speeds and memories, and the effective cost of
 /// sending bytes between every pair of GPUs.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,22 +18,26 @@ namespace pipeplan::topology {
 /// The schema string of a topology file.
 inline constexpr const char* kTopologySchema = "pipeplan/topology/v1";
 
-/// Most GPUs a topology may have: pair costs take 16 bytes per unordered pair, so this keeps
-/// them under 1 GiB.
+/// Most GPUs a topology may have: pair costs take 16 bytes per unordered pair (plus 2 for the
+/// hop count), so this keeps bandwidths and latencies under 1 GiB.
 inline constexpr int kMaxGpus = 11585;
+
+/// Longest node name or GPU id accepted, in bytes. A shorthand node's name is repeated in the
+/// id of each of its GPUs, so without a limit a small file could ask for gigabytes of ids.
+inline constexpr std::size_t kMaxNameBytes = 256;
 
 /// One GPU.
 struct Gpu {
-  std::string id;                           ///< Unique id, e.g. `dgx0/gpu3`.
-  std::string node;                         ///< The node (server) it belongs to.
-  double speed = 1.0;                       ///< Relative compute speed (> 0).
-  std::optional<double> memory_bytes;       ///< Capacity; absent means unlimited.
+  std::string id;                      ///< Unique id, e.g. `dgx0/gpu3`.
+  std::string node;                    ///< The node (server) it belongs to.
+  double speed = 1.0;                  ///< Relative compute speed (> 0).
+  std::optional<double> memory_bytes;  ///< Capacity; absent means unlimited.
 };
 
 /// A direct, undirected link between two GPUs (indices into the GPU list).
 struct Link {
-  int a = 0;
-  int b = 0;
+  int a = 0;                         ///< One end (index into the GPU list).
+  int b = 0;                         ///< The other end, != a.
   double bandwidth_bytes_per_s = 0;  ///< > 0.
   double latency_ms = 0;             ///< >= 0.
 };
@@ -48,12 +53,15 @@ struct PairCost {
 /// shorthand joins every pair, so a list of links would be quadratic anyway.
 class DirectLinks {
  public:
-  /// No links among `gpu_count` GPUs.
+  /// No links among `gpu_count` GPUs (0 to `kMaxGpus`; anything else throws `InternalError`).
   explicit DirectLinks(int gpu_count);
-  /// Sets (or replaces) the link between distinct GPUs `a` and `b`.
+  /// Sets (or replaces) the link between distinct GPUs `a` and `b`. Bandwidth must be finite
+  /// and > 0, latency finite and >= 0; a violation is a bug and throws `InternalError`.
   void set(int a, int b, double bandwidth_bytes_per_s, double latency_ms);
-  /// Whether `a` and `b` are linked.
+  /// Whether distinct GPUs `a` and `b` are linked.
   [[nodiscard]] bool has(int a, int b) const;
+  /// Number of GPUs.
+  [[nodiscard]] int size() const { return gpu_count_; }
 
  private:
   friend class Topology;
@@ -69,16 +77,21 @@ class Topology {
 
   /// Builds the effective pair costs from direct links (spec section 2): a pair joined by a
   /// link uses it; any other pair uses the path of greatest bottleneck bandwidth (ties: fewest
-  /// hops, then the lexicographically smallest sequence of GPU ids read from the smaller id).
-  /// Throws `InputError` prefixed with `file` when the GPUs
-  /// are not all connected.
-  /// Complexity: O(N^2) for the matrix, plus, for every GPU with an unlinked partner,
-  /// O(E log N) for the widest paths and O(E) per distinct bottleneck value for the tie-breaks.
+  /// hops, then the lexicographically smallest sequence of GPU ids, in byte order, read from
+  /// the end with the smaller id), with the latencies summed along it.
+  /// Throws `InputError` prefixed with `file` when the GPUs are not all connected (or a path's
+  /// summed latency overflows). GPU ids must be unique and the links' size must match the
+  /// GPUs (else `InternalError`).
+  /// Complexity: O(N^2) time and memory when every pair is linked. Otherwise a maximum spanning
+  /// tree (O(N^2)) gives every bottleneck, and for every GPU with an unlinked partner of larger
+  /// id, one breadth-first search per distinct bottleneck value among those partners, limited
+  /// to the GPUs reachable at that bottleneck: O(N^2) in all for shorthand clusters, at worst
+  /// O(N^3) for pathological inputs with many distinct bandwidths.
   static Topology build(std::string name, std::vector<Gpu> gpus, DirectLinks links,
                         const std::string& file);
-  /// The same from a list of links (which must not repeat a pair).
-  static Topology build(std::string name, std::vector<Gpu> gpus,
-                        const std::vector<Link>& links, const std::string& file);
+  /// The same from a list of links (which must not repeat a pair; else `InternalError`).
+  static Topology build(std::string name, std::vector<Gpu> gpus, const std::vector<Link>& links,
+                        const std::string& file);
 
   /// The topology's name (empty when absent).
   [[nodiscard]] const std::string& name() const { return name_; }
@@ -96,9 +109,7 @@ class Topology {
   /// Effective cost between two distinct GPUs.
   [[nodiscard]] PairCost pair(int u, int v) const;
   /// Effective bandwidth between two distinct GPUs, bytes/s.
-  [[nodiscard]] double bandwidth_bytes_per_s(int u, int v) const {
-    return bandwidth_[slot(u, v)];
-  }
+  [[nodiscard]] double bandwidth_bytes_per_s(int u, int v) const { return bandwidth_[slot(u, v)]; }
   /// Effective latency between two distinct GPUs, ms.
   [[nodiscard]] double latency_ms(int u, int v) const { return latency_ms_[slot(u, v)]; }
   /// Time to send `bytes` from `u` to `v`: latency + bytes / bandwidth, in ms.
@@ -120,13 +131,16 @@ class Topology {
   std::vector<Gpu> gpus_;
   int node_count_ = 0;
   std::unordered_map<std::string, int> index_;
-  std::vector<double> bandwidth_;   // bytes/s, per unordered pair
-  std::vector<double> latency_ms_;  // ms, per unordered pair
-  std::vector<std::uint16_t> hops_; // path length, per unordered pair
+  std::vector<double> bandwidth_;    // bytes/s, per unordered pair
+  std::vector<double> latency_ms_;   // ms, per unordered pair
+  std::vector<std::uint16_t> hops_;  // path length, per unordered pair
 };
 
 /// Reads and validates a `topo.json` (spec section 2). Throws `InputError` naming the file
-/// and JSON pointer of the first problem.
+/// and JSON pointer of the first problem. Beyond the spec: at most `kMaxGpus` GPUs; node names
+/// and GPU ids at most `kMaxNameBytes` long; a GPU without `node` is a node of its own named
+/// after its id, so that name must not be another node's; latencies must stay finite in ms,
+/// also summed along a path.
 Topology read_topology(const io::Source& source);
 
 }  // namespace pipeplan::topology
