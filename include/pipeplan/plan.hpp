@@ -117,6 +117,9 @@ struct Plan {
   Bounds bounds;                  ///< Lower bounds for comparison.
   std::vector<std::string> notes; ///< How the planner got here (candidates tried, estimates),
                                   ///< for `--verbose`; not part of plan.json.
+  /// Time spent per planning phase (`ordering`, `dp`, `scheduling`), ms of CPU work summed
+  /// over candidates that may have run in parallel; not part of plan.json.
+  std::vector<std::pair<std::string, double>> phase_ms;
 };
 
 }  // namespace pipeplan

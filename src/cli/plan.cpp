@@ -81,6 +81,8 @@ int run_plan(const PlanOptions& options, Context& context) {
   }
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
+  const double reading_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
   planners::Request request{model, topology, micro_batches};
   Plan plan = planners::make_plan(options.planner, request, policy);
@@ -99,7 +101,13 @@ int run_plan(const PlanOptions& options, Context& context) {
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
   context.emit(options.output, text);
-  context.say(report::plan_summary(plan, model, topology) + "\n  planned in " + report::format_ms(elapsed_ms));
+  const double total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  std::string phases = "reading " + report::format_ms(reading_ms);
+  for (const auto& [phase, ms] : plan.phase_ms) phases += ", " + phase + " " + report::format_ms(ms);
+  phases += ", writing " + report::format_ms(total_ms - elapsed_ms);
+  context.say(report::plan_summary(plan, model, topology) + "\n  planned in " + report::format_ms(total_ms) +
+              " (" + phases + ")");
   return 0;
 }
 

@@ -204,29 +204,99 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
 
 namespace {
 
-// The DP proper. `cap` > 0 keeps only the `cap` entries of smallest sum per state (a fast
-// heuristic whose result is an upper bound); `upper_bound` drops entries that cannot lead to
-// a plan of total <= upper_bound: a suffix entry ends in a plan of total at least its
-// latency + excess plus the prefix layers' compute at the fastest speed. Both off: exact.
-std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
-                               const std::vector<int>& order, int micro_batches,
-                               const ScheduleModel& schedule, std::size_t cap, double upper_bound) {
+// Where stages may begin and end. Below the thresholds every layer boundary and every GPU
+// position is allowed and the DP is exact; above them (large models or clusters) the layers
+// are grouped into blocks and runs are aligned to units of GPUs, and the DP is exact on that
+// grid. Documented in docs/algorithms.md and docs/performance.md.
+struct Grid {
+  std::vector<int> cuts;  // allowed layer boundaries, 0 = first, L = last
+  int unit = 1;           // run starts and lengths are multiples of this
+  int positions = 0;      // run starts: 0, unit, 2 unit, ... (positions * unit <= N)
+  int lengths = 0;        // run lengths: unit, 2 unit, ..., lengths * unit <= min(N, M)
+};
+
+constexpr int kMaxBlocks = 192;        // layer blocks the DP sees at most
+constexpr int kMaxPositions = 32;      // run starts at most
+constexpr int kMaxLengths = 16;        // run lengths at most
+constexpr double kBudget = 80e6;       // blocks^2 x starts x lengths^2: about a second
+
+Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget) {
   const int L = static_cast<int>(model.layers.size());
+  const int R = std::min(gpus, micro_batches);
+  Grid grid;
+  while (std::isfinite(budget) && (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
+    grid.unit *= 2;
+  }
+  grid.unit = std::min(grid.unit, std::max(R, 1));
+  int blocks = std::isfinite(budget) ? std::min(L, kMaxBlocks) : L;
+  auto cost = [&] {
+    const double positions = gpus / grid.unit, lengths = R / grid.unit;
+    return static_cast<double>(blocks) * blocks * positions * lengths * lengths;
+  };
+  // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
+  // layer blocks.
+  while (cost() > budget && grid.unit * 2 <= R) grid.unit *= 2;
+  while (cost() > budget && blocks > 16) blocks = blocks * 3 / 4;
+  grid.positions = gpus / grid.unit;
+  grid.lengths = R / grid.unit;
+  grid.cuts.push_back(0);
+  if (L <= blocks) {
+    for (int l = 1; l <= L; ++l) grid.cuts.push_back(l);
+    return grid;
+  }
+  // Blocks of about equal compute; inside each window the cut goes where the activation
+  // crossing it is smallest (ties: the earlier boundary).
+  const Prefix prefix(model);
+  const double total = prefix.forward.back() + prefix.backward.back();
+  int previous = 0;
+  for (int b = 1; b < blocks; ++b) {
+    const double low = total * (b - 0.5) / blocks, high = total * (b + 0.5) / blocks;
+    int best = -1;
+    for (int l = previous + 1; l < L; ++l) {
+      const double work = prefix.forward[static_cast<std::size_t>(l)] + prefix.backward[static_cast<std::size_t>(l)];
+      if (work < low) continue;
+      if (work > high && best >= 0) break;
+      if (best < 0 || model.layers[static_cast<std::size_t>(l - 1)].activation_bytes <
+                          model.layers[static_cast<std::size_t>(best - 1)].activation_bytes) {
+        best = l;
+      }
+      if (work > high) break;
+    }
+    if (best > previous && best < L) {
+      grid.cuts.push_back(best);
+      previous = best;
+    }
+  }
+  grid.cuts.push_back(L);
+  return grid;
+}
+
+// The DP proper over `grid`. `cap` > 0 keeps only the `cap` entries of smallest sum per state
+// (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that cannot
+// lead to a plan of total <= upper_bound (see the bounds below). Both off: exact on the grid.
+std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
+                               const std::vector<int>& order, int micro_batches, const Grid& grid,
+                               const ScheduleModel& schedule, std::size_t cap, double upper_bound) {
+  const int C = static_cast<int>(grid.cuts.size()) - 1;  // blocks
+  const int P = grid.positions;
+  const int Q = grid.lengths;
+  const int U = grid.unit;
   const int N = static_cast<int>(order.size());
   const int M = micro_batches;
-  const int R = std::min(N, M);  // most replicas a stage may have
   const Prefix prefix(model);
+  if (Q == 0 || P == 0) return std::nullopt;
 
-  // Runs: stats of positions k..k+r-1, built incrementally.
-  std::vector<Run> runs(static_cast<std::size_t>(N) * static_cast<std::size_t>(R));
-  auto run_at = [&](int k, int r) -> Run& {
-    return runs[static_cast<std::size_t>(k) * static_cast<std::size_t>(R) + static_cast<std::size_t>(r - 1)];
+  // Runs: stats of the run starting at position p * U with q * U GPUs.
+  std::vector<Run> runs(static_cast<std::size_t>(P) * static_cast<std::size_t>(Q));
+  auto run_at = [&](int p, int q) -> Run& {
+    return runs[static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) + static_cast<std::size_t>(q - 1)];
   };
-  for (int k = 0; k < N; ++k) {
+  for (int p = 0; p < P; ++p) {
     Run run;
     double chain_bandwidth = std::numeric_limits<double>::infinity();
     double chain_latency = 0;
-    for (int r = 1; r <= R && k + r <= N; ++r) {
+    const int k = p * U;
+    for (int r = 1; k + r <= N && r <= Q * U; ++r) {
       const int added = order[static_cast<std::size_t>(k + r - 1)];
       const auto& gpu = topology.gpu(added);
       run.replicas = r;
@@ -241,48 +311,57 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
         run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(added, first));
         run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
       }
-      run_at(k, r) = run;
-      split_micro_batches(run_at(k, r), M, schedule.round_robin);
+      if (r % U == 0) {
+        run_at(p, r / U) = run;
+        split_micro_batches(run_at(p, r / U), M, schedule.round_robin);
+      }
     }
   }
-  // Pair costs between the run ending at position p-1 (length r1) and the one starting at p
-  // (length r2), extended one GPU at a time.
-  std::vector<Cross> crosses(static_cast<std::size_t>(N) * static_cast<std::size_t>(R) * static_cast<std::size_t>(R));
-  auto cross_at = [&](int p, int r1, int r2) -> Cross& {
-    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(R) + static_cast<std::size_t>(r1 - 1)) *
-                       static_cast<std::size_t>(R) +
-                   static_cast<std::size_t>(r2 - 1)];
-  };
-  for (int p = 1; p < N; ++p) {
-    for (int r1 = 1; r1 <= R && p - r1 >= 0; ++r1) {
-      const int u = order[static_cast<std::size_t>(p - r1)];
-      for (int r2 = 1; r2 <= R && p + r2 <= N; ++r2) {
-        const int v = order[static_cast<std::size_t>(p + r2 - 1)];
-        Cross c = r1 > 1 ? cross_at(p, r1 - 1, r2) : (r2 > 1 ? cross_at(p, r1, r2 - 1) : Cross{});
-        if (r1 > 1 && r2 > 1) {  // add the pairs of the new sender with every receiver
-          for (int q = p; q < p + r2; ++q) {
-            const int w = order[static_cast<std::size_t>(q)];
-            c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, w));
-            c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, w));
-          }
-        } else if (r1 > 1) {  // r2 == 1: one receiver, v
-          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
-          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
-        } else {  // r1 == 1: one sender, u; add the new receiver v
-          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
-          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
+  // Worst-pair costs between the run of q1 units ending at position p and the run of q2 units
+  // starting there, built from the cost of every unit pair (O(P Q^2 U^2)).
+  std::vector<Cross> unit_pairs(static_cast<std::size_t>(P) * static_cast<std::size_t>(P));
+  for (int a = 0; a < P; ++a) {
+    for (int b = a + 1; b < P; ++b) {
+      Cross c;
+      for (int u = a * U; u < (a + 1) * U; ++u) {
+        for (int v = b * U; v < (b + 1) * U; ++v) {
+          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(order[static_cast<std::size_t>(u)], order[static_cast<std::size_t>(v)]));
+          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(order[static_cast<std::size_t>(u)], order[static_cast<std::size_t>(v)]));
         }
-        cross_at(p, r1, r2) = c;
+      }
+      unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) + static_cast<std::size_t>(b)] = c;
+    }
+  }
+  std::vector<Cross> crosses(static_cast<std::size_t>(P + 1) * static_cast<std::size_t>(Q) * static_cast<std::size_t>(Q));
+  auto cross_at = [&](int p, int q1, int q2) -> Cross& {
+    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) + static_cast<std::size_t>(q1 - 1)) *
+                       static_cast<std::size_t>(Q) +
+                   static_cast<std::size_t>(q2 - 1)];
+  };
+  for (int p = 1; p < P; ++p) {
+    for (int q1 = 1; q1 <= Q && p - q1 >= 0; ++q1) {
+      for (int q2 = 1; q2 <= Q && p + q2 <= P; ++q2) {
+        Cross c = q2 > 1 ? cross_at(p, q1, q2 - 1) : (q1 > 1 ? cross_at(p, q1 - 1, q2) : Cross{});
+        // Add the pairs of the newest receiver unit (q2 > 1) or sender unit (q2 == 1).
+        const int first_sender = q2 > 1 ? p - q1 : p - q1;
+        const int last_sender = q2 > 1 ? p - 1 : p - q1;
+        const int receiver_from = q2 > 1 ? p + q2 - 1 : p;
+        for (int a = first_sender; a <= last_sender; ++a) {
+          const Cross& pair = unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) + static_cast<std::size_t>(receiver_from)];
+          c.bandwidth = std::min(c.bandwidth, pair.bandwidth);
+          c.latency_ms = std::max(c.latency_ms, pair.latency_ms);
+        }
+        cross_at(p, q1, q2) = c;
       }
     }
   }
 
-  const auto states = static_cast<std::size_t>(L) * static_cast<std::size_t>(N) * static_cast<std::size_t>(R);
+  const auto states = static_cast<std::size_t>(C) * static_cast<std::size_t>(P) * static_cast<std::size_t>(Q);
   std::vector<std::vector<Entry>> fronts(states);
-  auto front = [&](int i, int k, int r) -> std::vector<Entry>& {
-    return fronts[(static_cast<std::size_t>(i) * static_cast<std::size_t>(N) + static_cast<std::size_t>(k)) *
-                      static_cast<std::size_t>(R) +
-                  static_cast<std::size_t>(r - 1)];
+  auto front = [&](int ci, int p, int q) -> std::vector<Entry>& {
+    return fronts[(static_cast<std::size_t>(ci) * static_cast<std::size_t>(P) + static_cast<std::size_t>(p)) *
+                      static_cast<std::size_t>(Q) +
+                  static_cast<std::size_t>(q - 1)];
   };
 
   double fastest_anywhere = 0;
@@ -294,11 +373,13 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
   }
   const double prune_above = upper_bound * (1 + 1e-9);
 
-  for (int i = L - 1; i >= 0; --i) {
+  for (int ci = C - 1; ci >= 0; --ci) {
+    const int i = grid.cuts[static_cast<std::size_t>(ci)];
     const double prefix_work = prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)];
     // Only reachable states: the layers before i need GPUs before k, and plans start at k = 0.
-    for (int k = N - 1; k >= 0; --k) {
-      if ((i == 0) != (k == 0)) continue;
+    for (int p = P - 1; p >= 0; --p) {
+      if ((ci == 0) != (p == 0)) continue;
+      const int k = p * U;
       // Lower bounds on what the layers before i add to a suffix entry: their compute at the
       // fastest speed, and (the busiest of their stages works at least M prefix_work / speeds
       // of the GPUs before k) a steady state that replaces the entry's excess.
@@ -307,24 +388,25 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
       auto keep = [&](const Entry& e) {
         return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above;
       };
-      for (int r = 1; r <= R && k + r <= N; ++r) {
-        std::vector<Entry>& here = front(i, k, r);
-        const Run& run = run_at(k, r);
-        const int b = k + r;
-        for (int j = i + 1; j <= L; ++j) {
+      for (int q = 1; q <= Q && p + q <= P; ++q) {
+        std::vector<Entry>& here = front(ci, p, q);
+        const Run& run = run_at(p, q);
+        const int next_p = p + q;
+        for (int cj = ci + 1; cj <= C; ++cj) {
+          const int j = grid.cuts[static_cast<std::size_t>(cj)];
           const Terms t = stage_terms(model, prefix, i, j, run, schedule);
           if (!t.fits) break;  // more layers only need more memory
-          if (j == L) {
-            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, j, 0, -1};
+          if (cj == C) {
+            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, cj, 0, -1};
             if (keep(e)) insert(here, e);
             continue;
           }
           const double bytes = model.layers[static_cast<std::size_t>(j - 1)].activation_bytes;
-          for (int r2 = 1; r2 <= R && b + r2 <= N; ++r2) {
-            const std::vector<Entry>& rest = front(j, b, r2);
+          for (int q2 = 1; q2 <= Q && next_p + q2 <= P; ++q2) {
+            const std::vector<Entry>& rest = front(cj, next_p, q2);
             if (rest.empty()) continue;
-            const double c = cross_at(b, r, r2).transfer_ms(bytes);
-            const long channels = std::max(r, r2);
+            const double c = cross_at(next_p, q, q2).transfer_ms(bytes);
+            const long channels = static_cast<long>(std::max(q, q2)) * U;
             const long per_channel = (M + channels - 1) / channels;
             const double channel = static_cast<double>(per_channel) * c - c;
             for (std::size_t x = 0; x < rest.size(); ++x) {
@@ -332,7 +414,7 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
               const double latency = t.latency + 2 * c + e.latency;
               const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
               const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
-              const Entry next{latency, excess, tail, j, r2, static_cast<int>(x)};
+              const Entry next{latency, excess, tail, cj, q2, static_cast<int>(x)};
               if (keep(next)) insert(here, next);
             }
           }
@@ -358,74 +440,70 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
   // The plan starts at position 0 with any first-run length.
   std::optional<std::pair<int, std::size_t>> best;
   double best_total = 0;
-  for (int r = 1; r <= R; ++r) {
-    const std::vector<Entry>& start = front(0, 0, r);
+  for (int q = 1; q <= Q; ++q) {
+    const std::vector<Entry>& start = front(0, 0, q);
     for (std::size_t x = 0; x < start.size(); ++x) {
       const double total = start[x].latency + start[x].excess + start[x].tail;
       if (!best || total < best_total) {
-        best = {r, x};
+        best = {q, x};
         best_total = total;
       }
     }
   }
   if (!best) return std::nullopt;
   Solution solution;
-  int i = 0, k = 0, r = best->first;
+  int ci = 0, p = 0, q = best->first;
   int x = static_cast<int>(best->second);
-  const Entry& top = front(0, 0, r)[best->second];
+  const Entry& top = front(0, 0, q)[best->second];
   solution.objective = Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
   while (true) {
-    const Entry& e = front(i, k, r)[static_cast<std::size_t>(x)];
+    const Entry& e = front(ci, p, q)[static_cast<std::size_t>(x)];
     Stage stage;
-    stage.first_layer = i;
-    stage.last_layer = e.j - 1;
-    for (int p = k; p < k + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+    stage.first_layer = grid.cuts[static_cast<std::size_t>(ci)];
+    stage.last_layer = grid.cuts[static_cast<std::size_t>(e.j)] - 1;
+    for (int g = p * U; g < (p + q) * U; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
     solution.stages.push_back(std::move(stage));
     if (e.next < 0) break;
-    i = e.j;
-    k += r;
-    r = e.b;
+    ci = e.j;
+    p += q;
+    q = e.b;
     x = e.next;
   }
   return solution;
 }
 
-}  // namespace
-
-namespace {
-
-// The best objective among simple plans: S stages of equal compute, each on r consecutive GPUs
-// of the order, for every r <= R and S <= min(L, N / r). A cheap upper bound for the exact
-// pass (infinity when none fits). O(N log N) plans of O(L + S r^2) each.
+// The best objective among simple plans on the grid: S stages of equal compute (cut at grid
+// boundaries), each on q units of consecutive GPUs, for every q and S. A cheap upper bound
+// for the exact pass (infinity when none fits). O(P log P) plans of O(L + S r^2) each.
 double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
-                          const std::vector<int>& order, int micro_batches, const ScheduleModel& schedule) {
-  const int L = static_cast<int>(model.layers.size());
-  const int N = static_cast<int>(order.size());
-  const int R = std::min(N, micro_batches);
+                          const std::vector<int>& order, int micro_batches, const Grid& grid,
+                          const ScheduleModel& schedule) {
+  const int C = static_cast<int>(grid.cuts.size()) - 1;
   const Prefix prefix(model);
-  const double total = prefix.forward.back() + prefix.backward.back();
+  auto work_at = [&](int ci) {
+    const auto l = static_cast<std::size_t>(grid.cuts[static_cast<std::size_t>(ci)]);
+    return prefix.forward[l] + prefix.backward[l];
+  };
+  const double total = work_at(C);
   double best = std::numeric_limits<double>::infinity();
-  for (int r = 1; r <= R; ++r) {
-    for (int S = 1; S <= L && S * r <= N; ++S) {
+  for (int q = 1; q <= grid.lengths; ++q) {
+    for (int S = 1; S <= C && S * q <= grid.positions; ++S) {
       std::vector<Stage> stages;
-      int first = 0;
+      int first = 0;  // block index
       for (int s = 0; s < S; ++s) {
-        int last = first;
+        int last = first + 1;  // exclusive block index
         if (s == S - 1) {
-          last = L - 1;
+          last = C;
         } else {
-          // Extend while the cumulative work stays below the stage's share, leaving a layer
+          // Extend while the cumulative work stays below the stage's share, leaving a block
           // for each later stage.
           const double target = total * (s + 1) / S;
-          while (last + 1 < L - (S - 1 - s) &&
-                 prefix.forward[static_cast<std::size_t>(last + 2)] + prefix.backward[static_cast<std::size_t>(last + 2)] <= target) {
-            ++last;
-          }
+          while (last + 1 <= C - (S - 1 - s) && work_at(last + 1) <= target) ++last;
         }
-        Stage stage{first, last, {}};
-        for (int p = s * r; p < (s + 1) * r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+        Stage stage{grid.cuts[static_cast<std::size_t>(first)], grid.cuts[static_cast<std::size_t>(last)] - 1, {}};
+        for (int g = s * q * grid.unit; g < (s + 1) * q * grid.unit; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
         stages.push_back(std::move(stage));
-        first = last + 1;
+        first = last;
       }
       if (auto value = objective(model, topology, stages, micro_batches, schedule)) best = std::min(best, value->total_ms);
     }
@@ -437,19 +515,21 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
 
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
-                              const ScheduleModel& schedule) {
+                              const ScheduleModel& schedule, bool full_grid) {
+  const Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches,
+                              full_grid ? std::numeric_limits<double>::infinity() : kBudget);
   // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
   // equal-compute plans usually give a good one; when none fits in memory, a capped pass
   // (4 entries per state) finds a plan whose value serves instead. Either way the exact pass
-  // keeps the optimum, so the result is exact.
-  const double simple = simple_plans_bound(model, topology, order, micro_batches, schedule);
+  // keeps the optimum, so the result is exact (on the grid).
+  const double simple = simple_plans_bound(model, topology, order, micro_batches, grid, schedule);
   if (std::isfinite(simple)) {
-    if (auto exact = run_dp(model, topology, order, micro_batches, schedule, 0, simple)) return exact;
+    if (auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, simple)) return exact;
   }
   auto heuristic =
-      run_dp(model, topology, order, micro_batches, schedule, 4, std::numeric_limits<double>::infinity());
+      run_dp(model, topology, order, micro_batches, grid, schedule, 4, std::numeric_limits<double>::infinity());
   if (!heuristic) return std::nullopt;
-  auto exact = run_dp(model, topology, order, micro_batches, schedule, 0, heuristic->objective.total_ms);
+  auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, heuristic->objective.total_ms);
   return exact ? exact : heuristic;
 }
 

@@ -52,7 +52,7 @@ void BM_MincutOrder(benchmark::State& state) {
   topology::Topology t = synthetic_cluster(static_cast<int>(state.range(0)) / 8, 8);
   for (auto _ : state) benchmark::DoNotOptimize(ordering::mincut_order(t));
 }
-BENCHMARK(BM_MincutOrder)->Arg(16)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MincutOrder)->Arg(16)->Arg(128)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 void BM_Dp(benchmark::State& state) {
   const int layers = static_cast<int>(state.range(0));
@@ -60,9 +60,32 @@ void BM_Dp(benchmark::State& state) {
   model::Model m = synthetic_model(layers);
   topology::Topology t = synthetic_cluster(gpus / 8, 8);
   std::vector<int> order = ordering::mincut_order(t);
-  for (auto _ : state) benchmark::DoNotOptimize(partition::solve(m, t, order, 16));
+  const int micro_batches = static_cast<int>(state.range(2));
+  for (auto _ : state) benchmark::DoNotOptimize(partition::solve(m, t, order, micro_batches));
 }
-BENCHMARK(BM_Dp)->Args({48, 16})->Args({96, 32})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Dp)
+    ->Args({48, 16, 16})
+    ->Args({96, 32, 16})
+    ->Args({200, 128, 64})
+    ->Args({1000, 1024, 64})
+    ->Args({4000, 4096, 64})
+    ->Unit(benchmark::kMillisecond);
+
+// What the coarse grid costs in plan quality: the DP's value on the default grid divided by
+// its value on the full grid (every layer boundary and GPU position), reported as a counter.
+void BM_GridCost(benchmark::State& state) {
+  model::Model m = synthetic_model(static_cast<int>(state.range(0)), 7);
+  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8);
+  std::vector<int> order = ordering::mincut_order(t);
+  const int micro_batches = static_cast<int>(state.range(2));
+  double coarse = 0, full = 0;
+  for (auto _ : state) {
+    coarse = partition::solve(m, t, order, micro_batches)->objective.total_ms;
+    full = partition::solve(m, t, order, micro_batches, {}, true)->objective.total_ms;
+  }
+  state.counters["coarse_over_full"] = coarse / full;
+}
+BENCHMARK(BM_GridCost)->Args({200, 32, 16})->Args({96, 64, 32})->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_PlanSpp(benchmark::State& state) {
   model::Model m = synthetic_model(static_cast<int>(state.range(0)));

@@ -48,10 +48,14 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
 /// The plan minimising `objective` among all plans whose stages are contiguous layer ranges
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
 /// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
-/// Exact: Pareto fronts of (latency, excess, tail) per state, since the objective is
-/// monotone in each. O(L^2 N min(N, M) F) for L layers, N GPUs and fronts of size F.
+/// Exact (Pareto fronts of (latency, excess, tail) per state, since the objective is monotone
+/// in each) on a grid: every layer boundary and GPU position while
+/// blocks^2 x positions x lengths^2 stays within a budget of about a second; beyond it, runs
+/// align to units of 2^k GPUs and layers group into blocks of equal compute cut where the
+/// activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for measuring
+/// what the grid costs). O(C^2 P Q^2 F) for C blocks, P run starts, Q run lengths, fronts of F.
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
-                              const ScheduleModel& schedule = {});
+                              const ScheduleModel& schedule = {}, bool full_grid = false);
 
 }  // namespace pipeplan::partition
