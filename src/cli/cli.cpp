@@ -24,6 +24,17 @@ void Context::emit(const std::optional<std::string>& path, const std::string& te
   io::write_file_atomically(*path, text);
 }
 
+int micro_batch_count(const std::optional<int>& flag, const model::Model& model, const std::string& model_path) {
+  if (flag) return *flag;
+  if (!model.micro_batches) {
+    throw UsageError("no micro-batch count: pass --micro-batches or set \"micro_batches\" in " + model_path);
+  }
+  if (*model.micro_batches > kMaxMicroBatches) {
+    throw InputError(model_path, "/micro_batches", "must be at most " + std::to_string(kMaxMicroBatches));
+  }
+  return static_cast<int>(*model.micro_batches);
+}
+
 void Context::say(const std::string& line) const {
   if (!quiet) err << line << '\n';
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pipeplan/io/files.hpp"
+#include "pipeplan/model/model.hpp"
 
 namespace pipeplan::cli {
 
@@ -42,5 +43,9 @@ void add_compare_command(CLI::App& app, Action& action);
 /// Most micro-batches a plan may have: keeps the task count (4 S M) within int range and the
 /// schedule within memory.
 inline constexpr int kMaxMicroBatches = 1 << 20;
+
+/// The micro-batch count: the `--micro-batches` flag, else the model's `micro_batches`
+/// (checked against kMaxMicroBatches, an input error naming `model_path`), else a usage error.
+int micro_batch_count(const std::optional<int>& flag, const model::Model& model, const std::string& model_path);
 
 }  // namespace pipeplan::cli

@@ -256,19 +256,7 @@ std::string render_table(const std::vector<Row>& rows, const std::vector<Figures
 int run_compare(const CompareOptions& options, Context& context) {
   model::Model model = model::read_model(context.read(options.model));
   topology::Topology topology = topology::read_topology(context.read(options.topology));
-  int micro_batches = 0;
-  if (options.micro_batches) {
-    micro_batches = *options.micro_batches;
-  } else if (model.micro_batches) {
-    if (*model.micro_batches > kMaxMicroBatches) {
-      throw InputError(options.model, "/micro_batches",
-                       "must be at most " + std::to_string(kMaxMicroBatches));
-    }
-    micro_batches = static_cast<int>(*model.micro_batches);
-  } else {
-    throw UsageError("no micro-batch count: pass --micro-batches or set \"micro_batches\" in " +
-                     options.model);
-  }
+  const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
   // Every planner with its default policy; spp also under the fixed policies, right after it.
   std::vector<Row> rows;

@@ -45,37 +45,6 @@ std::optional<double> brute_force(const model::Model& model, const topology::Top
   return best;
 }
 
-// A random complete topology: bandwidths 1-100 GB/s, latencies 0-20 us, speeds 0.25-2,
-// memories from tight to ample (or unlimited).
-topology::Topology random_topology(std::mt19937& rng, int n) {
-  std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
-      memory(2e6, 40e6);
-  std::vector<topology::Gpu> gpus;
-  for (int i = 0; i < n; ++i) {
-    topology::Gpu g;
-    g.id = "g" + std::to_string(i);
-    g.node = g.id;
-    g.speed = speed(rng);
-    if (rng() % 4 != 0) g.memory_bytes = memory(rng);
-    gpus.push_back(g);
-  }
-  std::vector<topology::Link> links;
-  for (int u = 0; u < n; ++u) {
-    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth(rng), latency(rng)});
-  }
-  return topology::Topology::build("random", gpus, links, "test");
-}
-
-model::Model random_model(std::mt19937& rng, int layers) {
-  std::uniform_real_distribution<double> time(0.1, 10), bytes(0, 4e6), params(0, 2e6);
-  std::vector<L> spec;
-  for (int l = 0; l < layers; ++l) {
-    double f = time(rng);
-    spec.push_back(L{f, f * (1 + rng() % 3), bytes(rng), params(rng), bytes(rng)});
-  }
-  return make_model(spec);
-}
-
 TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
   std::mt19937 rng(20221);
   int instances = 0, infeasible = 0, plans = 0;
@@ -83,8 +52,8 @@ TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
     const int L = 1 + static_cast<int>(rng() % 7);
     const int N = 1 + static_cast<int>(rng() % 5);
     const int M = 1 + static_cast<int>(rng() % 8);
-    model::Model model = random_model(rng, L);
-    topology::Topology topology = random_topology(rng, N);
+    model::Model model = random_model(rng, L, 4e6);
+    topology::Topology topology = random_topology(rng, N, 2e6, 40e6);
     std::vector<int> order(static_cast<std::size_t>(N));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);

@@ -20,18 +20,6 @@ namespace {
 using namespace pipeplan::testing;
 using schedule::Policy;
 
-std::string text(const std::vector<Stage>& stages) {
-  std::string out;
-  for (const Stage& stage : stages) {
-    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" +
-           std::to_string(stage.last_layer) + "@";
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      out += (x ? "," : "") + std::to_string(stage.gpus[x]);
-    }
-  }
-  return out;
-}
-
 model::Model equal_layers(int count, double parameter_bytes = 0, double stash_bytes = 0) {
   return make_model(
       std::vector<L>(static_cast<std::size_t>(count), L{1, 2, 1e6, parameter_bytes, stash_bytes}));
@@ -78,10 +66,10 @@ TEST(UniformTest, SpreadsTheRemainderFromTheFirstStage) {
   const topology::Topology four = uniform_topology(4, 1e9, 0);
   const model::Model ten = equal_layers(10);
   Partition partition = uniform_partition(Request{ten, four, 4});
-  EXPECT_EQ(text(partition.stages), "0-2@0 3-5@1 6-7@2 8-9@3");
+  EXPECT_EQ(stages_text(partition.stages), "0-2@0 3-5@1 6-7@2 8-9@3");
   EXPECT_EQ(partition.gpu_order, (std::vector<int>{0, 1, 2, 3}));
   const model::Model eight = equal_layers(8);
-  EXPECT_EQ(text(uniform_partition(Request{eight, four, 4}).stages), "0-1@0 2-3@1 4-5@2 6-7@3");
+  EXPECT_EQ(stages_text(uniform_partition(Request{eight, four, 4}).stages), "0-1@0 2-3@1 4-5@2 6-7@3");
 }
 
 TEST(UniformTest, NeverAnEmptyStage) {
@@ -89,7 +77,7 @@ TEST(UniformTest, NeverAnEmptyStage) {
   const model::Model model = equal_layers(3);
   const topology::Topology topology = uniform_topology(5, 1e9, 0);
   Plan plan = make_plan("uniform", Request{model, topology, 4});
-  EXPECT_EQ(text(plan.stages), "0-0@0 1-1@1 2-2@2");
+  EXPECT_EQ(stages_text(plan.stages), "0-0@0 1-1@1 2-2@2");
   EXPECT_EQ(plan.gpu_order, (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_FALSE(plan.timeline.gpus[3].stage.has_value());
   EXPECT_EQ(plan.schedule_policy, "1f1b");
@@ -117,7 +105,7 @@ TEST(DataParallelTest, OneStageOnARingInInputOrder) {
   const model::Model model = equal_layers(5, 1e6);
   const topology::Topology topology = uniform_topology(4, 1e9, 0.01);
   Plan plan = make_plan("data-parallel", Request{model, topology, 8});
-  EXPECT_EQ(text(plan.stages), "0-4@0,1,2,3");
+  EXPECT_EQ(stages_text(plan.stages), "0-4@0,1,2,3");
   EXPECT_EQ(plan.gpu_order, (std::vector<int>{0, 1, 2, 3}));
   ASSERT_EQ(plan.timeline.allreduces.size(), 1u);
   // 2 (3/4) 5 MB / 1 GB/s + 2 x 3 x 0.01 ms.

@@ -44,19 +44,6 @@ topology::Topology gpus_with(const std::vector<double>& speeds,
   return topology::Topology::build("test", gpus, links, "test");
 }
 
-// `0-2@0 3-4@1`: layer ranges and GPUs, to compare stage lists.
-std::string text(const std::vector<Stage>& stages) {
-  std::string out;
-  for (const Stage& stage : stages) {
-    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" +
-           std::to_string(stage.last_layer) + "@";
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      out += (x ? "," : "") + std::to_string(stage.gpus[x]);
-    }
-  }
-  return out;
-}
-
 TEST(GpipeTest, SplitByHand) {
   // 1+2+3 | 4+5 | 6: bottleneck 9. Nothing below 9 exists: 6 sits alone on the last GPU, and
   // then 5 with 4 (9) or 1..4 (10) are the only ways to cover the rest in two stages.
@@ -65,7 +52,7 @@ TEST(GpipeTest, SplitByHand) {
   auto split = gpipe_split(model, topology, {0, 1, 2}, 4, Policy::kGpipe);
   ASSERT_TRUE(split.has_value());
   EXPECT_DOUBLE_EQ(split->bottleneck_ms, 9);
-  EXPECT_EQ(text(split->stages), "0-2@0 3-4@1 5-5@2");
+  EXPECT_EQ(stages_text(split->stages), "0-2@0 3-4@1 5-5@2");
 }
 
 TEST(GpipeTest, SplitRespectsHeterogeneousSpeeds) {
@@ -76,7 +63,7 @@ TEST(GpipeTest, SplitRespectsHeterogeneousSpeeds) {
   auto split = gpipe_split(model, topology, {0, 1, 2}, 4, Policy::kGpipe);
   ASSERT_TRUE(split.has_value());
   EXPECT_DOUBLE_EQ(split->bottleneck_ms, 6);
-  EXPECT_EQ(text(split->stages), "0-3@0 4-4@1 5-5@2");
+  EXPECT_EQ(stages_text(split->stages), "0-3@0 4-4@1 5-5@2");
 }
 
 TEST(GpipeTest, TiesGoToTheEarliestBoundaries) {
@@ -86,7 +73,7 @@ TEST(GpipeTest, TiesGoToTheEarliestBoundaries) {
   const topology::Topology topology = gpus_with({1, 1, 1}, {});
   auto split = gpipe_split(model, topology, {0, 1, 2}, 2, Policy::kGpipe);
   ASSERT_TRUE(split.has_value());
-  EXPECT_EQ(text(split->stages), "0-0@0 1-1@1 2-3@2");
+  EXPECT_EQ(stages_text(split->stages), "0-0@0 1-1@1 2-3@2");
 }
 
 TEST(GpipeTest, FillDrainStashesShapeTheSplit) {
@@ -100,7 +87,7 @@ TEST(GpipeTest, FillDrainStashesShapeTheSplit) {
   auto fill_drain = gpipe_split(model, topology, {0, 1, 2}, 4, Policy::kGpipe);
   ASSERT_TRUE(fill_drain.has_value());
   EXPECT_DOUBLE_EQ(fill_drain->bottleneck_ms, 11);
-  EXPECT_EQ(text(fill_drain->stages), "0-0@0 1-3@1 4-5@2");
+  EXPECT_EQ(stages_text(fill_drain->stages), "0-0@0 1-3@1 4-5@2");
   auto list = gpipe_split(model, topology, {0, 1, 2}, 4, Policy::kList);
   ASSERT_TRUE(list.has_value());
   EXPECT_DOUBLE_EQ(list->bottleneck_ms, 9);
@@ -109,16 +96,16 @@ TEST(GpipeTest, FillDrainStashesShapeTheSplit) {
   const Request request{model, topology, 4};
   Plan plan = make_plan("gpipe", request);
   EXPECT_EQ(plan.schedule_policy, "gpipe");
-  EXPECT_EQ(text(plan.stages), text(fill_drain->stages));
+  EXPECT_EQ(stages_text(plan.stages), stages_text(fill_drain->stages));
   EXPECT_EQ(plan.gpu_order, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(text(make_plan("gpipe", request, Policy::kList).stages), text(list->stages));
+  EXPECT_EQ(stages_text(make_plan("gpipe", request, Policy::kList).stages), stages_text(list->stages));
 }
 
 TEST(GpipeTest, OneStagePerGpuUpToTheLayerCount) {
   const model::Model model = make_model({{1, 1}, {1, 1}});
   const topology::Topology topology = uniform_topology(5, 1e9, 0);
   Partition partition = gpipe_partition(Request{model, topology, 3});
-  EXPECT_EQ(text(partition.stages), "0-0@0 1-1@1");
+  EXPECT_EQ(stages_text(partition.stages), "0-0@0 1-1@1");
   EXPECT_EQ(partition.gpu_order, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
@@ -136,37 +123,6 @@ TEST(GpipeTest, InfeasibleWhenNoSplitFits) {
         "memory with all 4 micro-batches' stashes on every GPU, as fill-drain keeps; with 4 "
         "stashes, layer 0 alone needs 4 MiB");
   }
-}
-
-// Random instances: bandwidths 1-100 GB/s, speeds 0.25-2, memories tight to ample or none.
-topology::Topology random_topology(std::mt19937& rng, int n) {
-  std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
-      memory(4e6, 60e6);
-  std::vector<topology::Gpu> gpus;
-  for (int i = 0; i < n; ++i) {
-    topology::Gpu g;
-    g.id = "g" + std::to_string(i);
-    g.node = g.id;
-    g.speed = speed(rng);
-    if (rng() % 4 != 0) g.memory_bytes = memory(rng);
-    gpus.push_back(g);
-  }
-  std::vector<topology::Link> links;
-  for (int u = 0; u < n; ++u) {
-    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth(rng), latency(rng)});
-  }
-  return topology::Topology::build("random", gpus, links, "test");
-}
-
-model::Model random_model(std::mt19937& rng, int layers) {
-  std::uniform_real_distribution<double> time(0.1, 10), bytes(0, 2e6), params(0, 2e6);
-  std::vector<L> spec;
-  for (int l = 0; l < layers; ++l) {
-    const double f = time(rng);
-    spec.push_back(
-        L{f, f * (1 + static_cast<double>(rng() % 3)), bytes(rng), params(rng), bytes(rng)});
-  }
-  return make_model(spec);
 }
 
 // The smallest bottleneck over every split of the layers into `gpus.size()` non-empty stages
@@ -215,8 +171,8 @@ TEST(GpipeTest, SplitEqualsExhaustiveSearchOnRandomInstances) {
     const int N = 1 + static_cast<int>(rng() % 5);
     const int M = 1 + static_cast<int>(rng() % 8);
     const Policy policy = policies[rng() % 3];
-    const model::Model model = random_model(rng, L);
-    const topology::Topology topology = random_topology(rng, N);
+    const model::Model model = random_model(rng, L, 2e6);
+    const topology::Topology topology = random_topology(rng, N, 4e6, 60e6);
     std::vector<int> gpus(static_cast<std::size_t>(std::min(N, L)));
     std::iota(gpus.begin(), gpus.end(), 0);
     const auto expected = brute_force(model, topology, gpus, M, policy, &splits);
@@ -234,7 +190,7 @@ TEST(GpipeTest, SplitEqualsExhaustiveSearchOnRandomInstances) {
     Plan plan;
     ASSERT_NO_THROW(plan = make_plan("gpipe", Request{model, topology, M}, policy))
         << "trial " << trial;
-    EXPECT_EQ(text(plan.stages), text(split->stages));
+    EXPECT_EQ(stages_text(plan.stages), stages_text(split->stages));
   }
   EXPECT_GE(instances, 100);
   EXPECT_GT(splits, 1000);               // the oracle really searched

@@ -17,18 +17,6 @@ namespace {
 using namespace pipeplan::testing;
 using schedule::Policy;
 
-std::string text(const std::vector<Stage>& stages) {
-  std::string out;
-  for (const Stage& stage : stages) {
-    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" +
-           std::to_string(stage.last_layer) + "@";
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      out += (x ? "," : "") + std::to_string(stage.gpus[x]);
-    }
-  }
-  return out;
-}
-
 TEST(PipeDreamTest, ObjectiveByHand) {
   // F+B = 3 and 9 ms; 1 MB after layer 0 over 1 GB/s is 1 ms each way.
   const model::Model model = make_model({{1, 2, 1e6, 0, 0}, {3, 6, 0, 0, 0}});
@@ -42,7 +30,7 @@ TEST(PipeDreamTest, ObjectiveByHand) {
   auto solution = pipedream_solve(model, topology, 4, Policy::kOneFOneB);
   ASSERT_TRUE(solution.has_value());
   EXPECT_DOUBLE_EQ(solution->slowest_ms, 6.5);
-  EXPECT_EQ(text(solution->stages), "0-1@0,1");
+  EXPECT_EQ(stages_text(solution->stages), "0-1@0,1");
 }
 
 TEST(PipeDreamTest, AllReduceCostsReplication) {
@@ -55,7 +43,7 @@ TEST(PipeDreamTest, AllReduceCostsReplication) {
   auto solution = pipedream_solve(model, topology, 4, Policy::kOneFOneB);
   ASSERT_TRUE(solution.has_value());
   EXPECT_DOUBLE_EQ(solution->slowest_ms, 9);
-  EXPECT_EQ(text(solution->stages), "0-0@0 1-1@1");
+  EXPECT_EQ(stages_text(solution->stages), "0-0@0 1-1@1");
 }
 
 TEST(PipeDreamTest, ReplicasRunAtTheSlowestSpeed) {
@@ -76,7 +64,7 @@ TEST(PipeDreamTest, IgnoresTheMicroBatchCount) {
   const auto one = pipedream_solve(model, topology, 1, Policy::kOneFOneB);
   const auto many = pipedream_solve(model, topology, 64, Policy::kOneFOneB);
   ASSERT_TRUE(one && many);
-  EXPECT_EQ(text(one->stages), text(many->stages));
+  EXPECT_EQ(stages_text(one->stages), stages_text(many->stages));
   EXPECT_DOUBLE_EQ(one->slowest_ms, many->slowest_ms);
 }
 
@@ -98,40 +86,8 @@ TEST(PipeDreamTest, OneFOneBStashesDecideFeasibility) {
         "one (--schedule list)");
   }
   Plan plan = make_plan("pipedream", Request{model, topology, 4}, Policy::kList);
-  EXPECT_EQ(text(plan.stages), "0-0@0 1-1@1");
+  EXPECT_EQ(stages_text(plan.stages), "0-0@0 1-1@1");
   EXPECT_EQ(plan.schedule_policy, "list");
-}
-
-// Random instances as in the DP's test: bandwidths 1-100 GB/s, speeds 0.25-2, memories from
-// tight to ample (or unlimited).
-topology::Topology random_topology(std::mt19937& rng, int n) {
-  std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
-      memory(4e6, 50e6);
-  std::vector<topology::Gpu> gpus;
-  for (int i = 0; i < n; ++i) {
-    topology::Gpu g;
-    g.id = "g" + std::to_string(i);
-    g.node = g.id;
-    g.speed = speed(rng);
-    if (rng() % 4 != 0) g.memory_bytes = memory(rng);
-    gpus.push_back(g);
-  }
-  std::vector<topology::Link> links;
-  for (int u = 0; u < n; ++u) {
-    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth(rng), latency(rng)});
-  }
-  return topology::Topology::build("random", gpus, links, "test");
-}
-
-model::Model random_model(std::mt19937& rng, int layers) {
-  std::uniform_real_distribution<double> time(0.1, 10), bytes(0, 4e6), params(0, 2e6);
-  std::vector<L> spec;
-  for (int l = 0; l < layers; ++l) {
-    const double f = time(rng);
-    spec.push_back(
-        L{f, f * (1 + static_cast<double>(rng() % 3)), bytes(rng), params(rng), bytes(rng)});
-  }
-  return make_model(spec);
 }
 
 // Every partition PipeDream may choose: contiguous layer ranges on consecutive runs of the
@@ -177,8 +133,8 @@ TEST(PipeDreamTest, DpEqualsExhaustiveSearchOnRandomInstances) {
     const int N = 1 + static_cast<int>(rng() % 5);
     const int M = 1 + static_cast<int>(rng() % 8);
     const Policy policy = policies[rng() % 3];
-    const model::Model model = random_model(rng, L);
-    const topology::Topology topology = random_topology(rng, N);
+    const model::Model model = random_model(rng, L, 4e6);
+    const topology::Topology topology = random_topology(rng, N, 4e6, 50e6);
     const auto expected = brute_force(model, topology, M, policy, &partitions);
     const auto solution = pipedream_solve(model, topology, M, policy);
     ++instances;
@@ -202,7 +158,7 @@ TEST(PipeDreamTest, DpEqualsExhaustiveSearchOnRandomInstances) {
     Plan plan;
     ASSERT_NO_THROW(plan = make_plan("pipedream", Request{model, topology, M}, policy))
         << "trial " << trial;
-    EXPECT_EQ(text(plan.stages), text(solution->stages));
+    EXPECT_EQ(stages_text(plan.stages), stages_text(solution->stages));
     for (std::size_t s = 0; s < plan.stages.size(); ++s) {
       if (plan.stages[s].gpus.size() > 1) ++replicated;
       if (policy == Policy::kList) continue;

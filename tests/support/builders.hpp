@@ -78,6 +78,50 @@ inline Schedule schedule_of(int micro_batches, std::vector<std::vector<ComputeTa
   return s;
 }
 
+/// A random complete topology for property tests: bandwidths 1-100 GB/s, latencies 0-20 us,
+/// speeds 0.25-2, memories uniform in [memory_low, memory_high] on three GPUs out of four
+/// (the others unlimited).
+inline topology::Topology random_topology(std::mt19937& rng, int n, double memory_low, double memory_high) {
+  std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
+      memory(memory_low, memory_high);
+  std::vector<topology::Gpu> gpus;
+  for (int i = 0; i < n; ++i) {
+    topology::Gpu g;
+    g.id = "g" + std::to_string(i);
+    g.node = g.id;
+    g.speed = speed(rng);
+    if (rng() % 4 != 0) g.memory_bytes = memory(rng);
+    gpus.push_back(g);
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) links.push_back({u, v, bandwidth(rng), latency(rng)});
+  }
+  return topology::Topology::build("random", gpus, links, "test");
+}
+
+/// A random model for property tests: forward 0.1-10 ms, backward 1-3 times that, activations
+/// and stashes up to `max_bytes`, parameters up to 2 MB.
+inline model::Model random_model(std::mt19937& rng, int layers, double max_bytes) {
+  std::uniform_real_distribution<double> time(0.1, 10), bytes(0, max_bytes), params(0, 2e6);
+  std::vector<L> spec;
+  for (int l = 0; l < layers; ++l) {
+    const double f = time(rng);
+    spec.push_back(L{f, f * (1 + static_cast<double>(rng() % 3)), bytes(rng), params(rng), bytes(rng)});
+  }
+  return make_model(spec);
+}
+
+/// Stages as text: `0-3@0,1 4-5@2` (layer range @ GPU indices).
+inline std::string stages_text(const std::vector<Stage>& stages) {
+  std::string out;
+  for (const Stage& stage : stages) {
+    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer) + "@";
+    for (std::size_t x = 0; x < stage.gpus.size(); ++x) out += (x ? "," : "") + std::to_string(stage.gpus[x]);
+  }
+  return out;
+}
+
 inline ComputeTask F(int s, int m) { return {Op::kForward, s, m}; }
 inline ComputeTask B(int s, int m) { return {Op::kBackward, s, m}; }
 inline TransferTask Act(int s, int m) { return {TransferKind::kActivation, s, m}; }

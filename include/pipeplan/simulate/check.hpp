@@ -14,23 +14,11 @@
 
 namespace pipeplan::simulate {
 
-/// A compute entry as a plan states it.
-struct StatedCompute {
-  int gpu = 0;
-  ComputeTask task;
-  double start_ms = 0;
-  double end_ms = 0;
-};
+/// A compute entry as a plan states it (same fields as a replayed one).
+using StatedCompute = TimedCompute;
 
-/// A transfer entry as a plan states it.
-struct StatedTransfer {
-  int from = 0;
-  int to = 0;
-  TransferTask task;
-  double bytes = 0;
-  double start_ms = 0;
-  double end_ms = 0;
-};
+/// A transfer entry as a plan states it (same fields as a replayed one).
+using StatedTransfer = TimedTransfer;
 
 /// An AllReduce entry as a plan states it.
 struct StatedAllReduce {
