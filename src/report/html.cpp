@@ -22,7 +22,7 @@ p.figures { margin: 0 0 16px 0; }
 figure { margin: 0; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; }
 th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }
-td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.unused td { color: #888; }
 .bar { width: 120px; height: 10px; background: #e4e4e4; display: inline-block; vertical-align: middle; }
 .bar span { display: block; height: 10px; background: #4c78a8; }
