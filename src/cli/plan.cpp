@@ -48,7 +48,8 @@ std::string id_list(const nlohmann::json& gpus) {
 // One line saying how the regenerated plan differs from the existing one: planner, schedule
 // policy and micro-batches; stage layer ranges and replica counts; the GPUs used or the GPUs
 // of each stage; the iteration time; else which other parts changed.
-std::string difference(const std::string& existing_text, const nlohmann::ordered_json& fresh_ordered) {
+std::string difference(const std::string& existing_text,
+                       const nlohmann::ordered_json& fresh_ordered) {
   using nlohmann::json;
   json existing;
   try {
@@ -62,13 +63,17 @@ std::string difference(const std::string& existing_text, const nlohmann::ordered
     auto it = object.find(key);
     return it == object.end() ? json() : *it;
   };
-  auto text = [](const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); };
+  auto text = [](const json& value) {
+    return value.is_string() ? value.get<std::string>() : value.dump();
+  };
   std::vector<std::string> changes;
   const std::pair<const char*, const char*> settings[] = {
       {"planner", "planner"}, {"schedule_policy", "schedule"}, {"micro_batches", "micro-batches"}};
   for (const auto& [key, name] : settings) {
     const json before = member(existing, key), after = member(fresh, key);
-    if (before != after) changes.push_back(std::string(name) + " " + text(before) + " -> " + text(after));
+    if (before != after) {
+      changes.push_back(std::string(name) + " " + text(before) + " -> " + text(after));
+    }
   }
 
   // Stages: layer ranges and replica counts.
@@ -77,20 +82,25 @@ std::string difference(const std::string& existing_text, const nlohmann::ordered
     if (!stages.is_array()) return out;
     for (const auto& stage : stages) {
       if (!stage.is_object()) continue;
-      out += (out.empty() ? "" : " | ") + member(stage, "first_layer").dump() + "-" + member(stage, "last_layer").dump() +
-             " x" + std::to_string(member(stage, "gpus").size());
+      out += (out.empty() ? "" : " | ") + member(stage, "first_layer").dump() + "-" +
+             member(stage, "last_layer").dump() + " x" +
+             std::to_string(member(stage, "gpus").size());
     }
     return out;
   };
   const json old_stages = member(existing, "stages"), new_stages = member(fresh, "stages");
   const std::string before = stage_text(old_stages), after = stage_text(new_stages);
-  if (before != after) changes.push_back("stages " + (before.empty() ? "none" : before) + " -> " + after);
+  if (before != after) {
+    changes.push_back("stages " + (before.empty() ? "none" : before) + " -> " + after);
+  }
 
   // GPUs: how many are used, else which ones serve each stage.
   auto gpu_lists = [&](const json& stages) {
     std::vector<json> out;
     if (stages.is_array()) {
-      for (const auto& stage : stages) out.push_back(stage.is_object() ? member(stage, "gpus") : json());
+      for (const auto& stage : stages) {
+        out.push_back(stage.is_object() ? member(stage, "gpus") : json());
+      }
     }
     return out;
   };
@@ -104,7 +114,8 @@ std::string difference(const std::string& existing_text, const nlohmann::ordered
     std::vector<std::string> moved;
     for (std::size_t s = 0; s < old_gpus.size(); ++s) {
       if (old_gpus[s] != new_gpus[s]) {
-        moved.push_back("stage " + std::to_string(s) + " " + id_list(old_gpus[s]) + " -> " + id_list(new_gpus[s]));
+        moved.push_back("stage " + std::to_string(s) + " " + id_list(old_gpus[s]) + " -> " +
+                        id_list(new_gpus[s]));
       }
     }
     if (!moved.empty()) {
@@ -128,14 +139,18 @@ std::string difference(const std::string& existing_text, const nlohmann::ordered
 
   const json old_time = member(existing, "iteration_ms"), new_time = member(fresh, "iteration_ms");
   if (old_time != new_time) {
-    changes.push_back("iteration " + (old_time.is_number() ? report::format_ms(old_time.get<double>()) : text(old_time)) +
-                      " -> " + report::format_ms(new_time.get<double>()));
+    changes.push_back(
+        "iteration " +
+        (old_time.is_number() ? report::format_ms(old_time.get<double>()) : text(old_time)) +
+        " -> " + report::format_ms(new_time.get<double>()));
   }
   if (changes.empty()) {
     // Same stages, GPUs and time: name the other parts that differ.
     std::vector<std::string> parts;
     for (const auto& [key, value] : fresh.items()) {
-      if (member(existing, key.c_str()) != value) parts.push_back(key == "schedule" ? "the schedule" : key);
+      if (member(existing, key.c_str()) != value) {
+        parts.push_back(key == "schedule" ? "the schedule" : key);
+      }
     }
     for (const auto& [key, value] : existing.items()) {
       if (!fresh.contains(key)) parts.push_back(key + " (not in the new plan)");
@@ -216,15 +231,21 @@ void add_plan_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
   // Files only: standard output carries the plan.
   const auto file_name = [](const std::string& path) {
-    return path.empty() || path == "-" ? std::string("must name a file (standard output carries the plan)") : std::string();
+    return path.empty() || path == "-"
+               ? std::string("must name a file (standard output carries the plan)")
+               : std::string();
   };
   CLI::Option* trace_option =
-      sub->add_option("--trace", options->trace, "Also write the plan's Chrome trace (Perfetto, chrome://tracing) to this file")
+      sub->add_option(
+             "--trace", options->trace,
+             "Also write the plan's Chrome trace (Perfetto, chrome://tracing) to this file")
           ->check(file_name, "FILE");
   CLI::Option* report_option =
-      sub->add_option("--report", options->report, "Also write the plan's HTML report to this file")->check(file_name, "FILE");
-  sub->add_option("--check", options->check,
-                  "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not")
+      sub->add_option("--report", options->report, "Also write the plan's HTML report to this file")
+          ->check(file_name, "FILE");
+  sub->add_option(
+         "--check", options->check,
+         "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not")
       ->excludes(trace_option)
       ->excludes(report_option);
   sub->callback([options, &action] {

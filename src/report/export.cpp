@@ -19,11 +19,21 @@ std::string xml_escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0; ids never need them.
         if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
@@ -49,10 +59,12 @@ std::string coordinate(double value) {
 
 namespace {
 
-void dump_into(std::string& out, const nlohmann::ordered_json& value, int depth, int compact_depth) {
+void dump_into(std::string& out, const nlohmann::ordered_json& value, int depth,
+               int compact_depth) {
   const bool container = value.is_object() || value.is_array();
   if (!container || depth >= compact_depth || value.empty()) {
-    out += value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
+    out += value.dump(-1, ' ', /*ensure_ascii=*/false,
+                      nlohmann::ordered_json::error_handler_t::replace);
     return;
   }
   const std::string indent(static_cast<std::size_t>(depth) + 1, ' ');
@@ -63,7 +75,8 @@ void dump_into(std::string& out, const nlohmann::ordered_json& value, int depth,
     first = false;
     out += indent;
     if (value.is_object()) {
-      out += nlohmann::ordered_json(it.key()).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      out += nlohmann::ordered_json(it.key()).dump(
+          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       out += ": ";
     }
     dump_into(out, *it, depth + 1, compact_depth);
@@ -80,16 +93,19 @@ std::string dump_compact_below(const nlohmann::ordered_json& value, int compact_
 }
 
 std::string short_name(const ComputeTask& task) {
-  return std::string(task.op == Op::kForward ? "F" : "B") + " m" + std::to_string(task.micro_batch) + " s" +
-         std::to_string(task.stage);
+  return std::string(task.op == Op::kForward ? "F" : "B") + " m" +
+         std::to_string(task.micro_batch) + " s" + std::to_string(task.stage);
 }
 
-const std::string& gpu_id(const PlanView& view, int gpu) { return view.gpu_ids[static_cast<std::size_t>(gpu)]; }
+const std::string& gpu_id(const PlanView& view, int gpu) {
+  return view.gpu_ids[static_cast<std::size_t>(gpu)];
+}
 
 std::string plan_title(const PlanView& view) {
   if (view.model_name.empty() && view.topology_name.empty()) return "pipeplan plan";
   if (view.topology_name.empty()) return view.model_name;
-  return (view.model_name.empty() ? std::string("plan") : view.model_name) + " on " + view.topology_name;
+  return (view.model_name.empty() ? std::string("plan") : view.model_name) + " on " +
+         view.topology_name;
 }
 
 std::string iteration_text(const PlanView& view) {
@@ -97,7 +113,8 @@ std::string iteration_text(const PlanView& view) {
   std::string out = "iteration " + format_ms(iteration);
   auto bound = [&](double value, const char* name) {
     if (value > 0) {
-      out += ", " + format_number(iteration / value, 3) + "x the " + name + " bound (" + format_ms(value) + ")";
+      out += ", " + format_number(iteration / value, 3) + "x the " + name + " bound (" +
+             format_ms(value) + ")";
     }
   };
   bound(view.plan.bounds.partition_ms, "partition");
@@ -108,7 +125,8 @@ std::string iteration_text(const PlanView& view) {
 }  // namespace detail
 
 const std::vector<std::string>& export_format_names() {
-  static const std::vector<std::string> kNames = {"chrome-trace", "svg", "html", "ranks", "torch-split"};
+  static const std::vector<std::string> kNames = {"chrome-trace", "svg", "html", "ranks",
+                                                  "torch-split"};
   return kNames;
 }
 

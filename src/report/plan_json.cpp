@@ -286,7 +286,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
 
 simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology) {
   const io::Document document = io::parse_json(source);
-  const GpuIds gpus([&](std::string_view id) { return topology.index_of(id); }, "not in the topology");
+  const GpuIds gpus([&](std::string_view id) { return topology.index_of(id); },
+                    "not in the topology");
   return read_stated(document, gpus);
 }
 

@@ -47,16 +47,20 @@ std::vector<Node> global_order(const PlanView& view) {
   }
   constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   auto compute_key = [&](const ComputeTask& t) {
-    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch)) << 1) |
+    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
+            << 1) |
            (t.op == Op::kBackward ? 1U : 0U);
   };
   auto transfer_key = [&](const TransferTask& t) {
-    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch)) << 1) |
+    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
+            << 1) |
            (t.kind == TransferKind::kGradient ? 1U : 0U);
   };
   std::vector<std::size_t> compute_node(2 * S * M, kNone);
   std::vector<std::size_t> transfer_node(2 * S * M, kNone);
-  for (std::size_t i = 0; i < timeline.compute.size(); ++i) compute_node[compute_key(timeline.compute[i].task)] = i;
+  for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
+    compute_node[compute_key(timeline.compute[i].task)] = i;
+  }
   const std::size_t transfer_base = timeline.compute.size();
   for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
     transfer_node[transfer_key(timeline.transfers[i].task)] = transfer_base + i;
@@ -66,7 +70,9 @@ std::vector<Node> global_order(const PlanView& view) {
   std::vector<std::vector<std::size_t>> next(nodes.size());
   std::vector<int> waiting(nodes.size(), 0);
   auto edge = [&](std::size_t from, std::size_t to) {
-    if (from == kNone || to == kNone) throw InternalError("ranks export: a task of the plan is missing");
+    if (from == kNone || to == kNone) {
+      throw InternalError("ranks export: a task of the plan is missing");
+    }
     next[from].push_back(to);
     ++waiting[to];
   };
@@ -74,10 +80,13 @@ std::vector<Node> global_order(const PlanView& view) {
     return compute_node[compute_key(ComputeTask{op, static_cast<int>(s), static_cast<int>(m)})];
   };
   auto transfer = [&](TransferKind kind, std::size_t s, std::size_t m) {
-    return transfer_node[transfer_key(TransferTask{kind, static_cast<int>(s), static_cast<int>(m)})];
+    return transfer_node[transfer_key(
+        TransferTask{kind, static_cast<int>(s), static_cast<int>(m)})];
   };
   for (const auto& order : plan.schedule.gpu_order) {
-    for (std::size_t k = 1; k < order.size(); ++k) edge(compute_node[compute_key(order[k - 1])], compute_node[compute_key(order[k])]);
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      edge(compute_node[compute_key(order[k - 1])], compute_node[compute_key(order[k])]);
+    }
   }
   for (const auto& [channel, order] : plan.schedule.channel_order) {
     for (std::size_t k = 1; k < order.size(); ++k) {
@@ -95,7 +104,8 @@ std::vector<Node> global_order(const PlanView& view) {
   }
   for (std::size_t i = 0; i < timeline.allreduces.size(); ++i) {
     for (std::size_t m = 0; m < M; ++m) {
-      edge(compute(Op::kBackward, static_cast<std::size_t>(timeline.allreduces[i].stage), m), allreduce_base + i);
+      edge(compute(Op::kBackward, static_cast<std::size_t>(timeline.allreduces[i].stage), m),
+           allreduce_base + i);
     }
   }
 
@@ -106,7 +116,9 @@ std::vector<Node> global_order(const PlanView& view) {
   };
   auto later = [&](std::size_t a, std::size_t b) {
     if (nodes[a].start_ms != nodes[b].start_ms) return nodes[a].start_ms > nodes[b].start_ms;
-    if (nodes[a].kind != nodes[b].kind) return rank_of_kind(nodes[a].kind) > rank_of_kind(nodes[b].kind);
+    if (nodes[a].kind != nodes[b].kind) {
+      return rank_of_kind(nodes[a].kind) > rank_of_kind(nodes[b].kind);
+    }
     return a > b;
   };
   std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
@@ -123,7 +135,9 @@ std::vector<Node> global_order(const PlanView& view) {
       if (--waiting[j] == 0) ready.push(j);
     }
   }
-  if (out.size() != nodes.size()) throw InternalError("ranks export: the plan's orders form a cycle");
+  if (out.size() != nodes.size()) {
+    throw InternalError("ranks export: the plan's orders form a cycle");
+  }
   return out;
 }
 
@@ -140,17 +154,21 @@ ordered_json ranks_json(const PlanView& view) {
   const int S = static_cast<int>(plan.stages.size());
   const int M = view.micro_batches;
   std::vector<int> rank_of(N, -1);
-  for (std::size_t r = 0; r < ranks.size(); ++r) rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
+  }
 
   // Where every micro-batch of every stage runs.
   std::vector<int> gpu_of(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), -1);
   for (const TimedCompute& e : plan.timeline.compute) {
     if (e.task.op == Op::kForward) {
-      gpu_of[static_cast<std::size_t>(e.task.stage) * static_cast<std::size_t>(M) + static_cast<std::size_t>(e.task.micro_batch)] = e.gpu;
+      gpu_of[static_cast<std::size_t>(e.task.stage) * static_cast<std::size_t>(M) +
+             static_cast<std::size_t>(e.task.micro_batch)] = e.gpu;
     }
   }
   auto where = [&](int s, int m) {
-    return gpu_of[static_cast<std::size_t>(s) * static_cast<std::size_t>(M) + static_cast<std::size_t>(m)];
+    return gpu_of[static_cast<std::size_t>(s) * static_cast<std::size_t>(M) +
+                  static_cast<std::size_t>(m)];
   };
 
   std::vector<ordered_json> operations(N, ordered_json::array());
@@ -159,7 +177,8 @@ ordered_json ranks_json(const PlanView& view) {
       case Node::Kind::kCompute: {
         const TimedCompute& e = plan.timeline.compute[node.index];
         operations[static_cast<std::size_t>(e.gpu)].push_back(
-            {{"op", e.task.op == Op::kForward ? "forward" : "backward"}, {"micro_batch", e.task.micro_batch}});
+            {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
+             {"micro_batch", e.task.micro_batch}});
         break;
       }
       case Node::Kind::kTransfer: {
@@ -218,12 +237,15 @@ ordered_json ranks_json(const PlanView& view) {
       group_ranks.push_back(rank_of[static_cast<std::size_t>(member)]);
       group_gpus.push_back(detail::gpu_id(view, member));
     }
-    entry["data_parallel_group"] = {{"ranks", std::move(group_ranks)}, {"gpus", std::move(group_gpus)}};
+    entry["data_parallel_group"] = {{"ranks", std::move(group_ranks)},
+                                    {"gpus", std::move(group_gpus)}};
     ordered_json micro_batches = ordered_json::array();
     for (int m = 0; m < M; ++m) {
       if (where(s, m) != g) continue;
-      const ordered_json below = s > 0 ? peer(view, rank_of, where(s - 1, m)) : ordered_json(nullptr);
-      const ordered_json above = s + 1 < S ? peer(view, rank_of, where(s + 1, m)) : ordered_json(nullptr);
+      const ordered_json below =
+          s > 0 ? peer(view, rank_of, where(s - 1, m)) : ordered_json(nullptr);
+      const ordered_json above =
+          s + 1 < S ? peer(view, rank_of, where(s + 1, m)) : ordered_json(nullptr);
       micro_batches.push_back({{"micro_batch", m},
                                {"activations_from", below},
                                {"activations_to", above},
@@ -251,8 +273,10 @@ ordered_json torch_split_json(const PlanView& view) {
     const std::string& name = names[static_cast<std::size_t>(layer)];
     if (name.empty()) {
       throw InputError(file, "/layers/" + std::to_string(layer),
-                       "has no \"name\"; torch-split needs the name of the layer that begins each stage after the "
-                       "first (layer " + std::to_string(layer) + " begins stage " + std::to_string(s) + ")");
+                       "has no \"name\"; torch-split needs the name of the layer that begins each "
+                       "stage after the "
+                       "first (layer " +
+                           std::to_string(layer) + " begins stage " + std::to_string(s) + ")");
     }
     split_points.push_back(name);
     split_spec[name] = "BEGINNING";

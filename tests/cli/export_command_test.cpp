@@ -1,13 +1,13 @@
 // The export command, in-process through cli::run, plus one run of the binary.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "pipeplan/cli/cli.hpp"
 
@@ -41,14 +41,19 @@ class ExportCommandTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("pipeplan-export-test-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     const fs::path data = fs::path(PIPEPLAN_SOURCE_DIR) / "tests/data/exports";
-    for (const char* name : {"toy.plan.json", "toy.model.json", "toy.topo.json"}) fs::copy_file(data / name, dir_ / name);
+    for (const char* name : {"toy.plan.json", "toy.model.json", "toy.topo.json"}) {
+      fs::copy_file(data / name, dir_ / name);
+    }
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+  }
   std::string read(const std::string& name) const { return slurp(dir_ / name); }
   std::vector<std::string> checked(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--model", path("toy.model.json"), "--topology", path("toy.topo.json")});
+    args.insert(args.end(),
+                {"--model", path("toy.model.json"), "--topology", path("toy.topo.json")});
     return args;
   }
   fs::path dir_;
@@ -57,14 +62,17 @@ class ExportCommandTest : public ::testing::Test {
 TEST_F(ExportCommandTest, EveryFormatWithTheModelAndTopology) {
   for (const char* format : {"chrome-trace", "svg", "html", "ranks", "torch-split"}) {
     SCOPED_TRACE(format);
-    const Result stdout_run = run_cli(checked({"export", path("toy.plan.json"), "--format", format}));
+    const Result stdout_run =
+        run_cli(checked({"export", path("toy.plan.json"), "--format", format}));
     ASSERT_EQ(stdout_run.code, 0) << stdout_run.err;
     EXPECT_TRUE(stdout_run.err.empty()) << stdout_run.err;
     const std::string file = std::string("out.") + format;
-    const Result file_run = run_cli(checked({"export", path("toy.plan.json"), "-f", format, "-o", path(file)}));
+    const Result file_run =
+        run_cli(checked({"export", path("toy.plan.json"), "-f", format, "-o", path(file)}));
     ASSERT_EQ(file_run.code, 0) << file_run.err;
     EXPECT_TRUE(file_run.out.empty());
-    EXPECT_EQ(file_run.err, path("toy.plan.json") + ": " + format + " written to " + path(file) + "\n");
+    EXPECT_EQ(file_run.err,
+              path("toy.plan.json") + ": " + format + " written to " + path(file) + "\n");
     EXPECT_EQ(read(file), stdout_run.out);
   }
   EXPECT_EQ(json::parse(read("out.torch-split")).at("split_points"), json::array({"block2"}));
@@ -79,7 +87,9 @@ TEST_F(ExportCommandTest, ThePlanAloneIsEnoughForTheTimelineViews) {
   // The chart is the same either way; the report gains the layer names with the model.
   EXPECT_EQ(run_cli({"export", path("toy.plan.json"), "--format", "svg"}).out,
             run_cli(checked({"export", path("toy.plan.json"), "--format", "svg"})).out);
-  EXPECT_EQ(run_cli({"export", path("toy.plan.json"), "--format", "html"}).out.find("embed .. block1"), std::string::npos);
+  EXPECT_EQ(
+      run_cli({"export", path("toy.plan.json"), "--format", "html"}).out.find("embed .. block1"),
+      std::string::npos);
   // Standard input works too.
   const Result piped = run_cli({"export", "-", "--format", "svg"}, read("toy.plan.json"));
   EXPECT_EQ(piped.code, 0) << piped.err;
@@ -89,13 +99,16 @@ TEST_F(ExportCommandTest, LauncherFormatsNeedTheModel) {
   for (const char* format : {"ranks", "torch-split"}) {
     const Result result = run_cli({"export", path("toy.plan.json"), "--format", format});
     EXPECT_EQ(result.code, 2);
-    EXPECT_EQ(result.err, std::string("pipeplan: error: --format ") + format +
-                              " needs --model and --topology (the layer names come from the model)\n");
+    EXPECT_EQ(result.err,
+              std::string("pipeplan: error: --format ") + format +
+                  " needs --model and --topology (the layer names come from the model)\n");
   }
-  const Result half = run_cli({"export", path("toy.plan.json"), "--format", "svg", "--model", path("toy.model.json")});
+  const Result half = run_cli(
+      {"export", path("toy.plan.json"), "--format", "svg", "--model", path("toy.model.json")});
   EXPECT_EQ(half.code, 2);
   EXPECT_EQ(half.err,
-            "pipeplan: error: --model and --topology go together: give both to check the plan against them, or neither\n");
+            "pipeplan: error: --model and --topology go together: give both to check the plan "
+            "against them, or neither\n");
   const Result unknown = run_cli({"export", path("toy.plan.json"), "--format", "pdf"});
   EXPECT_EQ(unknown.code, 2);
   const Result missing = run_cli({"export", path("toy.plan.json")});
@@ -107,9 +120,12 @@ TEST_F(ExportCommandTest, AnInvalidPlanIsNeverExported) {
   plan["schedule"]["compute"][0]["end_ms"] = 9;  // the forward lasts 8 ms
   write("bad.json", plan.dump(1));
   write("keep.svg", "keep me");
-  const Result with_model = run_cli(checked({"export", path("bad.json"), "--format", "svg", "-o", path("keep.svg")}));
+  const Result with_model =
+      run_cli(checked({"export", path("bad.json"), "--format", "svg", "-o", path("keep.svg")}));
   EXPECT_EQ(with_model.code, 3);
-  EXPECT_EQ(with_model.err.rfind("pipeplan: error: " + path("bad.json") + ": /schedule/compute/0: ", 0), 0u)
+  EXPECT_EQ(
+      with_model.err.rfind("pipeplan: error: " + path("bad.json") + ": /schedule/compute/0: ", 0),
+      0u)
       << with_model.err;
   EXPECT_EQ(read("keep.svg"), "keep me");
 
@@ -128,27 +144,31 @@ TEST_F(ExportCommandTest, TorchSplitWithoutLayerNamesIsInvalidInput) {
   json model = json::parse(read("toy.model.json"));
   for (json& layer : model["layers"]) layer.erase("name");
   write("unnamed.json", model.dump());
-  const Result result = run_cli({"export", path("toy.plan.json"), "--format", "torch-split", "--model", path("unnamed.json"),
-                                 "--topology", path("toy.topo.json")});
+  const Result result =
+      run_cli({"export", path("toy.plan.json"), "--format", "torch-split", "--model",
+               path("unnamed.json"), "--topology", path("toy.topo.json")});
   EXPECT_EQ(result.code, 3);
-  EXPECT_EQ(result.err, "pipeplan: error: " + path("unnamed.json") +
-                            ": /layers/2: has no \"name\"; torch-split needs the name of the layer that begins each "
-                            "stage after the first (layer 2 begins stage 1)\n");
+  EXPECT_EQ(
+      result.err,
+      "pipeplan: error: " + path("unnamed.json") +
+          ": /layers/2: has no \"name\"; torch-split needs the name of the layer that begins each "
+          "stage after the first (layer 2 begins stage 1)\n");
   // ranks still works: unnamed layers are null.
-  const Result ranks = run_cli({"export", path("toy.plan.json"), "--format", "ranks", "--model", path("unnamed.json"),
-                                "--topology", path("toy.topo.json")});
+  const Result ranks = run_cli({"export", path("toy.plan.json"), "--format", "ranks", "--model",
+                                path("unnamed.json"), "--topology", path("toy.topo.json")});
   ASSERT_EQ(ranks.code, 0) << ranks.err;
   EXPECT_EQ(json::parse(ranks.out)[0].at("layers").at("names"), json::array({nullptr, nullptr}));
 }
 
 TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
-  const Result result = run_cli({"export", path("toy.plan.json"), "--format", "svg", "-o", path("no/such/dir/x.svg")});
+  const Result result = run_cli(
+      {"export", path("toy.plan.json"), "--format", "svg", "-o", path("no/such/dir/x.svg")});
   EXPECT_EQ(result.code, 5);
 }
 
 TEST_F(ExportCommandTest, BinaryWritesTheSameBytes) {
-  const std::string command = std::string("'") + PIPEPLAN_BINARY + "' export '" + path("toy.plan.json") +
-                              "' --format chrome-trace";
+  const std::string command = std::string("'") + PIPEPLAN_BINARY + "' export '" +
+                              path("toy.plan.json") + "' --format chrome-trace";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;
@@ -169,7 +189,8 @@ class PlanExtrasTest : public ExportCommandTest {
 };
 
 TEST_F(PlanExtrasTest, WritesTheTraceAndTheReportAlongsideThePlan) {
-  const Result result = run_cli(plan({"-o", path("p.json"), "--trace", path("p.trace.json"), "--report", path("p.html")}));
+  const Result result = run_cli(
+      plan({"-o", path("p.json"), "--trace", path("p.trace.json"), "--report", path("p.html")}));
   ASSERT_EQ(result.code, 0) << result.err;
   const Result trace = run_cli(checked({"export", path("p.json"), "--format", "chrome-trace"}));
   const Result html = run_cli(checked({"export", path("p.json"), "--format", "html"}));
@@ -212,8 +233,8 @@ TEST_F(PlanExtrasTest, CheckSaysWhatChanged) {
   auto layout = [](const json& stages) {
     std::string out;
     for (const json& s : stages) {
-      out += (out.empty() ? "" : " | ") + s.at("first_layer").dump() + "-" + s.at("last_layer").dump() + " x" +
-             std::to_string(s.at("gpus").size());
+      out += (out.empty() ? "" : " | ") + s.at("first_layer").dump() + "-" +
+             s.at("last_layer").dump() + " x" + std::to_string(s.at("gpus").size());
     }
     return out;
   };
@@ -231,7 +252,8 @@ TEST_F(PlanExtrasTest, CheckSaysWhatChanged) {
   fewer[0]["gpus"].erase(0);
   EXPECT_EQ(differs([&](json& p) { p["stages"] = fewer; }),
             "stages " + layout(fewer) + " -> " + layout(fresh.at("stages")) + "; GPUs used " +
-                std::to_string(fresh.at("gpus").size() - 1) + " -> " + std::to_string(fresh.at("gpus").size()));
+                std::to_string(fresh.at("gpus").size() - 1) + " -> " +
+                std::to_string(fresh.at("gpus").size()));
   // Other layer ranges.
   json moved = fresh.at("stages");
   moved[0]["last_layer"] = 0;
@@ -247,7 +269,8 @@ TEST_F(PlanExtrasTest, CheckSaysWhatChanged) {
             }),
             "micro-batches 4 -> 6; iteration 50.5 ms -> 89.43 ms");
   // Only the schedule, only the formatting, not JSON.
-  EXPECT_EQ(differs([](json& p) { p["schedule"]["compute"][0]["start_ms"] = 0.5; }), "the schedule changed");
+  EXPECT_EQ(differs([](json& p) { p["schedule"]["compute"][0]["start_ms"] = 0.5; }),
+            "the schedule changed");
   write("old.json", fresh.dump(4));
   EXPECT_EQ(run_cli(plan({"--check", path("old.json")})).err,
             "pipeplan: " + path("old.json") + " differs: formatting only (same content)\n");

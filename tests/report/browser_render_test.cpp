@@ -4,12 +4,12 @@
 // /usr/bin/chromium. The report and the screenshot stay in <build>/test-artefacts/.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <unistd.h>
 
 #include "../support/png.hpp"
 #include "pipeplan/model/model.hpp"
@@ -52,25 +52,32 @@ TEST(BrowserRenderTest, ChromiumDrawsTheHtmlReport) {
     GTEST_SKIP() << kChromium << " not found: install Debian's chromium to render the HTML report";
   }
   const fs::path examples = fs::path(PIPEPLAN_SOURCE_DIR) / "examples";
-  const model::Model model = model::read_model(io::source_from_text("bert-24.json", slurp(examples / "models/bert-24.json")));
-  const topology::Topology topology =
-      topology::read_topology(io::source_from_text("pcie-server.json", slurp(examples / "topologies/pcie-server.json")));
-  const Plan plan = planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
+  const model::Model model = model::read_model(
+      io::source_from_text("bert-24.json", slurp(examples / "models/bert-24.json")));
+  const topology::Topology topology = topology::read_topology(
+      io::source_from_text("pcie-server.json", slurp(examples / "topologies/pcie-server.json")));
+  const Plan plan =
+      planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
 
   const fs::path artefacts = fs::path(PIPEPLAN_BUILD_DIR) / "test-artefacts";
   fs::create_directories(artefacts);
   const fs::path html = artefacts / "report.html";
   const fs::path png = artefacts / "report.png";
-  std::ofstream(html, std::ios::binary) << export_plan(make_view(plan, model, topology), ExportFormat::kHtml);
+  std::ofstream(html, std::ios::binary)
+      << export_plan(make_view(plan, model, topology), ExportFormat::kHtml);
   fs::remove(png);
-  const fs::path profile = fs::temp_directory_path() / ("pipeplan-chromium-" + std::to_string(::getpid()));
+  const fs::path profile =
+      fs::temp_directory_path() / ("pipeplan-chromium-" + std::to_string(::getpid()));
   fs::remove_all(profile);
-  const std::string command =
-      std::string("timeout 180 ") + kChromium +
-      " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking"
-      " --disable-component-update --disable-sync --user-data-dir=" + shell_quoted(profile) +
-      " --screenshot=" + shell_quoted(png) + " --window-size=" + std::to_string(kWidth) + "," + std::to_string(kHeight) +
-      " " + shell_quoted("file://" + fs::absolute(html).string()) + " > " + shell_quoted(artefacts / "chromium.log") + " 2>&1";
+  const std::string command = std::string("timeout 180 ") + kChromium +
+                              " --headless --no-sandbox --disable-gpu --disable-quic "
+                              "--no-first-run --disable-background-networking"
+                              " --disable-component-update --disable-sync --user-data-dir=" +
+                              shell_quoted(profile) + " --screenshot=" + shell_quoted(png) +
+                              " --window-size=" + std::to_string(kWidth) + "," +
+                              std::to_string(kHeight) + " " +
+                              shell_quoted("file://" + fs::absolute(html).string()) + " > " +
+                              shell_quoted(artefacts / "chromium.log") + " 2>&1";
   const int status = std::system(command.c_str());
   fs::remove_all(profile);
   ASSERT_EQ(status, 0) << command << "\n" << slurp(artefacts / "chromium.log");
@@ -91,7 +98,8 @@ TEST(BrowserRenderTest, ChromiumDrawsTheHtmlReport) {
   for (int y = 0; y < image.height; ++y) {
     for (int x = 0; x < image.width; ++x) {
       const std::uint32_t rgb = (static_cast<std::uint32_t>(image.at(x, y, 0)) << 16) |
-                                (static_cast<std::uint32_t>(image.at(x, y, 1)) << 8) | image.at(x, y, 2);
+                                (static_cast<std::uint32_t>(image.at(x, y, 1)) << 8) |
+                                image.at(x, y, 2);
       colours.insert(rgb);
       white += rgb == 0xFFFFFF ? 1 : 0;
     }

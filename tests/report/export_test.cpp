@@ -2,6 +2,8 @@
 // formats, structure for the SVG and HTML, the Chrome trace against the Trace Event Format's
 // rules, and the plan-only reader's checks.
 
+#include "pipeplan/report/export.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,7 +18,6 @@
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/planners/planner.hpp"
-#include "pipeplan/report/export.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/check.hpp"
 #include "pipeplan/topology/topology.hpp"
@@ -34,7 +35,9 @@ std::string slurp(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-io::Source load(const std::string& name) { return io::source_from_text(name, slurp(data_dir() / name)); }
+io::Source load(const std::string& name) {
+  return io::source_from_text(name, slurp(data_dir() / name));
+}
 
 struct Toy {
   model::Model model;
@@ -48,7 +51,8 @@ const Toy& toy() {
     Toy t;
     t.model = model::read_model(load("toy.model.json"));
     t.topology = topology::read_topology(load("toy.topo.json"));
-    const Plan plan = simulate::check_plan(read_plan(load("toy.plan.json"), t.topology), t.model, t.topology);
+    const Plan plan =
+        simulate::check_plan(read_plan(load("toy.plan.json"), t.topology), t.model, t.topology);
     t.view = make_view(plan, t.model, t.topology, "toy.model.json");
     return t;
   }();
@@ -78,7 +82,9 @@ TEST(ExportTest, OutputIsDeterministic) {
 }
 
 TEST(ExportTest, FormatNamesRoundTrip) {
-  for (const std::string& name : export_format_names()) EXPECT_TRUE(parse_export_format(name).has_value()) << name;
+  for (const std::string& name : export_format_names()) {
+    EXPECT_TRUE(parse_export_format(name).has_value()) << name;
+  }
   EXPECT_FALSE(parse_export_format("pdf").has_value());
   EXPECT_TRUE(export_needs_model(ExportFormat::kRanks));
   EXPECT_TRUE(export_needs_model(ExportFormat::kTorchSplit));
@@ -111,14 +117,18 @@ std::string trace_violation(const json& trace) {
     const int pid = e.at("pid").get<int>(), tid = e.at("tid").get<int>();
     if (ph == "M") {
       const std::string name = e.at("name").get<std::string>();
-      if (!e.contains("args") || !e.at("args").is_object()) return "metadata without args: " + where;
+      if (!e.contains("args") || !e.at("args").is_object()) {
+        return "metadata without args: " + where;
+      }
       if (name == "process_name") processes_named.insert(pid);
       if (name == "thread_name") threads_named.insert({pid, tid});
       continue;
     }
     processes_used.insert(pid);
     if (ph == "X") {
-      if (!e.contains("dur") || !e.at("dur").is_number()) return "complete event without dur: " + where;
+      if (!e.contains("dur") || !e.at("dur").is_number()) {
+        return "complete event without dur: " + where;
+      }
       if (e.at("dur").get<double>() < 0) return "negative dur: " + where;
       const std::string category = e.value("cat", "");
       if ((category == "forward" || category == "backward") &&
@@ -126,9 +136,12 @@ std::string trace_violation(const json& trace) {
         return "compute name not like 'F m3 s1': " + where;
       }
       threads_used.insert({pid, tid});
-      spans[{pid, tid}].emplace_back(e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>());
+      spans[{pid, tid}].emplace_back(e.at("ts").get<double>(),
+                                     e.at("ts").get<double>() + e.at("dur").get<double>());
     } else if (ph == "C") {
-      if (!e.contains("args") || !e.at("args").is_object() || e.at("args").empty()) return "counter without args: " + where;
+      if (!e.contains("args") || !e.at("args").is_object() || e.at("args").empty()) {
+        return "counter without args: " + where;
+      }
       for (const auto& [key, value] : e.at("args").items()) {
         if (!value.is_number()) return "counter value not a number: " + where;
       }
@@ -137,11 +150,14 @@ std::string trace_violation(const json& trace) {
     }
   }
   for (int pid : processes_used) {
-    if (!processes_named.count(pid)) return "process " + std::to_string(pid) + " has no process_name";
+    if (!processes_named.count(pid)) {
+      return "process " + std::to_string(pid) + " has no process_name";
+    }
   }
   for (const auto& thread : threads_used) {
     if (!threads_named.count(thread)) {
-      return "thread " + std::to_string(thread.second) + " of process " + std::to_string(thread.first) + " has no thread_name";
+      return "thread " + std::to_string(thread.second) + " of process " +
+             std::to_string(thread.first) + " has no thread_name";
     }
   }
   // Complete events on one thread must not overlap, or the viewers misdraw them.
@@ -162,26 +178,32 @@ TEST(ChromeTraceTest, FollowsTheTraceEventFormat) {
   EXPECT_EQ(trace_violation(chrome_trace(plan_only())), "");
   // And on a larger real plan: BERT-24 on the PCIe server.
   const fs::path examples = fs::path(PIPEPLAN_SOURCE_DIR) / "examples";
-  const model::Model model = model::read_model(io::source_from_text("m", slurp(examples / "models/bert-24.json")));
-  const topology::Topology topology =
-      topology::read_topology(io::source_from_text("t", slurp(examples / "topologies/two-node-nvlink-ib.json")));
-  const Plan plan = planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
+  const model::Model model =
+      model::read_model(io::source_from_text("m", slurp(examples / "models/bert-24.json")));
+  const topology::Topology topology = topology::read_topology(
+      io::source_from_text("t", slurp(examples / "topologies/two-node-nvlink-ib.json")));
+  const Plan plan =
+      planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
   EXPECT_EQ(trace_violation(chrome_trace(make_view(plan, model, topology))), "");
 }
 
 TEST(ChromeTraceTest, ValidatorSeesBrokenTraces) {
   json trace = chrome_trace(toy().view);
   json broken = trace;
-  broken["traceEvents"].push_back({{"name", "x"}, {"ph", "X"}, {"pid", 99}, {"tid", 1}, {"ts", 0}, {"dur", 1}});
+  broken["traceEvents"].push_back(
+      {{"name", "x"}, {"ph", "X"}, {"pid", 99}, {"tid", 1}, {"ts", 0}, {"dur", 1}});
   EXPECT_EQ(trace_violation(broken), "process 99 has no process_name");
   broken = trace;
-  broken["traceEvents"].push_back({{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 77}, {"ts", 0}, {"dur", 1}});
+  broken["traceEvents"].push_back(
+      {{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 77}, {"ts", 0}, {"dur", 1}});
   EXPECT_EQ(trace_violation(broken), "thread 77 of process 1 has no thread_name");
   broken = trace;
-  broken["traceEvents"].push_back({{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", 0}, {"dur", -1}});
+  broken["traceEvents"].push_back(
+      {{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", 0}, {"dur", -1}});
   EXPECT_NE(trace_violation(broken).find("negative dur"), std::string::npos);
   broken = trace;
-  broken["traceEvents"].push_back({{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", 100}, {"dur", 5000}});
+  broken["traceEvents"].push_back(
+      {{"name", "x"}, {"ph", "X"}, {"pid", 1}, {"tid", 1}, {"ts", 100}, {"dur", 5000}});
   EXPECT_EQ(trace_violation(broken), "overlapping events on thread 1 of process 1");
 }
 
@@ -204,7 +226,8 @@ TEST(ChromeTraceTest, HasEveryTaskAndAMemoryCounterThatPeaksAtThePlansPeak) {
       }
     } else if (ph == "C") {
       EXPECT_EQ(e.at("name"), "memory (bytes)");
-      const double total = e.at("args").at("static").get<double>() + e.at("args").at("stash").get<double>();
+      const double total =
+          e.at("args").at("static").get<double>() + e.at("args").at("stash").get<double>();
       peak[e.at("pid").get<int>()] = std::max(peak[e.at("pid").get<int>()], total);
     }
   }
@@ -247,7 +270,8 @@ TEST(SvgTest, IsWellFormedAndDrawsEveryTask) {
   EXPECT_EQ(svg.find("rect", "fwd").size(), 12u);
   EXPECT_EQ(svg.find("rect", "bwd").size(), 12u);
   EXPECT_EQ(svg.find("rect", "ar").size(), 4u);
-  EXPECT_EQ(svg.find("rect", "act").size() + svg.find("rect", "grad").size(), view.plan.timeline.transfers.size());
+  EXPECT_EQ(svg.find("rect", "act").size() + svg.find("rect", "grad").size(),
+            view.plan.timeline.transfers.size());
   EXPECT_EQ(svg.find("rect", "idle").size(), 4u);
   EXPECT_EQ(svg.find("rect", "legend").size(), 6u);
 
@@ -256,7 +280,8 @@ TEST(SvgTest, IsWellFormedAndDrawsEveryTask) {
   for (const auto* e : svg.find("text", "stage-label")) stage_labels.push_back(e->text);
   for (const auto* e : svg.find("text", "tick")) ticks.push_back(e->text);
   EXPECT_EQ(gpu_labels, (std::vector<std::string>{"n0/gpu0", "n0/gpu1", "n1/gpu0", "n1/gpu1"}));
-  EXPECT_EQ(stage_labels, (std::vector<std::string>{"stage 0", "layers 0-1", "stage 1", "layers 2-3"}));
+  EXPECT_EQ(stage_labels,
+            (std::vector<std::string>{"stage 0", "layers 0-1", "stage 1", "layers 2-3"}));
   EXPECT_EQ(ticks, (std::vector<std::string>{"0", "10", "20", "30", "40", "50", "60", "70", "80"}));
   // Every micro-batch labelled twice (forward and backward) on this roomy chart.
   std::multiset<std::string> labels;
@@ -265,8 +290,9 @@ TEST(SvgTest, IsWellFormedAndDrawsEveryTask) {
 
   ASSERT_EQ(svg.find("text", "title").size(), 1u);
   EXPECT_EQ(svg.find("text", "title")[0]->text, "toy on pair of pairs");
-  EXPECT_EQ(svg.find("text", "subtitle")[0]->text,
-            "iteration 89.43 ms, 1x the partition bound (89.43 ms), 1.32x the any-plan bound (67.5 ms)");
+  EXPECT_EQ(
+      svg.find("text", "subtitle")[0]->text,
+      "iteration 89.43 ms, 1x the partition bound (89.43 ms), 1.32x the any-plan bound (67.5 ms)");
   ASSERT_EQ(svg.find("title").size() > 0, true);
   EXPECT_EQ(svg.children[0].name, "title");
   EXPECT_EQ(svg.find("text", "axis-title")[0]->text, "time (ms)");
@@ -315,7 +341,9 @@ TEST(SvgTest, ThinsOutLabelsOnLargePlans) {
     const testing::XmlElement svg = testing::parse_xml(svg_gantt(chain_view(n)));
     EXPECT_EQ(svg.find("rect", "fwd").size(), static_cast<std::size_t>(8 * n));
     // Every text legible, GPU labels never closer than their size.
-    for (const auto* text : svg.find("text")) EXPECT_GE(std::stoi(text->attribute("font-size")), 7) << text->text;
+    for (const auto* text : svg.find("text")) {
+      EXPECT_GE(std::stoi(text->attribute("font-size")), 7) << text->text;
+    }
     const auto labels = svg.find("text", "gpu-label");
     EXPECT_GE(labels.size(), std::min<std::size_t>(static_cast<std::size_t>(n), 50));
     for (std::size_t k = 1; k < labels.size(); ++k) {
@@ -334,7 +362,8 @@ TEST(HtmlTest, IsOneSelfContainedPage) {
   const std::string html = export_plan(view, ExportFormat::kHtml);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>\n<html lang=\"en\">", 0), 0u);
   EXPECT_NE(html.find("<meta charset=\"utf-8\">"), std::string::npos);
-  for (const char* external : {"<script", "src=", "href=", "url(", "@import", "@font-face", "<link", "https:"}) {
+  for (const char* external :
+       {"<script", "src=", "href=", "url(", "@import", "@font-face", "<link", "https:"}) {
     EXPECT_EQ(html.find(external), std::string::npos) << external;
   }
   // The only "http" is the SVG namespace name, which is never fetched.
@@ -352,18 +381,19 @@ TEST(HtmlTest, IsOneSelfContainedPage) {
     for (auto at = html.find(needle, from); at < to; at = html.find(needle, at + 1)) ++n;
     return n;
   };
-  const auto stages = html.find("<table class=\"stages\">"), gpus = html.find("<table class=\"gpus\">");
+  const auto stages = html.find("<table class=\"stages\">"),
+             gpus = html.find("<table class=\"gpus\">");
   ASSERT_NE(stages, std::string::npos);
   ASSERT_NE(gpus, std::string::npos);
   EXPECT_EQ(count("<tr>", stages, gpus), 3u);
   EXPECT_EQ(count("<tr", gpus, html.size()), 5u);
   EXPECT_NE(html.find("<h1>toy on pair of pairs</h1>"), std::string::npos);
   EXPECT_NE(html.find("0-1 (embed .. block1)"), std::string::npos);
-  EXPECT_NE(html.find("2.014 ms"), std::string::npos);     // stage 0's AllReduce
-  EXPECT_NE(html.find("1.907 MiB"), std::string::npos);    // stage 0's boundary
-  EXPECT_NE(html.find("783.9 MiB"), std::string::npos);    // stage 0's peak memory
-  EXPECT_NE(html.find("4.78%"), std::string::npos);        // of 16 GiB
-  EXPECT_NE(html.find("80.5%"), std::string::npos);        // utilisation of stage 0's GPUs
+  EXPECT_NE(html.find("2.014 ms"), std::string::npos);   // stage 0's AllReduce
+  EXPECT_NE(html.find("1.907 MiB"), std::string::npos);  // stage 0's boundary
+  EXPECT_NE(html.find("783.9 MiB"), std::string::npos);  // stage 0's peak memory
+  EXPECT_NE(html.find("4.78%"), std::string::npos);      // of 16 GiB
+  EXPECT_NE(html.find("80.5%"), std::string::npos);      // utilisation of stage 0's GPUs
 }
 
 TEST(HtmlTest, ListsUnusedGpusLast) {
@@ -372,8 +402,10 @@ TEST(HtmlTest, ListsUnusedGpusLast) {
   view.memory_bytes.push_back(std::nullopt);
   view.plan.timeline.gpus.emplace_back();
   const std::string html = html_report(view);
-  EXPECT_NE(html.find("<tr class=\"unused\"><td class=\"n\">-</td><td>spare</td><td class=\"n\">unused</td>"),
-            std::string::npos);
+  EXPECT_NE(
+      html.find(
+          "<tr class=\"unused\"><td class=\"n\">-</td><td>spare</td><td class=\"n\">unused</td>"),
+      std::string::npos);
 }
 
 TEST(TorchSplitTest, NamesTheLayerThatBeginsEachStage) {
@@ -391,7 +423,8 @@ TEST(TorchSplitTest, NeedsNamesForTheLayersThatBeginStages) {
     FAIL() << "no error";
   } catch (const InputError& error) {
     EXPECT_STREQ(error.what(),
-                 "toy.model.json: /layers/2: has no \"name\"; torch-split needs the name of the layer that begins "
+                 "toy.model.json: /layers/2: has no \"name\"; torch-split needs the name of the "
+                 "layer that begins "
                  "each stage after the first (layer 2 begins stage 1)");
   }
   // Names inside stages are not needed.
@@ -402,7 +435,8 @@ TEST(TorchSplitTest, NeedsNamesForTheLayersThatBeginStages) {
     (void)torch_split_json(plan_only());
     FAIL() << "no error";
   } catch (const InputError& error) {
-    EXPECT_STREQ(error.what(), "model: torch-split needs the model's layer names, and no model was given");
+    EXPECT_STREQ(error.what(),
+                 "model: torch-split needs the model's layer names, and no model was given");
   }
 }
 
@@ -448,7 +482,8 @@ TEST(PlanViewTest, RejectsBrokenPlansWithOneLine) {
   };
   const std::vector<Broken> cases = {
       {"not JSON", [](json& p) { p = "x"; }, "toy.plan.json: must be an object, got string"},
-      {"no GPU list", [](json& p) { p.erase("gpus"); }, "toy.plan.json: missing required key \"gpus\""},
+      {"no GPU list", [](json& p) { p.erase("gpus"); },
+       "toy.plan.json: missing required key \"gpus\""},
       {"GPU listed twice", [](json& p) { p["gpus"][1]["id"] = "n0/gpu0"; },
        "toy.plan.json: /gpus/1/id: GPU \"n0/gpu0\" is listed twice"},
       {"unknown GPU", [](json& p) { p["stages"][0]["gpus"][0] = "ghost"; },
@@ -459,41 +494,51 @@ TEST(PlanViewTest, RejectsBrokenPlansWithOneLine) {
        "toy.plan.json: /stages/1/gpus/0: GPU \"n0/gpu0\" already serves stage 0"},
       {"no stage figures",
        [](json& p) {
-         for (const char* key : {"forward_ms", "backward_ms", "parameter_bytes", "boundary_bytes", "allreduce_ms"}) {
+         for (const char* key :
+              {"forward_ms", "backward_ms", "parameter_bytes", "boundary_bytes", "allreduce_ms"}) {
            p["stages"][1].erase(key);
          }
        },
        "toy.plan.json: /stages/1: missing required key \"forward_ms\" (needed without --model)"},
       {"negative figure", [](json& p) { p["stages"][0]["forward_ms"] = -1; },
        "toy.plan.json: /stages/0/forward_ms: must be >= 0, got -1"},
-      {"task on a GPU of another stage", [&](json& p) { compute(p, "forward", 0, 0)["gpu"] = "n1/gpu0"; },
+      {"task on a GPU of another stage",
+       [&](json& p) { compute(p, "forward", 0, 0)["gpu"] = "n1/gpu0"; },
        "toy.plan.json: /schedule/compute/0/gpu: GPU \"n1/gpu0\" does not serve stage 0"},
       {"task missing", [](json& p) { p["schedule"]["compute"].erase(3); },
-       "toy.plan.json: /schedule/compute: lists 23 tasks but 2 stages and 6 micro-batches make 24 (a forward and "
+       "toy.plan.json: /schedule/compute: lists 23 tasks but 2 stages and 6 micro-batches make 24 "
+       "(a forward and "
        "a backward each)"},
       {"micro-batch out of range", [](json& p) { p["schedule"]["compute"][0]["micro_batch"] = 6; },
        "toy.plan.json: /schedule/compute/0/micro_batch: must be < micro_batches (6)"},
       {"ends before it starts", [](json& p) { p["schedule"]["compute"][0]["end_ms"] = -0.5; },
-       "toy.plan.json: /schedule/compute/0/end_ms: forward of micro-batch 0 on stage 0 ends at -0.5 ms, before "
+       "toy.plan.json: /schedule/compute/0/end_ms: forward of micro-batch 0 on stage 0 ends at "
+       "-0.5 ms, before "
        "it starts at 0 ms"},
-      {"transfer from the wrong GPU", [](json& p) { p["schedule"]["transfers"][0]["from"] = "n0/gpu1"; },
-       "toy.plan.json: /schedule/transfers/0/from: activation transfer of micro-batch 0 from stage 0 to stage 1 "
+      {"transfer from the wrong GPU",
+       [](json& p) { p["schedule"]["transfers"][0]["from"] = "n0/gpu1"; },
+       "toy.plan.json: /schedule/transfers/0/from: activation transfer of micro-batch 0 from stage "
+       "0 to stage 1 "
        "must leave from GPU \"n0/gpu0\", which runs micro-batch 0 on stage 0"},
       {"overlap on a GPU", [&](json& p) { compute(p, "forward", 0, 2)["start_ms"] = 3; },
-       "toy.plan.json: /schedule/compute/2: forward of micro-batch 2 on stage 0 starts at 3 ms on GPU "
+       "toy.plan.json: /schedule/compute/2: forward of micro-batch 2 on stage 0 starts at 3 ms on "
+       "GPU "
        "\"n0/gpu0\" while forward of micro-batch 0 on stage 0 runs there until 8 ms"},
-      {"dependency", [&](json& p) {
+      {"dependency",
+       [&](json& p) {
          json& e = compute(p, "forward", 1, 0);
          e["start_ms"] = 7;
          e["end_ms"] = 7 + 3.5;
        },
-       "toy.plan.json: /schedule/compute/4: forward of micro-batch 0 on stage 1 starts at 7 ms before "
+       "toy.plan.json: /schedule/compute/4: forward of micro-batch 0 on stage 1 starts at 7 ms "
+       "before "
        "activation transfer of micro-batch 0 from stage 0 to stage 1 ends at 8.21 ms"},
       {"AllReduce missing", [](json& p) { p["schedule"]["allreduces"].erase(1); },
        "toy.plan.json: /schedule/allreduces: the AllReduce of stage 1 is missing"},
       {"iteration too long", [](json& p) { p["iteration_ms"] = 100; },
        "toy.plan.json: /iteration_ms: states 100 ms but the last task ends at 89.434 ms"},
-      {"GPU's stage", [](json& p) { p["gpus"][0]["stage"] = 1; }, "toy.plan.json: /gpus/0/stage: GPU \"n0/gpu0\" serves stage 0"},
+      {"GPU's stage", [](json& p) { p["gpus"][0]["stage"] = 1; },
+       "toy.plan.json: /gpus/0/stage: GPU \"n0/gpu0\" serves stage 0"},
   };
   for (const Broken& c : cases) {
     SCOPED_TRACE(c.what);
@@ -513,7 +558,7 @@ TEST(PlanViewTest, RejectsBrokenPlansWithOneLine) {
 TEST(PlanViewTest, NeverCrashesOnDamagedPlans) {
   const json plan = json::parse(slurp(data_dir() / "toy.plan.json"));
   std::mt19937 random(20240611);
-  const json values[] = {json(-1),    json(0),     json(1e300),        json(2.5),     json(7),
+  const json values[] = {json(-1),        json(0),       json(1e300),   json(2.5),      json(7),
                          json("n1/gpu1"), json(nullptr), json::array(), json::object(), json(true)};
   int accepted = 0;
   for (int trial = 0; trial < 400; ++trial) {
@@ -548,7 +593,8 @@ TEST(PlanViewTest, NeverCrashesOnDamagedPlans) {
     try {
       const PlanView view = read_plan_view(io::source_from_text("damaged.json", copy.dump()));
       ++accepted;
-      for (ExportFormat format : {ExportFormat::kChromeTrace, ExportFormat::kSvg, ExportFormat::kHtml}) {
+      for (ExportFormat format :
+           {ExportFormat::kChromeTrace, ExportFormat::kSvg, ExportFormat::kHtml}) {
         EXPECT_NO_THROW((void)export_plan(view, format));
       }
     } catch (const InputError& error) {

@@ -52,8 +52,11 @@ std::string replay(const json& ranks, const PlanView& view) {
   std::vector<int> gpu(R), stage(R);
   std::map<int, int> rank_of_gpu;
   for (std::size_t r = 0; r < R; ++r) {
-    if (ranks[r].at("rank") != static_cast<int>(r)) return "rank " + std::to_string(r) + " is out of order";
-    const auto id = std::find(view.gpu_ids.begin(), view.gpu_ids.end(), ranks[r].at("gpu").get<std::string>());
+    if (ranks[r].at("rank") != static_cast<int>(r)) {
+      return "rank " + std::to_string(r) + " is out of order";
+    }
+    const auto id =
+        std::find(view.gpu_ids.begin(), view.gpu_ids.end(), ranks[r].at("gpu").get<std::string>());
     if (id == view.gpu_ids.end()) return "unknown GPU " + ranks[r].at("gpu").dump();
     gpu[r] = static_cast<int>(id - view.gpu_ids.begin());
     stage[r] = ranks[r].at("stage").get<int>();
@@ -70,8 +73,8 @@ std::string replay(const json& ranks, const PlanView& view) {
   std::string error;
   auto need = [&](std::size_t r, const std::string& what, int m, const std::string& before) {
     if (!done[r].count({what, m})) {
-      error = "rank " + std::to_string(r) + " runs " + before + " of micro-batch " + std::to_string(m) +
-              " before its " + what;
+      error = "rank " + std::to_string(r) + " runs " + before + " of micro-batch " +
+              std::to_string(m) + " before its " + what;
     }
   };
   for (bool progress = true; progress && error.empty();) {
@@ -95,8 +98,10 @@ std::string replay(const json& ranks, const PlanView& view) {
         if (p >= R) return "rank " + std::to_string(r) + " names peer " + std::to_string(p);
         const json* other = op_at(p);
         const bool matches = other && other->at("op") == (name == "send" ? "recv" : "send") &&
-                             other->at("kind") == op->at("kind") && other->at("micro_batch") == op->at("micro_batch") &&
-                             other->at("peer") == static_cast<int>(r) && other->at("bytes") == op->at("bytes");
+                             other->at("kind") == op->at("kind") &&
+                             other->at("micro_batch") == op->at("micro_batch") &&
+                             other->at("peer") == static_cast<int>(r) &&
+                             other->at("bytes") == op->at("bytes");
         if (!matches) continue;  // blocked until the peer gets there
         const std::size_t from = name == "send" ? r : p, to = name == "send" ? p : r;
         const std::string kind = op->at("kind").get<std::string>();
@@ -114,12 +119,15 @@ std::string replay(const json& ranks, const PlanView& view) {
         bool all_there = true;
         for (const json& member : group) {
           const json* other = op_at(member.get<std::size_t>());
-          all_there = all_there && other && other->at("op") == "allreduce" && other->at("ranks") == group;
+          all_there =
+              all_there && other && other->at("op") == "allreduce" && other->at("ranks") == group;
         }
         if (!all_there) continue;
         for (const json& member : group) {
           const auto q = member.get<std::size_t>();
-          for (const json& entry : ranks[q].at("micro_batches")) need(q, "backward", entry.at("micro_batch").get<int>(), "allreduce");
+          for (const json& entry : ranks[q].at("micro_batches")) {
+            need(q, "backward", entry.at("micro_batch").get<int>(), "allreduce");
+          }
           ++next[q];
         }
         progress = true;
@@ -130,16 +138,20 @@ std::string replay(const json& ranks, const PlanView& view) {
   }
   if (!error.empty()) return error;
   for (std::size_t r = 0; r < R; ++r) {
-    if (const json* op = op_at(r)) return "stuck: rank " + std::to_string(r) + " waits at " + op->dump();
+    if (const json* op = op_at(r)) {
+      return "stuck: rank " + std::to_string(r) + " waits at " + op->dump();
+    }
   }
   // The schedule, reproduced.
   for (std::size_t g = 0; g < view.gpu_ids.size(); ++g) {
-    if (computed[g] != plan.schedule.gpu_order[g]) return "the compute order of " + view.gpu_ids[g] + " differs";
+    if (computed[g] != plan.schedule.gpu_order[g]) {
+      return "the compute order of " + view.gpu_ids[g] + " differs";
+    }
   }
   for (const auto& [channel, order] : plan.schedule.channel_order) {
     if (carried[channel] != order) {
-      return "the transfer order of " + view.gpu_ids[static_cast<std::size_t>(channel.first)] + " -> " +
-             view.gpu_ids[static_cast<std::size_t>(channel.second)] + " differs";
+      return "the transfer order of " + view.gpu_ids[static_cast<std::size_t>(channel.first)] +
+             " -> " + view.gpu_ids[static_cast<std::size_t>(channel.second)] + " differs";
     }
   }
   // The per-micro-batch peers agree with the operations.
@@ -148,9 +160,12 @@ std::string replay(const json& ranks, const PlanView& view) {
       const int m = entry.at("micro_batch").get<int>();
       for (const json& op : ranks[r].at("operations")) {
         if ((op.at("op") != "send" && op.at("op") != "recv") || op.at("micro_batch") != m) continue;
-        const std::string key = std::string(op.at("kind") == "activation" ? "activations_" : "gradients_") +
-                                (op.at("op") == "send" ? "to" : "from");
-        if (entry.at(key).at("rank") != op.at("peer")) return "rank " + std::to_string(r) + ": " + key + " disagrees";
+        const std::string key =
+            std::string(op.at("kind") == "activation" ? "activations_" : "gradients_") +
+            (op.at("op") == "send" ? "to" : "from");
+        if (entry.at(key).at("rank") != op.at("peer")) {
+          return "rank " + std::to_string(r) + ": " + key + " disagrees";
+        }
       }
     }
   }
@@ -164,11 +179,14 @@ TEST_P(RanksReplayTest, EveryExampleRunsWithoutDeadlockAndReproducesTheSchedule)
       topology::read_topology(load(source_dir() / "examples/topologies" / (GetParam() + ".json")));
   for (const std::string& name : stems("examples/models")) {
     SCOPED_TRACE(name);
-    const model::Model model = model::read_model(load(source_dir() / "examples/models" / (name + ".json")));
-    const Plan made = planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
+    const model::Model model =
+        model::read_model(load(source_dir() / "examples/models" / (name + ".json")));
+    const Plan made =
+        planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
     // As the command does it: through plan.json and the checker.
     const std::string text = io::dump_json(plan_to_json(made, model, topology));
-    const Plan plan = simulate::check_plan(read_plan(io::source_from_text("plan.json", text), topology), model, topology);
+    const Plan plan = simulate::check_plan(
+        read_plan(io::source_from_text("plan.json", text), topology), model, topology);
     const PlanView view = make_view(plan, model, topology, name + ".json");
     const json ranks = json::parse(export_plan(view, ExportFormat::kRanks));
     std::size_t used = 0;
@@ -178,7 +196,8 @@ TEST_P(RanksReplayTest, EveryExampleRunsWithoutDeadlockAndReproducesTheSchedule)
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Topologies, RanksReplayTest, ::testing::ValuesIn(stems("examples/topologies")),
+INSTANTIATE_TEST_SUITE_P(Topologies, RanksReplayTest,
+                         ::testing::ValuesIn(stems("examples/topologies")),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& c : name) {
@@ -193,7 +212,8 @@ TEST(RanksTest, EverySchedulePolicyReplays) {
   const model::Model model = model::read_model(load(data / "toy.model.json"));
   const topology::Topology topology = topology::read_topology(load(data / "toy.topo.json"));
   for (const char* planner : {"spp", "gpipe", "pipedream", "data-parallel"}) {
-    for (auto policy : {schedule::Policy::kList, schedule::Policy::kOneFOneB, schedule::Policy::kGpipe}) {
+    for (auto policy :
+         {schedule::Policy::kList, schedule::Policy::kOneFOneB, schedule::Policy::kGpipe}) {
       SCOPED_TRACE(std::string(planner) + " " + std::to_string(static_cast<int>(policy)));
       const Plan plan = planners::make_plan(planner, {model, topology, 6}, policy);
       const PlanView view = make_view(plan, model, topology);
@@ -206,12 +226,14 @@ TEST(RanksTest, ListsRanksStageByStageWithTheirLayersAndGroups) {
   const fs::path data = source_dir() / "tests/data/exports";
   const model::Model model = model::read_model(load(data / "toy.model.json"));
   const topology::Topology topology = topology::read_topology(load(data / "toy.topo.json"));
-  const Plan plan = simulate::check_plan(read_plan(load(data / "toy.plan.json"), topology), model, topology);
+  const Plan plan =
+      simulate::check_plan(read_plan(load(data / "toy.plan.json"), topology), model, topology);
   const json ranks = ranks_json(make_view(plan, model, topology));
   ASSERT_EQ(ranks.size(), 4u);
   EXPECT_EQ(ranks[2].at("gpu"), "n1/gpu0");
   EXPECT_EQ(ranks[2].at("stage"), 1);
-  EXPECT_EQ(ranks[2].at("layers"), json({{"first", 2}, {"last", 3}, {"names", {"block2", "head"}}}));
+  EXPECT_EQ(ranks[2].at("layers"),
+            json({{"first", 2}, {"last", 3}, {"names", {"block2", "head"}}}));
   EXPECT_EQ(ranks[2].at("data_parallel_group").at("ranks"), json({2, 3}));
   EXPECT_EQ(ranks[2].at("micro_batches")[0],
             json({{"micro_batch", 0},
@@ -219,7 +241,8 @@ TEST(RanksTest, ListsRanksStageByStageWithTheirLayersAndGroups) {
                   {"activations_to", nullptr},
                   {"gradients_from", nullptr},
                   {"gradients_to", {{"rank", 0}, {"gpu", "n0/gpu0"}}}}));
-  EXPECT_EQ(ranks[2].at("operations").back(), json({{"op", "allreduce"}, {"ranks", {2, 3}}, {"bytes", 600000000}}));
+  EXPECT_EQ(ranks[2].at("operations").back(),
+            json({{"op", "allreduce"}, {"ranks", {2, 3}}, {"bytes", 600000000}}));
 }
 
 // The interpreter is real: it notices a rank that waits for a message nobody sends yet.
@@ -227,7 +250,8 @@ TEST(RanksTest, ReplayFindsDeadlocksAndMissingMessages) {
   const fs::path data = source_dir() / "tests/data/exports";
   const model::Model model = model::read_model(load(data / "toy.model.json"));
   const topology::Topology topology = topology::read_topology(load(data / "toy.topo.json"));
-  const Plan plan = simulate::check_plan(read_plan(load(data / "toy.plan.json"), topology), model, topology);
+  const Plan plan =
+      simulate::check_plan(read_plan(load(data / "toy.plan.json"), topology), model, topology);
   const PlanView view = make_view(plan, model, topology);
   const json ranks = ranks_json(view);
   ASSERT_EQ(replay(ranks, view), "");
@@ -236,18 +260,22 @@ TEST(RanksTest, ReplayFindsDeadlocksAndMissingMessages) {
   // gradient; stage 1 waits for that activation first: deadlock.
   json late = ranks;
   json& ops = late[0]["operations"];
-  const auto send = std::find_if(ops.begin(), ops.end(), [](const json& op) { return op.at("op") == "send"; });
+  const auto send =
+      std::find_if(ops.begin(), ops.end(), [](const json& op) { return op.at("op") == "send"; });
   const json moved = *send;
   ops.erase(send);
   ops.push_back(moved);
   const std::string stuck = replay(late, view);
   EXPECT_EQ(stuck.rfind("stuck: rank 0 waits at {", 0), 0u) << stuck;
-  EXPECT_NE(stuck.find("\"kind\":\"activation\",\"micro_batch\":2,\"op\":\"send\""), std::string::npos) << stuck;
+  EXPECT_NE(stuck.find("\"kind\":\"activation\",\"micro_batch\":2,\"op\":\"send\""),
+            std::string::npos)
+      << stuck;
 
   // A receive nobody sends.
   json lost = ranks;
   json& stage1 = lost[2]["operations"];
-  stage1.erase(std::find_if(stage1.begin(), stage1.end(), [](const json& op) { return op.at("op") == "send"; }));
+  stage1.erase(std::find_if(stage1.begin(), stage1.end(),
+                            [](const json& op) { return op.at("op") == "send"; }));
   EXPECT_EQ(replay(lost, view).rfind("stuck: ", 0), 0u);
 
   // A send before the forward that produces it.

@@ -22,7 +22,8 @@ struct Image {
 
   /// Channel `c` of pixel (x, y).
   [[nodiscard]] std::uint8_t at(int x, int y, int c) const {
-    return pixels[(static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)) *
+    return pixels[(static_cast<std::size_t>(y) * static_cast<std::size_t>(width) +
+                   static_cast<std::size_t>(x)) *
                       static_cast<std::size_t>(channels) +
                   static_cast<std::size_t>(c)];
   }
@@ -87,7 +88,8 @@ class Inflater {
     if (length != (~check & 0xFFFFU)) throw std::runtime_error("inflate: bad stored length");
     at_ += 4;
     if (at_ + length > in_.size()) throw std::runtime_error("inflate: truncated stored block");
-    out_.insert(out_.end(), in_.begin() + static_cast<long>(at_), in_.begin() + static_cast<long>(at_ + length));
+    out_.insert(out_.end(), in_.begin() + static_cast<long>(at_),
+                in_.begin() + static_cast<long>(at_ + length));
     at_ += length;
   }
 
@@ -95,10 +97,15 @@ class Inflater {
     Huffman h;
     for (int i = 0; i < n; ++i) ++h.count[static_cast<std::size_t>(lengths[i])];
     std::array<int, 16> offset{};
-    for (int len = 1; len < 15; ++len) offset[static_cast<std::size_t>(len) + 1] = offset[static_cast<std::size_t>(len)] + h.count[static_cast<std::size_t>(len)];
+    for (int len = 1; len < 15; ++len) {
+      offset[static_cast<std::size_t>(len) + 1] =
+          offset[static_cast<std::size_t>(len)] + h.count[static_cast<std::size_t>(len)];
+    }
     h.symbol.assign(static_cast<std::size_t>(n), 0);
     for (int i = 0; i < n; ++i) {
-      if (lengths[i] != 0) h.symbol[static_cast<std::size_t>(offset[static_cast<std::size_t>(lengths[i])]++)] = i;
+      if (lengths[i] != 0) {
+        h.symbol[static_cast<std::size_t>(offset[static_cast<std::size_t>(lengths[i])]++)] = i;
+      }
     }
     return h;
   }
@@ -118,12 +125,15 @@ class Inflater {
   }
 
   void codes(const Huffman& lengths, const Huffman& distances) {
-    static const int kBase[] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31,
-                                35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-    static const int kExtra[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-    static const int kDistBase[] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129,
-                                    193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-    static const int kDistExtra[] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+    static const int kBase[] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+    static const int kExtra[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+    static const int kDistBase[] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                    33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
+                                    1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+    static const int kDistExtra[] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                     6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
     for (;;) {
       int symbol = decode(lengths);
       if (symbol < 256) {
@@ -154,7 +164,8 @@ class Inflater {
   }
 
   void dynamic() {
-    static const int kOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+    static const int kOrder[19] = {16, 17, 18, 0, 8,  7, 9,  6, 10, 5,
+                                   11, 4,  12, 3, 13, 2, 14, 1, 15};
     const int nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
     int lengths[320] = {};
     for (int i = 0; i < ncode; ++i) lengths[kOrder[i]] = bits(3);
@@ -193,10 +204,12 @@ class Inflater {
 
 /// Width and height from the IHDR chunk, after checking the PNG signature.
 inline std::pair<int, int> png_size(const std::string& bytes) {
-  if (bytes.size() < 24 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || bytes.compare(12, 4, "IHDR") != 0) {
+  if (bytes.size() < 24 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 ||
+      bytes.compare(12, 4, "IHDR") != 0) {
     throw std::runtime_error("not a PNG file");
   }
-  return {static_cast<int>(png_detail::big_endian(bytes, 16)), static_cast<int>(png_detail::big_endian(bytes, 20))};
+  return {static_cast<int>(png_detail::big_endian(bytes, 16)),
+          static_cast<int>(png_detail::big_endian(bytes, 20))};
 }
 
 /// Decodes a PNG: 8-bit greyscale (0), RGB (2), grey-alpha (4) or RGBA (6), not interlaced.
@@ -207,28 +220,47 @@ inline Image decode_png(const std::string& bytes) {
   const auto interlace = static_cast<std::uint8_t>(bytes[28]);
   int channels = 0;
   switch (colour) {
-    case 0: channels = 1; break;
-    case 2: channels = 3; break;
-    case 4: channels = 2; break;
-    case 6: channels = 4; break;
-    default: throw std::runtime_error("PNG: unsupported colour type " + std::to_string(colour));
+    case 0:
+      channels = 1;
+      break;
+    case 2:
+      channels = 3;
+      break;
+    case 4:
+      channels = 2;
+      break;
+    case 6:
+      channels = 4;
+      break;
+    default:
+      throw std::runtime_error("PNG: unsupported colour type " + std::to_string(colour));
   }
-  if (depth != 8 || interlace != 0) throw std::runtime_error("PNG: only 8-bit, non-interlaced images");
+  if (depth != 8 || interlace != 0) {
+    throw std::runtime_error("PNG: only 8-bit, non-interlaced images");
+  }
   std::vector<std::uint8_t> compressed;
   for (std::size_t at = 8; at + 8 <= bytes.size();) {
     const std::uint32_t length = png_detail::big_endian(bytes, at);
     const std::string type = bytes.substr(at + 4, 4);
     if (at + 12 + length > bytes.size()) throw std::runtime_error("PNG: truncated chunk " + type);
-    if (type == "IDAT") compressed.insert(compressed.end(), bytes.begin() + static_cast<long>(at + 8), bytes.begin() + static_cast<long>(at + 8 + length));
+    if (type == "IDAT") {
+      compressed.insert(compressed.end(), bytes.begin() + static_cast<long>(at + 8),
+                        bytes.begin() + static_cast<long>(at + 8 + length));
+    }
     if (type == "IEND") break;
     at += 12 + length;
   }
-  if (compressed.size() < 2 || (compressed[0] & 0x0F) != 8) throw std::runtime_error("PNG: not a zlib stream");
+  if (compressed.size() < 2 || (compressed[0] & 0x0F) != 8) {
+    throw std::runtime_error("PNG: not a zlib stream");
+  }
   const std::vector<std::uint8_t> deflated(compressed.begin() + 2, compressed.end());
   const std::vector<std::uint8_t> raw = png_detail::Inflater(deflated).run();
   const std::size_t stride = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
-  if (raw.size() < static_cast<std::size_t>(height) * (stride + 1)) throw std::runtime_error("PNG: too little image data");
-  Image image{width, height, channels, std::vector<std::uint8_t>(static_cast<std::size_t>(height) * stride)};
+  if (raw.size() < static_cast<std::size_t>(height) * (stride + 1)) {
+    throw std::runtime_error("PNG: too little image data");
+  }
+  Image image{width, height, channels,
+              std::vector<std::uint8_t>(static_cast<std::size_t>(height) * stride)};
   const auto bpp = static_cast<std::size_t>(channels);
   for (std::size_t y = 0; y < static_cast<std::size_t>(height); ++y) {
     const std::uint8_t filter = raw[y * (stride + 1)];
@@ -241,16 +273,25 @@ inline Image decode_png(const std::string& bytes) {
       const int c = (up && i >= bpp) ? up[i - bpp] : 0;
       int predicted = 0;
       switch (filter) {
-        case 0: predicted = 0; break;
-        case 1: predicted = a; break;
-        case 2: predicted = b; break;
-        case 3: predicted = (a + b) / 2; break;
+        case 0:
+          predicted = 0;
+          break;
+        case 1:
+          predicted = a;
+          break;
+        case 2:
+          predicted = b;
+          break;
+        case 3:
+          predicted = (a + b) / 2;
+          break;
         case 4: {
           const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
           predicted = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
           break;
         }
-        default: throw std::runtime_error("PNG: bad filter type");
+        default:
+          throw std::runtime_error("PNG: bad filter type");
       }
       row[i] = static_cast<std::uint8_t>((line[i] + predicted) & 0xFF);
     }

@@ -38,7 +38,8 @@ inline bool same_json(const nlohmann::json& a, const nlohmann::json& b, const st
   }
   if (a.is_array()) {
     if (a.size() != b.size()) {
-      mismatch = where + ": " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " elements";
+      mismatch =
+          where + ": " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " elements";
       return false;
     }
     for (std::size_t i = 0; i < a.size(); ++i) {

@@ -26,15 +26,20 @@ struct XmlElement {
     return it == attributes.end() ? std::string() : it->second;
   }
   /// Every element of the subtree (this one included) for which `keep` holds, in document order.
-  void collect(const std::function<bool(const XmlElement&)>& keep, std::vector<const XmlElement*>& out) const {
+  void collect(const std::function<bool(const XmlElement&)>& keep,
+               std::vector<const XmlElement*>& out) const {
     if (keep(*this)) out.push_back(this);
     for (const XmlElement& child : children) child.collect(keep, out);
   }
   /// The elements named `element` whose class is `css_class` (any class when empty).
-  [[nodiscard]] std::vector<const XmlElement*> find(const std::string& element, const std::string& css_class = {}) const {
+  [[nodiscard]] std::vector<const XmlElement*> find(const std::string& element,
+                                                    const std::string& css_class = {}) const {
     std::vector<const XmlElement*> out;
-    collect([&](const XmlElement& e) { return e.name == element && (css_class.empty() || e.attribute("class") == css_class); },
-            out);
+    collect(
+        [&](const XmlElement& e) {
+          return e.name == element && (css_class.empty() || e.attribute("class") == css_class);
+        },
+        out);
     return out;
   }
 };
@@ -58,7 +63,9 @@ class XmlParser {
   [[noreturn]] void fail(const std::string& what) const {
     throw std::runtime_error("XML: " + what + " at offset " + std::to_string(at_));
   }
-  [[nodiscard]] bool starts(std::string_view prefix) const { return text_.substr(at_, prefix.size()) == prefix; }
+  [[nodiscard]] bool starts(std::string_view prefix) const {
+    return text_.substr(at_, prefix.size()) == prefix;
+  }
   void skip_past(std::string_view end) {
     const auto found = text_.find(end, at_);
     if (found == std::string_view::npos) fail("unterminated construct");
@@ -77,7 +84,9 @@ class XmlParser {
       }
     }
   }
-  static bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
+  static bool name_start(char c) {
+    return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+  }
   static bool name_char(char c) {
     return name_start(c) || std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
   }
@@ -131,7 +140,8 @@ class XmlParser {
       } else if (entity.size() > 1 && entity[0] == '#') {
         const bool hex = entity[1] == 'x';
         const std::string digits(entity.substr(hex ? 2 : 1));
-        if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") != std::string::npos) {
+        if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF"
+                                                           : "0123456789") != std::string::npos) {
           fail("bad character reference");
         }
         append_utf8(out, std::stoul(digits, nullptr, hex ? 16 : 10));
@@ -164,7 +174,9 @@ class XmlParser {
       if (!starts("=")) fail("expected '=' after attribute " + key);
       ++at_;
       skip_space();
-      if (at_ >= text_.size() || (text_[at_] != '"' && text_[at_] != '\'')) fail("expected a quoted value");
+      if (at_ >= text_.size() || (text_[at_] != '"' && text_[at_] != '\'')) {
+        fail("expected a quoted value");
+      }
       const char quote = text_[at_++];
       std::string value = decoded(quote);
       if (at_ >= text_.size()) fail("unterminated attribute value");

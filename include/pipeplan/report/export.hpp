@@ -42,17 +42,17 @@ struct MemoryFigures {
 /// A plan with everything the exports show. GPUs are indices into `gpu_ids` (the topology's
 /// order), layers indices into the model's chain.
 struct PlanView {
-  Plan plan;                                        ///< Stages, schedule, timeline, bounds.
-  int micro_batches = 0;                            ///< M.
-  std::string model_name;                           ///< Empty when unknown.
-  std::string topology_name;                        ///< Empty when unknown.
-  std::vector<std::string> gpu_ids;                 ///< Per GPU.
-  std::vector<std::optional<double>> memory_bytes;  ///< Capacity per GPU; empty: unlimited.
-  std::vector<StageFigures> stage_figures;          ///< Per stage.
+  Plan plan;                                            ///< Stages, schedule, timeline, bounds.
+  int micro_batches = 0;                                ///< M.
+  std::string model_name;                               ///< Empty when unknown.
+  std::string topology_name;                            ///< Empty when unknown.
+  std::vector<std::string> gpu_ids;                     ///< Per GPU.
+  std::vector<std::optional<double>> memory_bytes;      ///< Capacity per GPU; empty: unlimited.
+  std::vector<StageFigures> stage_figures;              ///< Per stage.
   std::optional<std::vector<std::string>> layer_names;  ///< Per layer ("" when unnamed);
                                                         ///< only with the model.
-  std::string model_file;                 ///< The model's file name for messages; may be empty.
-  std::optional<MemoryFigures> memory;    ///< Only with the model.
+  std::string model_file;               ///< The model's file name for messages; may be empty.
+  std::optional<MemoryFigures> memory;  ///< Only with the model.
 };
 
 /// The view of a plan that `simulate::check_plan` (or a planner) produced for `model` and
