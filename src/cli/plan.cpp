@@ -1,12 +1,14 @@
 // `pipeplan plan MODEL TOPO [-o PLAN] [--micro-batches M] [--planner NAME] [--schedule POLICY]
-// [--check PLAN]`.
+// [--trace FILE] [--report FILE] [--check PLAN]`.
 
+#include <algorithm>
 #include <chrono>
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
@@ -22,42 +24,141 @@ struct PlanOptions {
   std::string planner = "spp";
   std::optional<std::string> policy;
   std::optional<std::string> check;
+  std::optional<std::string> trace;
+  std::optional<std::string> report;
 };
 
-// One line saying how the regenerated plan differs from the existing one.
-std::string difference(const std::string& existing_text, const nlohmann::ordered_json& fresh) {
-  nlohmann::json existing;
+// `a, b, c` for a stage's GPU ids, shortened to the first three and the last beyond five.
+std::string id_list(const nlohmann::json& gpus) {
+  std::vector<std::string> ids;
+  if (gpus.is_array()) {
+    for (const auto& id : gpus) ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
+  }
+  std::string out;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids.size() > 5 && i == 3) {
+      out += ", ... " + ids.back() + " (" + std::to_string(ids.size()) + ")";
+      break;
+    }
+    out += (i ? ", " : "") + ids[i];
+  }
+  return out.empty() ? "none" : out;
+}
+
+// One line saying how the regenerated plan differs from the existing one: planner, schedule
+// policy and micro-batches; stage layer ranges and replica counts; the GPUs used or the GPUs
+// of each stage; the iteration time; else which other parts changed.
+std::string difference(const std::string& existing_text,
+                       const nlohmann::ordered_json& fresh_ordered) {
+  using nlohmann::json;
+  json existing;
   try {
-    existing = nlohmann::json::parse(existing_text);
-  } catch (const nlohmann::json::exception&) {
+    existing = json::parse(existing_text);
+  } catch (const json::exception&) {
     return "the existing file is not JSON";
   }
+  if (!existing.is_object()) return "the existing file is not a plan (not a JSON object)";
+  const json fresh = json::parse(fresh_ordered.dump());
+  auto member = [](const json& object, const char* key) {
+    auto it = object.find(key);
+    return it == object.end() ? json() : *it;
+  };
+  auto text = [](const json& value) {
+    return value.is_string() ? value.get<std::string>() : value.dump();
+  };
   std::vector<std::string> changes;
-  auto stage_text = [](const nlohmann::json& stages) {
+  const std::pair<const char*, const char*> settings[] = {
+      {"planner", "planner"}, {"schedule_policy", "schedule"}, {"micro_batches", "micro-batches"}};
+  for (const auto& [key, name] : settings) {
+    const json before = member(existing, key), after = member(fresh, key);
+    if (before != after) {
+      changes.push_back(std::string(name) + " " + text(before) + " -> " + text(after));
+    }
+  }
+
+  // Stages: layer ranges and replica counts.
+  auto stage_text = [&](const json& stages) {
     std::string out;
     if (!stages.is_array()) return out;
     for (const auto& stage : stages) {
       if (!stage.is_object()) continue;
-      out += (out.empty() ? "" : " | ") + stage.value("first_layer", nlohmann::json()).dump() + "-" +
-             stage.value("last_layer", nlohmann::json()).dump() + " x" +
-             std::to_string(stage.value("gpus", nlohmann::json::array()).size());
+      out += (out.empty() ? "" : " | ") + member(stage, "first_layer").dump() + "-" +
+             member(stage, "last_layer").dump() + " x" +
+             std::to_string(member(stage, "gpus").size());
     }
     return out;
   };
-  const auto fresh_plain = nlohmann::json::parse(fresh.dump());
-  const std::string before = existing.is_object() ? stage_text(existing.value("stages", nlohmann::json())) : "";
-  const std::string after = stage_text(fresh_plain.at("stages"));
-  if (before != after) changes.push_back("stages " + before + " -> " + after);
-  if (!existing.is_object() || existing.value("stages", nlohmann::json()) != fresh_plain.at("stages")) {
-    if (before == after) changes.push_back("stage GPUs or figures changed");
+  const json old_stages = member(existing, "stages"), new_stages = member(fresh, "stages");
+  const std::string before = stage_text(old_stages), after = stage_text(new_stages);
+  if (before != after) {
+    changes.push_back("stages " + (before.empty() ? "none" : before) + " -> " + after);
   }
-  const auto old_time = existing.is_object() ? existing.value("iteration_ms", nlohmann::json()) : nlohmann::json();
-  const auto new_time = fresh_plain.at("iteration_ms");
+
+  // GPUs: how many are used, else which ones serve each stage.
+  auto gpu_lists = [&](const json& stages) {
+    std::vector<json> out;
+    if (stages.is_array()) {
+      for (const auto& stage : stages) {
+        out.push_back(stage.is_object() ? member(stage, "gpus") : json());
+      }
+    }
+    return out;
+  };
+  const auto old_gpus = gpu_lists(old_stages), new_gpus = gpu_lists(new_stages);
+  std::size_t old_used = 0, new_used = 0;
+  for (const auto& list : old_gpus) old_used += list.is_array() ? list.size() : 0;
+  for (const auto& list : new_gpus) new_used += list.is_array() ? list.size() : 0;
+  if (old_used != new_used) {
+    changes.push_back("GPUs used " + std::to_string(old_used) + " -> " + std::to_string(new_used));
+  } else if (old_gpus.size() == new_gpus.size()) {
+    std::vector<std::string> moved;
+    for (std::size_t s = 0; s < old_gpus.size(); ++s) {
+      if (old_gpus[s] != new_gpus[s]) {
+        moved.push_back("stage " + std::to_string(s) + " " + id_list(old_gpus[s]) + " -> " +
+                        id_list(new_gpus[s]));
+      }
+    }
+    if (!moved.empty()) {
+      std::string line = "GPUs of " + moved[0];
+      if (moved.size() > 1) line += ", " + moved[1];
+      if (moved.size() > 2) line += " and " + std::to_string(moved.size() - 2) + " more stages";
+      changes.push_back(line);
+    }
+  } else {
+    std::vector<std::string> old_ids, new_ids;
+    for (const auto& list : old_gpus) {
+      for (const auto& id : list) old_ids.push_back(text(id));
+    }
+    for (const auto& list : new_gpus) {
+      for (const auto& id : list) new_ids.push_back(text(id));
+    }
+    std::sort(old_ids.begin(), old_ids.end());
+    std::sort(new_ids.begin(), new_ids.end());
+    if (old_ids != new_ids) changes.push_back("a different set of GPUs is used");
+  }
+
+  const json old_time = member(existing, "iteration_ms"), new_time = member(fresh, "iteration_ms");
   if (old_time != new_time) {
-    changes.push_back("iteration " + (old_time.is_number() ? report::format_ms(old_time.get<double>()) : old_time.dump()) +
-                      " -> " + report::format_ms(new_time.get<double>()));
+    changes.push_back(
+        "iteration " +
+        (old_time.is_number() ? report::format_ms(old_time.get<double>()) : text(old_time)) +
+        " -> " + report::format_ms(new_time.get<double>()));
   }
-  if (changes.empty()) changes.push_back("the schedule or other fields changed");
+  if (changes.empty()) {
+    // Same stages, GPUs and time: name the other parts that differ.
+    std::vector<std::string> parts;
+    for (const auto& [key, value] : fresh.items()) {
+      if (member(existing, key.c_str()) != value) {
+        parts.push_back(key == "schedule" ? "the schedule" : key);
+      }
+    }
+    for (const auto& [key, value] : existing.items()) {
+      if (!fresh.contains(key)) parts.push_back(key + " (not in the new plan)");
+    }
+    std::string line;
+    for (const auto& part : parts) line += (line.empty() ? "" : ", ") + part;
+    changes.push_back(line.empty() ? "formatting only (same content)" : line + " changed");
+  }
   std::string out;
   for (const auto& change : changes) out += (out.empty() ? "" : "; ") + change;
   return out;
@@ -89,7 +190,16 @@ int run_plan(const PlanOptions& options, Context& context) {
     context.err << "pipeplan: " << *options.check << " differs: " << difference(existing.text, report::plan_to_json(plan, model, topology)) << '\n';
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
+  // Every text is made before anything is written.
+  std::string trace, html;
+  if (options.trace || options.report) {
+    const report::PlanView view = report::make_view(plan, model, topology, options.model);
+    if (options.trace) trace = report::export_plan(view, report::ExportFormat::kChromeTrace);
+    if (options.report) html = report::export_plan(view, report::ExportFormat::kHtml);
+  }
   context.emit(options.output, text);
+  if (options.trace) io::write_file_atomically(*options.trace, trace);
+  if (options.report) io::write_file_atomically(*options.report, html);
   const double total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   std::string phases = "reading " + report::format_ms(reading_ms);
@@ -116,8 +226,25 @@ void add_plan_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember(planners::planner_names()));
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
-  sub->add_option("--check", options->check,
-                  "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not");
+  // Files only: standard output carries the plan.
+  const auto file_name = [](const std::string& path) {
+    return path.empty() || path == "-"
+               ? std::string("must name a file (standard output carries the plan)")
+               : std::string();
+  };
+  CLI::Option* trace_option =
+      sub->add_option(
+             "--trace", options->trace,
+             "Also write the plan's Chrome trace (Perfetto, chrome://tracing) to this file")
+          ->check(file_name, "FILE");
+  CLI::Option* report_option =
+      sub->add_option("--report", options->report, "Also write the plan's HTML report to this file")
+          ->check(file_name, "FILE");
+  sub->add_option(
+         "--check", options->check,
+         "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not")
+      ->excludes(trace_option)
+      ->excludes(report_option);
   sub->callback([options, &action] {
     action = [options](Context& context) { return run_plan(*options, context); };
   });

@@ -2,6 +2,7 @@
 
 #include "pipeplan/report/plan_json.hpp"
 
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
@@ -140,13 +141,15 @@ class Members {
   io::Node node_;
 };
 
+// Resolves GPU ids to indices, against a topology or against the plan's own GPU list.
 class GpuIds {
  public:
-  explicit GpuIds(const topology::Topology& topology) : topology_(topology) {}
+  GpuIds(std::function<std::optional<int>(std::string_view)> lookup, std::string where)
+      : lookup_(std::move(lookup)), where_(std::move(where)) {}
   [[nodiscard]] int resolve(const io::Node& node) const {
     std::string id = node.as_string();
-    auto index = topology_.index_of(id);
-    if (!index) node.fail("unknown GPU " + io::quote_for_message(id) + " (not in the topology)");
+    auto index = lookup_(id);
+    if (!index) node.fail("unknown GPU " + io::quote_for_message(id) + " (" + where_ + ")");
     return *index;
   }
   [[nodiscard]] std::vector<int> resolve_list(const io::Node& node) const {
@@ -156,22 +159,20 @@ class GpuIds {
   }
 
  private:
-  const topology::Topology& topology_;
+  std::function<std::optional<int>(std::string_view)> lookup_;
+  std::string where_;
 };
 
 double read_time(const Members& members, std::string_view key) {
   return members.required(key).as_number();
 }
 
-}  // namespace
-
-simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology) {
-  io::Document document = io::parse_json(source);
+// Everything but the GPU list's own reading; ids resolve through `gpus`.
+simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpus) {
   io::Node root(document, document.root, "");
   Members plan(root);
-  const GpuIds gpus(topology);
   simulate::StatedPlan stated;
-  stated.file = source.name;
+  stated.file = document.file;
   if (auto schema = plan.optional("schema")) {
     if (schema->as_string() != kPlanSchema) {
       schema->fail(std::string("must be \"") + kPlanSchema + "\", got " + io::describe_value(schema->json()));
@@ -279,6 +280,54 @@ simulate::StatedPlan read_plan(const io::Source& source, const topology::Topolog
     }
   }
   return stated;
+}
+
+}  // namespace
+
+simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology) {
+  const io::Document document = io::parse_json(source);
+  const GpuIds gpus([&](std::string_view id) { return topology.index_of(id); },
+                    "not in the topology");
+  return read_stated(document, gpus);
+}
+
+StandalonePlan read_standalone_plan(const io::Source& source) {
+  const io::Document document = io::parse_json(source);
+  const io::Node root(document, document.root, "");
+  const Members plan(root);
+  StandalonePlan out;
+  auto name = [](const std::optional<io::Node>& node) {
+    return node && !node->json().is_null() ? node->as_string() : std::string();
+  };
+  out.model = name(plan.optional("model"));
+  out.topology = name(plan.optional("topology"));
+  // The plan's own GPU list (spec section 4: every GPU of the topology) names the GPUs.
+  std::unordered_map<std::string, int> index;
+  const io::Node list = plan.required("gpus");
+  for (const io::Node& node : list.elements()) {
+    const Members gpu(node);
+    const io::Node id = gpu.required("id");
+    std::string text = id.as_nonempty_string();
+    if (!index.emplace(text, static_cast<int>(out.gpu_ids.size())).second) {
+      id.fail("GPU " + io::quote_for_message(text) + " is listed twice");
+    }
+    out.gpu_ids.push_back(std::move(text));
+    std::optional<double> capacity;
+    if (auto memory = gpu.optional("memory_bytes"); memory && !memory->json().is_null()) {
+      capacity = memory->as_nonnegative();
+    }
+    out.memory_bytes.push_back(capacity);
+  }
+  if (out.gpu_ids.empty()) list.fail("must list at least one GPU");
+  const GpuIds gpus(
+      [&](std::string_view id) -> std::optional<int> {
+        auto it = index.find(std::string(id));
+        if (it == index.end()) return std::nullopt;
+        return it->second;
+      },
+      "not in /gpus");
+  out.stated = read_stated(document, gpus);
+  return out;
 }
 
 }  // namespace pipeplan::report

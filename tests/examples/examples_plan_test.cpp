@@ -13,6 +13,7 @@
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/check.hpp"
 #include "pipeplan/topology/topology.hpp"
+#include "../support/same_json.hpp"
 
 namespace pipeplan {
 namespace {
@@ -35,48 +36,7 @@ std::vector<std::string> stems(const std::string& folder) {
   return out;
 }
 
-// Parsed JSON equality with a relative tolerance on numbers; `where` names the first mismatch.
-bool same_json(const nlohmann::json& a, const nlohmann::json& b, const std::string& where, std::string& mismatch) {
-  if (a.is_number() && b.is_number()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    if (std::fabs(x - y) <= 1e-9 * std::max(std::fabs(x), std::fabs(y)) + 1e-12) return true;
-    mismatch = where + ": " + a.dump() + " vs " + b.dump();
-    return false;
-  }
-  if (a.type() != b.type()) {
-    mismatch = where + ": " + a.dump() + " vs " + b.dump();
-    return false;
-  }
-  if (a.is_object()) {
-    if (a.size() != b.size()) {
-      mismatch = where + ": different keys";
-      return false;
-    }
-    for (const auto& [key, value] : a.items()) {
-      if (!b.contains(key)) {
-        mismatch = where + "/" + key + ": missing";
-        return false;
-      }
-      if (!same_json(value, b.at(key), where + "/" + key, mismatch)) return false;
-    }
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) {
-      mismatch = where + ": " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " elements";
-      return false;
-    }
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!same_json(a[i], b[i], where + "/" + std::to_string(i), mismatch)) return false;
-    }
-    return true;
-  }
-  if (a != b) {
-    mismatch = where + ": " + a.dump() + " vs " + b.dump();
-    return false;
-  }
-  return true;
-}
+using testing::same_json;
 
 class ExamplePlanTest : public ::testing::TestWithParam<std::string> {};
 

@@ -4,7 +4,9 @@
 /// (from pipeplan or anyone else) for checking.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/model/model.hpp"
@@ -26,5 +28,20 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const model::Model& model,
 /// section 1 asks of plan readers); the rules of the execution model are checked by
 /// `simulate::check_plan`. Throws `InputError` with the file and JSON pointer.
 simulate::StatedPlan read_plan(const io::Source& source, const topology::Topology& topology);
+
+/// A plan file read without its topology: GPU indices refer to the plan's own `gpus` list.
+struct StandalonePlan {
+  simulate::StatedPlan stated;                      ///< As `read_plan` gives it.
+  std::vector<std::string> gpu_ids;                 ///< Per GPU index, from `/gpus`.
+  std::vector<std::optional<double>> memory_bytes;  ///< Capacity per GPU; empty when unlimited.
+  std::string model;                                ///< The stated model name (may be empty).
+  std::string topology;                             ///< The stated topology name (may be empty).
+};
+
+/// Reads a plan file without its model and topology: `/gpus` (required here, at least one
+/// entry, unique non-empty ids) names the GPUs the rest refers to; everything else is read as
+/// `read_plan` reads it. Checks types and ids only. Throws `InputError` with the file and
+/// JSON pointer. O(size of the file).
+StandalonePlan read_standalone_plan(const io::Source& source);
 
 }  // namespace pipeplan::report

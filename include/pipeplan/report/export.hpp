@@ -1,0 +1,126 @@
+#pragma once
+/// \file
+/// Exports of a plan for people and launchers (docs/formats.md, "Exports"): a Chrome trace
+/// (Trace Event Format), an SVG Gantt chart, a self-contained HTML report, per-rank launcher
+/// instructions and the split points for torch.distributed.pipelining.
+///
+/// Every writer works from a `PlanView`: a plan together with the names and figures that
+/// plan.json states. A view comes either from a plan checked against its model and topology
+/// (`make_view`), or from a plan file alone (`read_plan_view`), which is enough for the
+/// timeline views (Chrome trace, SVG, HTML) but has no layer names and no per-stage stash
+/// sizes. Every writer is deterministic: the same view gives the same bytes.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::report {
+
+/// A stage's figures as plan.json states them (profiled sums at speed 1.0).
+struct StageFigures {
+  double forward_ms = 0;       ///< F_s.
+  double backward_ms = 0;      ///< B_s.
+  double parameter_bytes = 0;  ///< W_s.
+  double boundary_bytes = 0;   ///< A_s; 0 for the last stage.
+  double allreduce_ms = 0;     ///< The stage's AllReduce time; 0 for one replica.
+};
+
+/// What the memory counter needs; known only with the model.
+struct MemoryFigures {
+  std::vector<double> static_bytes;  ///< Per GPU: parameter_memory_factor * W_s; 0 when unused.
+  std::vector<double> stash_bytes;   ///< Per stage: Y_s, held per micro-batch in flight.
+};
+
+/// A plan with everything the exports show. GPUs are indices into `gpu_ids` (the topology's
+/// order), layers indices into the model's chain.
+struct PlanView {
+  Plan plan;                                            ///< Stages, schedule, timeline, bounds.
+  int micro_batches = 0;                                ///< M.
+  std::string model_name;                               ///< Empty when unknown.
+  std::string topology_name;                            ///< Empty when unknown.
+  std::vector<std::string> gpu_ids;                     ///< Per GPU.
+  std::vector<std::optional<double>> memory_bytes;      ///< Capacity per GPU; empty: unlimited.
+  std::vector<StageFigures> stage_figures;              ///< Per stage.
+  std::optional<std::vector<std::string>> layer_names;  ///< Per layer ("" when unnamed);
+                                                        ///< only with the model.
+  std::string model_file;               ///< The model's file name for messages; may be empty.
+  std::optional<MemoryFigures> memory;  ///< Only with the model.
+};
+
+/// The view of a plan that `simulate::check_plan` (or a planner) produced for `model` and
+/// `topology`; `model_file` names the model in messages. O(N + layers + S).
+PlanView make_view(const Plan& plan, const model::Model& model, const topology::Topology& topology,
+                   std::string model_file = {});
+
+/// Reads a plan file without its model and topology (`read_standalone_plan`) and checks all
+/// that can be checked without them, so that no export shows a malformed plan: contiguous
+/// stages from layer 0 with stated figures (>= 0), no GPU in two stages, every task and
+/// transfer exactly once on the GPUs and channels its stages imply (a backward on the GPU of
+/// its forward), 0 <= start <= end <= iteration_ms, no overlap on a GPU or channel, every
+/// dependency of spec section 3 respected, one AllReduce per replicated stage over its GPUs,
+/// and `/gpus` stages matching the placement. Not checked (it needs the model and topology):
+/// durations, transfer sizes, memory and bounds. Throws `InputError` naming the file and JSON
+/// pointer of the first problem. O(T log T) for T schedule entries.
+PlanView read_plan_view(const io::Source& source);
+
+/// The used GPUs in launcher rank order: stage by stage, each stage's replicas in ring
+/// order. Unused GPUs are left out. O(N).
+std::vector<int> rank_order(const PlanView& view);
+
+/// A Chrome trace (Trace Event Format, JSON object form; opens in Perfetto and
+/// chrome://tracing): one process per used GPU in rank order (pid = rank + 1), threads for
+/// compute, AllReduce, and one per channel for sends and for receives; complete events with
+/// `ts` and `dur` in microseconds; a memory counter per GPU (static and stash bytes with the
+/// model, micro-batches in flight without it). O(T log T).
+nlohmann::ordered_json chrome_trace(const PlanView& view);
+
+/// A self-contained SVG Gantt chart: one row per used GPU grouped by stage, forwards and
+/// backwards in distinct colours with micro-batch labels where they fit, AllReduces in the
+/// GPU's row, transfers in a thin band under the sending GPU, a time axis in ms, a legend
+/// and a title with the iteration time and its ratio to the bounds. Starts with `<svg`
+/// (no XML declaration), so it can be embedded in HTML as is. O(T).
+std::string svg_gantt(const PlanView& view);
+
+/// One self-contained HTML page (no scripts, no network, no external fonts): the Gantt chart,
+/// the stage table, and per-GPU utilisation, bubble and peak memory against capacity. O(T).
+std::string html_report(const PlanView& view);
+
+/// One JSON object per used GPU, as a JSON array in `rank_order`: its stage, layers (with
+/// names when known), data-parallel group, its micro-batches with their activation and
+/// gradient peers, and its ordered operations. Every rank's operations are a subsequence of
+/// one global order of the plan's tasks (by start time, dependencies first on ties), so the
+/// lists run without deadlock with blocking or non-blocking send and receive. O(T log T).
+nlohmann::ordered_json ranks_json(const PlanView& view);
+
+/// The split points for torch.distributed.pipelining: the name of the layer that begins each
+/// stage after the first, plus every stage's layers and GPUs. Throws `InputError` naming the
+/// model file and the layer's JSON pointer when such a layer has no name, or when the view
+/// has no layer names at all. O(S).
+nlohmann::ordered_json torch_split_json(const PlanView& view);
+
+/// The export formats.
+enum class ExportFormat : std::uint8_t { kChromeTrace, kSvg, kHtml, kRanks, kTorchSplit };
+
+/// Names of the formats as the command line spells them: chrome-trace, svg, html, ranks,
+/// torch-split.
+const std::vector<std::string>& export_format_names();
+
+/// The format named `name`; empty when there is none.
+std::optional<ExportFormat> parse_export_format(std::string_view name);
+
+/// Whether the format needs the model (layer names): ranks and torch-split.
+bool export_needs_model(ExportFormat format);
+
+/// The text of `view` in `format`: JSON formats end with a newline (Chrome trace and ranks on
+/// one line per event or operation, the rest indented), the SVG with an XML declaration.
+std::string export_plan(const PlanView& view, ExportFormat format);
+
+}  // namespace pipeplan::report

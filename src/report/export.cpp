@@ -1,0 +1,162 @@
+// Export formats by name, dispatch, and the helpers the writers share. O(size of the output).
+
+#include "pipeplan/report/export.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "export_util.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/report/format.hpp"
+
+namespace pipeplan::report {
+
+namespace detail {
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        // Control characters are not allowed in XML 1.0; ids never need them.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string coordinate(double value) {
+  if (!std::isfinite(value)) return "0";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.2f", value);
+  std::string text = buffer;
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  if (text == "-0") text = "0";
+  return text;
+}
+
+namespace {
+
+void dump_into(std::string& out, const nlohmann::ordered_json& value, int depth,
+               int compact_depth) {
+  const bool container = value.is_object() || value.is_array();
+  if (!container || depth >= compact_depth || value.empty()) {
+    out += value.dump(-1, ' ', /*ensure_ascii=*/false,
+                      nlohmann::ordered_json::error_handler_t::replace);
+    return;
+  }
+  const std::string indent(static_cast<std::size_t>(depth) + 1, ' ');
+  out += value.is_object() ? "{\n" : "[\n";
+  bool first = true;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (!first) out += ",\n";
+    first = false;
+    out += indent;
+    if (value.is_object()) {
+      out += nlohmann::ordered_json(it.key()).dump(
+          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      out += ": ";
+    }
+    dump_into(out, *it, depth + 1, compact_depth);
+  }
+  out += "\n" + std::string(static_cast<std::size_t>(depth), ' ') + (value.is_object() ? "}" : "]");
+}
+
+}  // namespace
+
+std::string dump_compact_below(const nlohmann::ordered_json& value, int compact_depth) {
+  std::string out;
+  dump_into(out, value, 0, compact_depth);
+  return out + "\n";
+}
+
+std::string short_name(const ComputeTask& task) {
+  return std::string(task.op == Op::kForward ? "F" : "B") + " m" +
+         std::to_string(task.micro_batch) + " s" + std::to_string(task.stage);
+}
+
+const std::string& gpu_id(const PlanView& view, int gpu) {
+  return view.gpu_ids[static_cast<std::size_t>(gpu)];
+}
+
+std::string plan_title(const PlanView& view) {
+  if (view.model_name.empty() && view.topology_name.empty()) return "pipeplan plan";
+  if (view.topology_name.empty()) return view.model_name;
+  return (view.model_name.empty() ? std::string("plan") : view.model_name) + " on " +
+         view.topology_name;
+}
+
+std::string iteration_text(const PlanView& view) {
+  const double iteration = view.plan.timeline.iteration_ms;
+  std::string out = "iteration " + format_ms(iteration);
+  auto bound = [&](double value, const char* name) {
+    if (value > 0) {
+      out += ", " + format_number(iteration / value, 3) + "x the " + name + " bound (" +
+             format_ms(value) + ")";
+    }
+  };
+  bound(view.plan.bounds.partition_ms, "partition");
+  bound(view.plan.bounds.any_plan_ms, "any-plan");
+  return out;
+}
+
+}  // namespace detail
+
+const std::vector<std::string>& export_format_names() {
+  static const std::vector<std::string> kNames = {"chrome-trace", "svg", "html", "ranks",
+                                                  "torch-split"};
+  return kNames;
+}
+
+std::optional<ExportFormat> parse_export_format(std::string_view name) {
+  if (name == "chrome-trace") return ExportFormat::kChromeTrace;
+  if (name == "svg") return ExportFormat::kSvg;
+  if (name == "html") return ExportFormat::kHtml;
+  if (name == "ranks") return ExportFormat::kRanks;
+  if (name == "torch-split") return ExportFormat::kTorchSplit;
+  return std::nullopt;
+}
+
+bool export_needs_model(ExportFormat format) {
+  return format == ExportFormat::kRanks || format == ExportFormat::kTorchSplit;
+}
+
+std::string export_plan(const PlanView& view, ExportFormat format) {
+  switch (format) {
+    case ExportFormat::kChromeTrace:
+      return detail::dump_compact_below(chrome_trace(view), 2);
+    case ExportFormat::kSvg:
+      return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg_gantt(view);
+    case ExportFormat::kHtml:
+      return html_report(view);
+    case ExportFormat::kRanks:
+      return detail::dump_compact_below(ranks_json(view), 3);
+    case ExportFormat::kTorchSplit:
+      return io::dump_json(torch_split_json(view));
+  }
+  throw InternalError("unknown export format");
+}
+
+}  // namespace pipeplan::report

@@ -1,0 +1,149 @@
+// The HTML report: one self-contained page (inline CSS and SVG; no scripts, no network, no
+// external fonts) with the Gantt chart, the stage table and the per-GPU figures. O(T).
+
+#include <algorithm>
+
+#include "export_util.hpp"
+#include "pipeplan/report/export.hpp"
+#include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+#include "pipeplan/version.hpp"
+
+namespace pipeplan::report {
+namespace {
+
+using detail::xml_escape;
+
+constexpr const char* kStyle = R"(
+body { font-family: "DejaVu Sans", Verdana, Arial, Helvetica, sans-serif; color: #222; margin: 24px; }
+h1 { font-size: 20px; margin: 0 0 4px 0; }
+h2 { font-size: 16px; margin: 28px 0 8px 0; }
+p.figures { margin: 0 0 16px 0; }
+figure { margin: 0; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.unused td { color: #888; }
+.bar { width: 120px; height: 10px; background: #e4e4e4; display: inline-block; vertical-align: middle; }
+.bar span { display: block; height: 10px; background: #4c78a8; }
+.bar span.memory { background: #54a24b; }
+.bar span.over { background: #d62728; }
+footer { margin-top: 28px; font-size: 11px; color: #777; }
+)";
+
+std::string percent(double fraction) { return format_number(100 * fraction, 3) + "%"; }
+
+std::string bar(double fraction, const char* css_class = nullptr) {
+  const double clamped = std::clamp(fraction, 0.0, 1.0);
+  return "<span class=\"bar\"><span" +
+         (css_class ? std::string(" class=\"") + css_class + "\"" : std::string()) +
+         " style=\"width: " + detail::coordinate(100 * clamped) + "%\"></span></span>";
+}
+
+std::string layer_text(const PlanView& view, const Stage& stage) {
+  std::string out =
+      stage.first_layer == stage.last_layer
+          ? std::to_string(stage.first_layer)
+          : std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer);
+  if (view.layer_names) {
+    const auto& names = *view.layer_names;
+    const std::string& first = names[static_cast<std::size_t>(stage.first_layer)];
+    const std::string& last = names[static_cast<std::size_t>(stage.last_layer)];
+    if (!first.empty() && !last.empty()) {
+      out += " (" + (stage.first_layer == stage.last_layer ? first : first + " .. " + last) + ")";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string html_report(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const double iteration = plan.timeline.iteration_ms;
+  const std::string title = detail::plan_title(view);
+  std::string out;
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out +=
+      "<title>" + xml_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  out += "<h1>" + xml_escape(title) + "</h1>\n";
+  out += "<p class=\"figures\">" + xml_escape(detail::iteration_text(view)) + "; planner " +
+         xml_escape(plan.planner) + ", schedule " + xml_escape(plan.schedule_policy) + ", " +
+         std::to_string(view.micro_batches) + " micro-batches.</p>\n";
+  out += "<figure>\n" + svg_gantt(view) + "</figure>\n";
+
+  // Stages.
+  out +=
+      "<h2>Stages</h2>\n<table class=\"stages\">\n<tr><th>stage</th><th>layers</th><th>GPUs</th>"
+      "<th class=\"n\">forward</th><th class=\"n\">backward</th><th class=\"n\">boundary</th>"
+      "<th class=\"n\">parameters</th><th class=\"n\">AllReduce</th></tr>\n";
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& stage = plan.stages[s];
+    const StageFigures& f = view.stage_figures[s];
+    std::string gpus;
+    for (int g : stage.gpus) {
+      gpus += (gpus.empty() ? "" : ", ") + xml_escape(detail::gpu_id(view, g));
+    }
+    out += "<tr><td>" + std::to_string(s) + "</td><td>" + xml_escape(layer_text(view, stage)) +
+           "</td><td>" + std::to_string(stage.gpus.size()) + ": " + gpus + "</td><td class=\"n\">" +
+           format_ms(f.forward_ms) + "</td><td class=\"n\">" + format_ms(f.backward_ms) +
+           "</td><td class=\"n\">" +
+           (s + 1 < plan.stages.size() ? format_bytes(f.boundary_bytes) : std::string("-")) +
+           "</td><td class=\"n\">" + format_bytes(f.parameter_bytes) + "</td><td class=\"n\">" +
+           (stage.gpus.size() > 1 ? format_ms(f.allreduce_ms) : std::string("-")) + "</td></tr>\n";
+  }
+  out +=
+      "</table>\n<p>Forward and backward are per micro-batch at speed 1.0; boundary is what "
+      "crosses to the next "
+      "stage per micro-batch, each way.</p>\n";
+
+  // GPUs, in rank order, then the unused ones.
+  out +=
+      "<h2>GPUs</h2>\n<table class=\"gpus\">\n<tr><th class=\"n\">rank</th><th>GPU</th><th "
+      "class=\"n\">stage</th>"
+      "<th class=\"n\">busy</th><th>utilisation</th><th class=\"n\">bubble</th><th "
+      "class=\"n\">peak memory</th>"
+      "<th class=\"n\">capacity</th><th>memory used</th></tr>\n";
+  const std::vector<int> ranks = rank_order(view);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const int g = ranks[r];
+    const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
+    const double utilisation = iteration > 0 ? usage.busy_ms / iteration : 0;
+    const auto& capacity = view.memory_bytes[static_cast<std::size_t>(g)];
+    std::string memory_cells;
+    if (capacity && *capacity > 0) {
+      const double fraction = usage.peak_memory_bytes / *capacity;
+      memory_cells = "<td class=\"n\">" + format_bytes(*capacity) + "</td><td>" +
+                     bar(fraction, fraction > 1 ? "over" : "memory") + " " + percent(fraction) +
+                     "</td>";
+    } else {
+      memory_cells = "<td class=\"n\">" +
+                     (capacity ? format_bytes(*capacity) : std::string("unlimited")) +
+                     "</td><td></td>";
+    }
+    out += "<tr><td class=\"n\">" + std::to_string(r) + "</td><td>" +
+           xml_escape(detail::gpu_id(view, g)) + "</td><td class=\"n\">" +
+           std::to_string(*usage.stage) + "</td><td class=\"n\">" + format_ms(usage.busy_ms) +
+           "</td><td>" + bar(utilisation) + " " + percent(utilisation) + "</td><td class=\"n\">" +
+           percent(simulate::bubble_fraction(usage, iteration)) + "</td><td class=\"n\">" +
+           format_bytes(usage.peak_memory_bytes) + "</td>" + memory_cells + "</tr>\n";
+  }
+  for (std::size_t g = 0; g < view.gpu_ids.size(); ++g) {
+    if (plan.timeline.gpus[g].stage) continue;
+    const auto& capacity = view.memory_bytes[g];
+    out += "<tr class=\"unused\"><td class=\"n\">-</td><td>" + xml_escape(view.gpu_ids[g]) +
+           "</td><td class=\"n\">unused</td><td class=\"n\">-</td><td></td><td "
+           "class=\"n\">-</td><td class=\"n\">-</td>"
+           "<td class=\"n\">" +
+           (capacity ? format_bytes(*capacity) : std::string("unlimited")) +
+           "</td><td></td></tr>\n";
+  }
+  out +=
+      "</table>\n<p>Utilisation is busy time over the iteration; the bubble is the rest. Peak "
+      "memory counts the "
+      "static bytes (parameters, gradients, optimizer state) and the stashed activations.</p>\n";
+  out += std::string("<footer>pipeplan ") + kVersion + "</footer>\n</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace pipeplan::report

@@ -1,0 +1,311 @@
+// Launcher exports: per-rank instructions (`ranks`) and the split points for
+// torch.distributed.pipelining (`torch-split`).
+//
+// The operations of every rank are cut from one global order of the plan's tasks: Kahn's
+// topological sort of the task graph (per-GPU and per-channel orders plus the dependencies of
+// spec section 3), taking the ready task that starts first (at equal starts: transfers, then
+// AllReduces, then compute, each in timeline order).
+// Each transfer appears once in that order and so at the same place in its sender's and its
+// receiver's lists, and each AllReduce at the same place in all its members' lists; the first
+// unfinished task of the global order is therefore always next on every rank it involves, so
+// the lists cannot deadlock, with blocking or non-blocking sends. O(T log T) for T tasks.
+
+#include <functional>
+#include <queue>
+
+#include "export_util.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/report/export.hpp"
+
+namespace pipeplan::report {
+namespace {
+
+using nlohmann::ordered_json;
+
+// One task of the global order.
+struct Node {
+  enum class Kind : std::uint8_t { kCompute, kTransfer, kAllReduce } kind;
+  std::size_t index;  // into the timeline's compute, transfers or allreduces
+  double start_ms;
+};
+
+std::vector<Node> global_order(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const Timeline& timeline = plan.timeline;
+  const auto S = static_cast<std::size_t>(plan.stages.size());
+  const auto M = static_cast<std::size_t>(view.micro_batches);
+  std::vector<Node> nodes;
+  for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
+    nodes.push_back({Node::Kind::kCompute, i, timeline.compute[i].start_ms});
+  }
+  for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
+    nodes.push_back({Node::Kind::kTransfer, i, timeline.transfers[i].start_ms});
+  }
+  for (std::size_t i = 0; i < timeline.allreduces.size(); ++i) {
+    nodes.push_back({Node::Kind::kAllReduce, i, timeline.allreduces[i].start_ms});
+  }
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  auto compute_key = [&](const ComputeTask& t) {
+    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
+            << 1) |
+           (t.op == Op::kBackward ? 1U : 0U);
+  };
+  auto transfer_key = [&](const TransferTask& t) {
+    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
+            << 1) |
+           (t.kind == TransferKind::kGradient ? 1U : 0U);
+  };
+  std::vector<std::size_t> compute_node(2 * S * M, kNone);
+  std::vector<std::size_t> transfer_node(2 * S * M, kNone);
+  for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
+    compute_node[compute_key(timeline.compute[i].task)] = i;
+  }
+  const std::size_t transfer_base = timeline.compute.size();
+  for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
+    transfer_node[transfer_key(timeline.transfers[i].task)] = transfer_base + i;
+  }
+  const std::size_t allreduce_base = transfer_base + timeline.transfers.size();
+
+  std::vector<std::vector<std::size_t>> next(nodes.size());
+  std::vector<int> waiting(nodes.size(), 0);
+  auto edge = [&](std::size_t from, std::size_t to) {
+    if (from == kNone || to == kNone) {
+      throw InternalError("ranks export: a task of the plan is missing");
+    }
+    next[from].push_back(to);
+    ++waiting[to];
+  };
+  auto compute = [&](Op op, std::size_t s, std::size_t m) {
+    return compute_node[compute_key(ComputeTask{op, static_cast<int>(s), static_cast<int>(m)})];
+  };
+  auto transfer = [&](TransferKind kind, std::size_t s, std::size_t m) {
+    return transfer_node[transfer_key(
+        TransferTask{kind, static_cast<int>(s), static_cast<int>(m)})];
+  };
+  for (const auto& order : plan.schedule.gpu_order) {
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      edge(compute_node[compute_key(order[k - 1])], compute_node[compute_key(order[k])]);
+    }
+  }
+  for (const auto& [channel, order] : plan.schedule.channel_order) {
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      edge(transfer_node[transfer_key(order[k - 1])], transfer_node[transfer_key(order[k])]);
+    }
+  }
+  for (std::size_t m = 0; m < M; ++m) {
+    for (std::size_t s = 0; s + 1 < S; ++s) {
+      edge(compute(Op::kForward, s, m), transfer(TransferKind::kActivation, s, m));
+      edge(transfer(TransferKind::kActivation, s, m), compute(Op::kForward, s + 1, m));
+      edge(compute(Op::kBackward, s + 1, m), transfer(TransferKind::kGradient, s, m));
+      edge(transfer(TransferKind::kGradient, s, m), compute(Op::kBackward, s, m));
+    }
+    edge(compute(Op::kForward, S - 1, m), compute(Op::kBackward, S - 1, m));
+  }
+  for (std::size_t i = 0; i < timeline.allreduces.size(); ++i) {
+    for (std::size_t m = 0; m < M; ++m) {
+      edge(compute(Op::kBackward, static_cast<std::size_t>(timeline.allreduces[i].stage), m),
+           allreduce_base + i);
+    }
+  }
+
+  // Kahn's algorithm, earliest start first; at equal starts transfers first (a send is
+  // posted before the next compute), then AllReduces, then compute, then timeline order.
+  auto rank_of_kind = [](Node::Kind kind) {
+    return kind == Node::Kind::kTransfer ? 0 : kind == Node::Kind::kAllReduce ? 1 : 2;
+  };
+  auto later = [&](std::size_t a, std::size_t b) {
+    if (nodes[a].start_ms != nodes[b].start_ms) return nodes[a].start_ms > nodes[b].start_ms;
+    if (nodes[a].kind != nodes[b].kind) {
+      return rank_of_kind(nodes[a].kind) > rank_of_kind(nodes[b].kind);
+    }
+    return a > b;
+  };
+  std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (waiting[i] == 0) ready.push(i);
+  }
+  std::vector<Node> out;
+  out.reserve(nodes.size());
+  while (!ready.empty()) {
+    const std::size_t i = ready.top();
+    ready.pop();
+    out.push_back(nodes[i]);
+    for (std::size_t j : next[i]) {
+      if (--waiting[j] == 0) ready.push(j);
+    }
+  }
+  if (out.size() != nodes.size()) {
+    throw InternalError("ranks export: the plan's orders form a cycle");
+  }
+  return out;
+}
+
+ordered_json peer(const PlanView& view, const std::vector<int>& rank_of, int gpu) {
+  return {{"rank", rank_of[static_cast<std::size_t>(gpu)]}, {"gpu", detail::gpu_id(view, gpu)}};
+}
+
+}  // namespace
+
+ordered_json ranks_json(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const std::vector<int> ranks = rank_order(view);
+  const std::size_t N = view.gpu_ids.size();
+  const int S = static_cast<int>(plan.stages.size());
+  const int M = view.micro_batches;
+  std::vector<int> rank_of(N, -1);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
+  }
+
+  // Where every micro-batch of every stage runs.
+  std::vector<int> gpu_of(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), -1);
+  for (const TimedCompute& e : plan.timeline.compute) {
+    if (e.task.op == Op::kForward) {
+      gpu_of[static_cast<std::size_t>(e.task.stage) * static_cast<std::size_t>(M) +
+             static_cast<std::size_t>(e.task.micro_batch)] = e.gpu;
+    }
+  }
+  auto where = [&](int s, int m) {
+    return gpu_of[static_cast<std::size_t>(s) * static_cast<std::size_t>(M) +
+                  static_cast<std::size_t>(m)];
+  };
+
+  std::vector<ordered_json> operations(N, ordered_json::array());
+  for (const Node& node : global_order(view)) {
+    switch (node.kind) {
+      case Node::Kind::kCompute: {
+        const TimedCompute& e = plan.timeline.compute[node.index];
+        operations[static_cast<std::size_t>(e.gpu)].push_back(
+            {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
+             {"micro_batch", e.task.micro_batch}});
+        break;
+      }
+      case Node::Kind::kTransfer: {
+        const TimedTransfer& e = plan.timeline.transfers[node.index];
+        const char* kind = e.task.kind == TransferKind::kActivation ? "activation" : "gradient";
+        auto op = [&](const char* name, int other) {
+          return ordered_json{{"op", name},
+                              {"kind", kind},
+                              {"micro_batch", e.task.micro_batch},
+                              {"peer", rank_of[static_cast<std::size_t>(other)]},
+                              {"peer_gpu", detail::gpu_id(view, other)},
+                              {"bytes", io::json_number(e.bytes)}};
+        };
+        operations[static_cast<std::size_t>(e.from)].push_back(op("send", e.to));
+        operations[static_cast<std::size_t>(e.to)].push_back(op("recv", e.from));
+        break;
+      }
+      case Node::Kind::kAllReduce: {
+        const TimedAllReduce& e = plan.timeline.allreduces[node.index];
+        const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
+        ordered_json group = ordered_json::array();
+        for (int g : stage.gpus) group.push_back(rank_of[static_cast<std::size_t>(g)]);
+        for (int g : stage.gpus) {
+          operations[static_cast<std::size_t>(g)].push_back(
+              {{"op", "allreduce"}, {"ranks", group}, {"bytes", io::json_number(e.bytes)}});
+        }
+        break;
+      }
+    }
+  }
+
+  ordered_json out = ordered_json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const int g = ranks[r];
+    const int s = *plan.timeline.gpus[static_cast<std::size_t>(g)].stage;
+    const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
+    ordered_json entry = ordered_json::object();
+    entry["rank"] = static_cast<int>(r);
+    entry["gpu"] = detail::gpu_id(view, g);
+    entry["stage"] = s;
+    ordered_json layers = {{"first", stage.first_layer}, {"last", stage.last_layer}};
+    if (view.layer_names) {
+      ordered_json names = ordered_json::array();
+      for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+        const std::string& name = (*view.layer_names)[static_cast<std::size_t>(l)];
+        names.push_back(name.empty() ? ordered_json(nullptr) : ordered_json(name));
+      }
+      layers["names"] = std::move(names);
+    } else {
+      layers["names"] = nullptr;
+    }
+    entry["layers"] = std::move(layers);
+    ordered_json group_ranks = ordered_json::array();
+    ordered_json group_gpus = ordered_json::array();
+    for (int member : stage.gpus) {
+      group_ranks.push_back(rank_of[static_cast<std::size_t>(member)]);
+      group_gpus.push_back(detail::gpu_id(view, member));
+    }
+    entry["data_parallel_group"] = {{"ranks", std::move(group_ranks)},
+                                    {"gpus", std::move(group_gpus)}};
+    ordered_json micro_batches = ordered_json::array();
+    for (int m = 0; m < M; ++m) {
+      if (where(s, m) != g) continue;
+      const ordered_json below =
+          s > 0 ? peer(view, rank_of, where(s - 1, m)) : ordered_json(nullptr);
+      const ordered_json above =
+          s + 1 < S ? peer(view, rank_of, where(s + 1, m)) : ordered_json(nullptr);
+      micro_batches.push_back({{"micro_batch", m},
+                               {"activations_from", below},
+                               {"activations_to", above},
+                               {"gradients_from", above},
+                               {"gradients_to", below}});
+    }
+    entry["micro_batches"] = std::move(micro_batches);
+    entry["operations"] = std::move(operations[static_cast<std::size_t>(g)]);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+ordered_json torch_split_json(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const std::string file = view.model_file.empty() ? std::string("model") : view.model_file;
+  if (!view.layer_names) {
+    throw InputError(file, "", "torch-split needs the model's layer names, and no model was given");
+  }
+  const auto& names = *view.layer_names;
+  ordered_json split_points = ordered_json::array();
+  ordered_json split_spec = ordered_json::object();
+  for (std::size_t s = 1; s < plan.stages.size(); ++s) {
+    const int layer = plan.stages[s].first_layer;
+    const std::string& name = names[static_cast<std::size_t>(layer)];
+    if (name.empty()) {
+      throw InputError(file, "/layers/" + std::to_string(layer),
+                       "has no \"name\"; torch-split needs the name of the layer that begins each "
+                       "stage after the "
+                       "first (layer " +
+                           std::to_string(layer) + " begins stage " + std::to_string(s) + ")");
+    }
+    split_points.push_back(name);
+    split_spec[name] = "BEGINNING";
+  }
+  ordered_json stages = ordered_json::array();
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& stage = plan.stages[s];
+    auto name_of = [&](int layer) {
+      const std::string& name = names[static_cast<std::size_t>(layer)];
+      return name.empty() ? ordered_json(nullptr) : ordered_json(name);
+    };
+    ordered_json gpus = ordered_json::array();
+    for (int g : stage.gpus) gpus.push_back(detail::gpu_id(view, g));
+    stages.push_back({{"stage", static_cast<int>(s)},
+                      {"first_layer", stage.first_layer},
+                      {"last_layer", stage.last_layer},
+                      {"first_layer_name", name_of(stage.first_layer)},
+                      {"last_layer_name", name_of(stage.last_layer)},
+                      {"gpus", std::move(gpus)}});
+  }
+  ordered_json out = ordered_json::object();
+  out["format"] = "torch.distributed.pipelining";
+  out["split_point"] = "BEGINNING";
+  out["split_points"] = std::move(split_points);
+  out["split_spec"] = std::move(split_spec);
+  out["num_stages"] = static_cast<int>(plan.stages.size());
+  out["micro_batches"] = view.micro_batches;
+  out["stages"] = std::move(stages);
+  return out;
+}
+
+}  // namespace pipeplan::report

@@ -1,0 +1,283 @@
+// The export command, in-process through cli::run, plus one run of the binary.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipeplan/cli/cli.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result run_cli(const std::vector<std::string>& args, const std::string& input = "") {
+  std::istringstream in(input);
+  std::ostringstream out, err;
+  int code = run(args, in, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class ExportCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("pipeplan-export-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    const fs::path data = fs::path(PIPEPLAN_SOURCE_DIR) / "tests/data/exports";
+    for (const char* name : {"toy.plan.json", "toy.model.json", "toy.topo.json"}) {
+      fs::copy_file(data / name, dir_ / name);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+  }
+  std::string read(const std::string& name) const { return slurp(dir_ / name); }
+  std::vector<std::string> checked(std::vector<std::string> args) const {
+    args.insert(args.end(),
+                {"--model", path("toy.model.json"), "--topology", path("toy.topo.json")});
+    return args;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ExportCommandTest, EveryFormatWithTheModelAndTopology) {
+  for (const char* format : {"chrome-trace", "svg", "html", "ranks", "torch-split"}) {
+    SCOPED_TRACE(format);
+    const Result stdout_run =
+        run_cli(checked({"export", path("toy.plan.json"), "--format", format}));
+    ASSERT_EQ(stdout_run.code, 0) << stdout_run.err;
+    EXPECT_TRUE(stdout_run.err.empty()) << stdout_run.err;
+    const std::string file = std::string("out.") + format;
+    const Result file_run =
+        run_cli(checked({"export", path("toy.plan.json"), "-f", format, "-o", path(file)}));
+    ASSERT_EQ(file_run.code, 0) << file_run.err;
+    EXPECT_TRUE(file_run.out.empty());
+    EXPECT_EQ(file_run.err,
+              path("toy.plan.json") + ": " + format + " written to " + path(file) + "\n");
+    EXPECT_EQ(read(file), stdout_run.out);
+  }
+  EXPECT_EQ(json::parse(read("out.torch-split")).at("split_points"), json::array({"block2"}));
+  EXPECT_EQ(read("out.svg").rfind("<?xml", 0), 0u);
+}
+
+TEST_F(ExportCommandTest, ThePlanAloneIsEnoughForTheTimelineViews) {
+  for (const char* format : {"chrome-trace", "svg", "html"}) {
+    const Result alone = run_cli({"export", path("toy.plan.json"), "--format", format});
+    EXPECT_EQ(alone.code, 0) << format << ": " << alone.err;
+  }
+  // The chart is the same either way; the report gains the layer names with the model.
+  EXPECT_EQ(run_cli({"export", path("toy.plan.json"), "--format", "svg"}).out,
+            run_cli(checked({"export", path("toy.plan.json"), "--format", "svg"})).out);
+  EXPECT_EQ(
+      run_cli({"export", path("toy.plan.json"), "--format", "html"}).out.find("embed .. block1"),
+      std::string::npos);
+  // Standard input works too.
+  const Result piped = run_cli({"export", "-", "--format", "svg"}, read("toy.plan.json"));
+  EXPECT_EQ(piped.code, 0) << piped.err;
+}
+
+TEST_F(ExportCommandTest, LauncherFormatsNeedTheModel) {
+  for (const char* format : {"ranks", "torch-split"}) {
+    const Result result = run_cli({"export", path("toy.plan.json"), "--format", format});
+    EXPECT_EQ(result.code, 2);
+    EXPECT_EQ(result.err,
+              std::string("pipeplan: error: --format ") + format +
+                  " needs --model and --topology (the layer names come from the model)\n");
+  }
+  const Result half = run_cli(
+      {"export", path("toy.plan.json"), "--format", "svg", "--model", path("toy.model.json")});
+  EXPECT_EQ(half.code, 2);
+  EXPECT_EQ(half.err,
+            "pipeplan: error: --model and --topology go together: give both to check the plan "
+            "against them, or neither\n");
+  const Result unknown = run_cli({"export", path("toy.plan.json"), "--format", "pdf"});
+  EXPECT_EQ(unknown.code, 2);
+  const Result missing = run_cli({"export", path("toy.plan.json")});
+  EXPECT_EQ(missing.code, 2);
+}
+
+TEST_F(ExportCommandTest, AnInvalidPlanIsNeverExported) {
+  json plan = json::parse(read("toy.plan.json"));
+  plan["schedule"]["compute"][0]["end_ms"] = 9;  // the forward lasts 8 ms
+  write("bad.json", plan.dump(1));
+  write("keep.svg", "keep me");
+  const Result with_model =
+      run_cli(checked({"export", path("bad.json"), "--format", "svg", "-o", path("keep.svg")}));
+  EXPECT_EQ(with_model.code, 3);
+  EXPECT_EQ(
+      with_model.err.rfind("pipeplan: error: " + path("bad.json") + ": /schedule/compute/0: ", 0),
+      0u)
+      << with_model.err;
+  EXPECT_EQ(read("keep.svg"), "keep me");
+
+  plan = json::parse(read("toy.plan.json"));
+  plan["stages"][1]["gpus"][0] = "n0/gpu0";
+  write("bad.json", plan.dump(1));
+  const Result alone = run_cli({"export", path("bad.json"), "--format", "chrome-trace"});
+  EXPECT_EQ(alone.code, 3);
+  EXPECT_EQ(alone.err, "pipeplan: error: " + path("bad.json") +
+                           ": /stages/1/gpus/0: GPU \"n0/gpu0\" already serves stage 0\n");
+  write("broken.json", "{\"stages\": [");
+  EXPECT_EQ(run_cli({"export", path("broken.json"), "--format", "svg"}).code, 3);
+}
+
+TEST_F(ExportCommandTest, TorchSplitWithoutLayerNamesIsInvalidInput) {
+  json model = json::parse(read("toy.model.json"));
+  for (json& layer : model["layers"]) layer.erase("name");
+  write("unnamed.json", model.dump());
+  const Result result =
+      run_cli({"export", path("toy.plan.json"), "--format", "torch-split", "--model",
+               path("unnamed.json"), "--topology", path("toy.topo.json")});
+  EXPECT_EQ(result.code, 3);
+  EXPECT_EQ(
+      result.err,
+      "pipeplan: error: " + path("unnamed.json") +
+          ": /layers/2: has no \"name\"; torch-split needs the name of the layer that begins each "
+          "stage after the first (layer 2 begins stage 1)\n");
+  // ranks still works: unnamed layers are null.
+  const Result ranks = run_cli({"export", path("toy.plan.json"), "--format", "ranks", "--model",
+                                path("unnamed.json"), "--topology", path("toy.topo.json")});
+  ASSERT_EQ(ranks.code, 0) << ranks.err;
+  EXPECT_EQ(json::parse(ranks.out)[0].at("layers").at("names"), json::array({nullptr, nullptr}));
+}
+
+TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
+  const Result result = run_cli(
+      {"export", path("toy.plan.json"), "--format", "svg", "-o", path("no/such/dir/x.svg")});
+  EXPECT_EQ(result.code, 5);
+}
+
+TEST_F(ExportCommandTest, BinaryWritesTheSameBytes) {
+  const std::string command = std::string("'") + PIPEPLAN_BINARY + "' export '" +
+                              path("toy.plan.json") + "' --format chrome-trace";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  EXPECT_EQ(::pclose(pipe), 0);
+  EXPECT_EQ(out, run_cli({"export", path("toy.plan.json"), "--format", "chrome-trace"}).out);
+}
+
+// `plan --trace --report` and `plan --check`, on the toy model.
+class PlanExtrasTest : public ExportCommandTest {
+ protected:
+  std::vector<std::string> plan(std::vector<std::string> extra) const {
+    std::vector<std::string> args = {"-q", "plan", path("toy.model.json"), path("toy.topo.json")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+TEST_F(PlanExtrasTest, WritesTheTraceAndTheReportAlongsideThePlan) {
+  const Result result = run_cli(
+      plan({"-o", path("p.json"), "--trace", path("p.trace.json"), "--report", path("p.html")}));
+  ASSERT_EQ(result.code, 0) << result.err;
+  const Result trace = run_cli(checked({"export", path("p.json"), "--format", "chrome-trace"}));
+  const Result html = run_cli(checked({"export", path("p.json"), "--format", "html"}));
+  EXPECT_EQ(read("p.trace.json"), trace.out);
+  EXPECT_EQ(read("p.html"), html.out);
+  // The plan itself still goes to standard output when -o is absent.
+  const Result to_stdout = run_cli(plan({"--report", path("q.html")}));
+  EXPECT_EQ(json::parse(to_stdout.out).at("schema"), "pipeplan/plan/v1");
+  EXPECT_EQ(read("q.html"), html.out);
+}
+
+TEST_F(PlanExtrasTest, TraceAndReportNeedFilesAndNoCheck) {
+  EXPECT_EQ(run_cli(plan({"--trace", "-"})).code, 2);
+  EXPECT_EQ(run_cli(plan({"--report", ""})).code, 2);
+  ASSERT_EQ(run_cli(plan({"-o", path("p.json")})).code, 0);
+  EXPECT_EQ(run_cli(plan({"--check", path("p.json"), "--trace", path("t.json")})).code, 2);
+  EXPECT_FALSE(fs::exists(path("t.json")));
+}
+
+TEST_F(PlanExtrasTest, CheckSaysWhatChanged) {
+  ASSERT_EQ(run_cli(plan({"-o", path("p.json")})).code, 0);
+  const json fresh = json::parse(read("p.json"));
+  ASSERT_EQ(run_cli(plan({"--check", path("p.json")})).code, 0);
+  auto differs = [&](const std::function<void(json&)>& change) {
+    json existing = fresh;
+    change(existing);
+    write("old.json", existing.dump(2));
+    const Result result = run_cli(plan({"--check", path("old.json")}));
+    EXPECT_EQ(result.code, 6);
+    const std::string prefix = "pipeplan: " + path("old.json") + " differs: ";
+    EXPECT_EQ(result.err.rfind(prefix, 0), 0u) << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    return result.err.substr(prefix.size(), result.err.size() - prefix.size() - 1);
+  };
+  auto ids = [](const json& list) {
+    std::string out;
+    for (const json& id : list) out += (out.empty() ? "" : ", ") + id.get<std::string>();
+    return out;
+  };
+  auto layout = [](const json& stages) {
+    std::string out;
+    for (const json& s : stages) {
+      out += (out.empty() ? "" : " | ") + s.at("first_layer").dump() + "-" +
+             s.at("last_layer").dump() + " x" + std::to_string(s.at("gpus").size());
+    }
+    return out;
+  };
+  const json& stage0 = fresh.at("stages")[0];
+  ASSERT_GE(stage0.at("gpus").size(), 2u);
+  ASSERT_EQ(fresh.at("stages").size(), 2u);
+
+  // The same GPUs in another order.
+  json reversed = stage0.at("gpus");
+  std::reverse(reversed.begin(), reversed.end());
+  EXPECT_EQ(differs([&](json& p) { p["stages"][0]["gpus"] = reversed; }),
+            "GPUs of stage 0 " + ids(reversed) + " -> " + ids(stage0.at("gpus")));
+  // Fewer GPUs.
+  json fewer = fresh.at("stages");
+  fewer[0]["gpus"].erase(0);
+  EXPECT_EQ(differs([&](json& p) { p["stages"] = fewer; }),
+            "stages " + layout(fewer) + " -> " + layout(fresh.at("stages")) + "; GPUs used " +
+                std::to_string(fresh.at("gpus").size() - 1) + " -> " +
+                std::to_string(fresh.at("gpus").size()));
+  // Other layer ranges.
+  json moved = fresh.at("stages");
+  moved[0]["last_layer"] = 0;
+  moved[1]["first_layer"] = 1;
+  EXPECT_EQ(differs([&](json& p) { p["stages"] = moved; }),
+            "stages " + layout(moved) + " -> " + layout(fresh.at("stages")));
+  // The iteration time, the planner, the micro-batches.
+  EXPECT_EQ(differs([](json& p) { p["iteration_ms"] = 100; }), "iteration 100 ms -> 89.43 ms");
+  EXPECT_EQ(differs([](json& p) { p["planner"] = "gpipe"; }), "planner gpipe -> spp");
+  EXPECT_EQ(differs([](json& p) {
+              p["micro_batches"] = 4;
+              p["iteration_ms"] = 50.5;
+            }),
+            "micro-batches 4 -> 6; iteration 50.5 ms -> 89.43 ms");
+  // Only the schedule, only the formatting, not JSON.
+  EXPECT_EQ(differs([](json& p) { p["schedule"]["compute"][0]["start_ms"] = 0.5; }),
+            "the schedule changed");
+  write("old.json", fresh.dump(4));
+  EXPECT_EQ(run_cli(plan({"--check", path("old.json")})).err,
+            "pipeplan: " + path("old.json") + " differs: formatting only (same content)\n");
+  write("old.json", "{");
+  EXPECT_EQ(run_cli(plan({"--check", path("old.json")})).err,
+            "pipeplan: " + path("old.json") + " differs: the existing file is not JSON\n");
+}
+
+}  // namespace
+}  // namespace pipeplan::cli
