@@ -188,7 +188,13 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, ClosedForm,
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 6), ::testing::Values(1, 2, 5, 8, 16),
                        ::testing::Values(schedule::Policy::kGpipe, schedule::Policy::kOneFOneB,
-                                         schedule::Policy::kList)));
+                                         schedule::Policy::kList)),
+    [](const auto& param_info) {
+      const schedule::Policy policy = std::get<2>(param_info.param);
+      const char* name = policy == schedule::Policy::kGpipe ? "Gpipe" : (policy == schedule::Policy::kList ? "List" : "OneFOneB");
+      return "S" + std::to_string(std::get<0>(param_info.param)) + "M" +
+             std::to_string(std::get<1>(param_info.param)) + name;
+    });
 
 TEST(SimulatorTest, RejectsBrokenSchedules) {
   model::Model model = make_model({{1, 1, 0, 0, 0}, {1, 1, 0, 0, 0}});
