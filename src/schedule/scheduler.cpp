@@ -100,20 +100,17 @@ class Engine {
         gpu.speed = topology.gpu(g).speed;
         const double static_bytes = model.parameter_memory_factor * profiles_.back().parameter_bytes;
         const auto& capacity = topology.gpu(g).memory_bytes;
-        if (capacity) {
-          const double limit = *capacity * (1 + 1e-9);
-          if (static_bytes + profiles_.back().stash_bytes > limit) {
-            throw InfeasibleError(
-                "stage " + std::to_string(s) + " (layers " +
-                std::to_string(stages[static_cast<std::size_t>(s)].first_layer) + ".." +
-                std::to_string(stages[static_cast<std::size_t>(s)].last_layer) + ") needs " +
-                report::format_bytes(static_bytes + profiles_.back().stash_bytes) +
-                " with one micro-batch in flight but GPU \"" + topology.gpu(g).id + "\" has " +
-                report::format_bytes(*capacity));
-          }
-          gpu.max_in_flight = static_cast<int>(
-              simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_));
+        const long fit = simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_);
+        if (fit < 1) {
+          throw InfeasibleError(
+              "stage " + std::to_string(s) + " (layers " +
+              std::to_string(stages[static_cast<std::size_t>(s)].first_layer) + ".." +
+              std::to_string(stages[static_cast<std::size_t>(s)].last_layer) + ") needs " +
+              report::format_bytes(static_bytes + profiles_.back().stash_bytes) +
+              " with one micro-batch in flight but GPU \"" + topology.gpu(g).id + "\" has " +
+              report::format_bytes(*capacity));
         }
+        gpu.max_in_flight = static_cast<int>(fit);
       }
     }
     replica_.assign(static_cast<std::size_t>(S_), std::vector<int>(static_cast<std::size_t>(M_), kNone));
