@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 
 #include "pipeplan/report/format.hpp"
@@ -152,6 +154,12 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   const int M = schedule.micro_batches;
   const int N = topology.size();
   if (M < 1) throw ScheduleError("the schedule has no micro-batches");
+  // Tasks are numbered with ints; planners::check_limits keeps plans far below this.
+  const std::int64_t task_count = 4 * static_cast<std::int64_t>(S) * M - 2 * static_cast<std::int64_t>(M);
+  if (task_count > std::numeric_limits<int>::max()) {
+    throw ScheduleError("the schedule has " + std::to_string(task_count) + " tasks, more than " +
+                        std::to_string(std::numeric_limits<int>::max()));
+  }
   if (static_cast<int>(schedule.gpu_order.size()) != N) {
     throw ScheduleError("the schedule has orders for " + std::to_string(schedule.gpu_order.size()) +
                         " GPUs, the topology has " + std::to_string(N));

@@ -4,6 +4,7 @@
 /// the replay of a schedule into a timeline (every start and end, per-GPU busy time and peak
 /// memory) and the two lower bounds. Every planner, scheduler and command uses it.
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,8 +31,11 @@ class ScheduleError : public Error {
   std::optional<TransferTask> transfer;  ///< The transfer involved, if any.
 };
 
-/// Two times are equal when they differ by at most 1e-9 relative plus 1e-9 ms (spec 4).
+/// Two times are equal when they differ by at most 1e-9 relative plus 1e-9 ms (spec 4). An
+/// infinite or NaN time equals only itself (an infinite one; NaN equals nothing): the
+/// relative tolerance of an infinite time would otherwise accept every other time.
 [[nodiscard]] inline bool times_equal(double a, double b) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return a == b;
   double scale = a < 0 ? -a : a;
   double other = b < 0 ? -b : b;
   if (other > scale) scale = other;
