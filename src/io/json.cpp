@@ -108,12 +108,20 @@ class StrictSaxBuilder {
     return &array.back();
   }
 
+  // Counts a value against kMaxJsonValues, which bounds the memory of the document.
+  bool count() {
+    if (++values_ <= kMaxJsonValues) return true;
+    return fail("", "too large: more than " + std::to_string(kMaxJsonValues) + " JSON values");
+  }
+
   bool put(json&& value) {
+    if (!count()) return false;
     place(std::move(value));
     return true;
   }
 
   bool open(json&& container) {
+    if (!count()) return false;
     if (static_cast<int>(stack_.size()) >= kMaxJsonDepth) {
       return fail(pointer(), "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     }
@@ -138,6 +146,7 @@ class StrictSaxBuilder {
 
   json& root_;
   std::vector<Frame> stack_;
+  std::size_t values_ = 0;
   std::string error_pointer_;
   std::string error_;
 };
@@ -185,6 +194,12 @@ Document parse_json(const Source& source) {
   Document document{source.name, nullptr};
   std::string_view text = source.text;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  // nlohmann's lexer would skip a second mark as well; only the first is the file's.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") {
+    throw InputError(source.name, "",
+                     "malformed JSON: at line 1, column 4: a second byte-order mark (only one may "
+                     "start the file)");
+  }
   // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows.
   if (auto nul = text.find('\0'); nul != std::string_view::npos) {
     std::size_t line_start = text.rfind('\n', nul);
@@ -251,6 +266,10 @@ nlohmann::ordered_json json_number(double value) {
     return static_cast<std::int64_t>(value);
   }
   return value;
+}
+
+nlohmann::ordered_json json_array(std::vector<nlohmann::ordered_json> values) {
+  return nlohmann::ordered_json(std::move(values));
 }
 
 std::string dump_json(const nlohmann::ordered_json& value, int indent) {
