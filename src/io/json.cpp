@@ -36,7 +36,7 @@ std::string printable(std::string_view text) {
 // two equal keys; this one reports the duplicate with its pointer.
 class StrictSaxBuilder {
  public:
-  explicit StrictSaxBuilder(json& root) : root_(root) {}
+  StrictSaxBuilder(json& root, std::size_t max_values) : root_(root), max_values_(max_values) {}
 
   bool null() { return put(json(nullptr)); }
   bool boolean(bool value) { return put(json(value)); }
@@ -108,10 +108,10 @@ class StrictSaxBuilder {
     return &array.back();
   }
 
-  // Counts a value against kMaxJsonValues, which bounds the memory of the document.
+  // Counts a value against the bound (kMaxJsonValues), which bounds the document's memory.
   bool count() {
-    if (++values_ <= kMaxJsonValues) return true;
-    return fail("", "too large: more than " + std::to_string(kMaxJsonValues) + " JSON values");
+    if (++values_ <= max_values_) return true;
+    return fail("", "too large: more than " + std::to_string(max_values_) + " JSON values");
   }
 
   bool put(json&& value) {
@@ -146,6 +146,7 @@ class StrictSaxBuilder {
 
   json& root_;
   std::vector<Frame> stack_;
+  std::size_t max_values_;
   std::size_t values_ = 0;
   std::string error_pointer_;
   std::string error_;
@@ -190,7 +191,9 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Document parse_json(const Source& source) {
+Document parse_json(const Source& source) { return parse_json(source, kMaxJsonValues); }
+
+Document parse_json(const Source& source, std::size_t max_values) {
   Document document{source.name, nullptr};
   std::string_view text = source.text;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
@@ -209,7 +212,7 @@ Document parse_json(const Source& source) {
                      "malformed JSON: at line " + std::to_string(line) + ", column " +
                          std::to_string(nul - line_start + 1) + ": NUL byte");
   }
-  StrictSaxBuilder builder(document.root);
+  StrictSaxBuilder builder(document.root, max_values);
   bool ok = json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/false);
   if (!ok || builder.failed()) {

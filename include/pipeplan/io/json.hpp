@@ -36,6 +36,9 @@ struct Document {
 /// (and the pointer, where one exists).
 Document parse_json(const Source& source);
 
+/// `parse_json` with another bound on the number of values (tests use small ones).
+Document parse_json(const Source& source, std::size_t max_values);
+
 /// Appends `key` to a JSON pointer, escaping `~` and `/` (RFC 6901).
 std::string pointer_append(const std::string& pointer, std::string_view key);
 /// Appends an array index to a JSON pointer.
