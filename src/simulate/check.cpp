@@ -3,9 +3,7 @@
 #include "pipeplan/simulate/check.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <numeric>
-#include <unordered_set>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/format.hpp"
@@ -37,29 +35,6 @@ struct Keys {
   }
 };
 
-// The first compute task, in the replay's order (stage, then micro-batch, forward before
-// backward), that `compute` does not list; nothing when every one is listed. Looks at most
-// |compute| + 1 tasks, so a plan that claims a huge micro-batch count costs no more than the
-// entries it lists (the replay would allocate for every task the count implies).
-std::optional<ComputeTask> first_missing(const std::vector<StatedCompute>& compute, int S, int M) {
-  std::unordered_set<std::uint64_t> listed;
-  auto key = [](const ComputeTask& t) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.stage)) << 33) |
-           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.micro_batch)) << 1) |
-           (t.op == Op::kBackward ? 1U : 0U);
-  };
-  for (const StatedCompute& e : compute) listed.insert(key(e.task));
-  for (int s = 0; s < S; ++s) {
-    for (int m = 0; m < M; ++m) {
-      for (Op op : {Op::kForward, Op::kBackward}) {
-        const ComputeTask task{op, s, m};
-        if (listed.count(key(task)) == 0) return task;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 Plan check_plan(const StatedPlan& stated, const model::Model& model,
@@ -79,11 +54,6 @@ Plan check_plan(const StatedPlan& stated, const model::Model& model,
     fail("/stages", error.what());
   }
   const int S = static_cast<int>(stated.stages.size());
-  // Every task must be listed; find a missing one before the replay sizes its arrays by S M.
-  if (static_cast<std::int64_t>(stated.compute.size()) < 2 * static_cast<std::int64_t>(S) * M) {
-    if (auto missing = first_missing(stated.compute, S, M)) fail("/schedule", describe(*missing) + " is missing");
-  }
-
   // Orders: the entries of each resource sorted by start, ties by position in the file.
   Schedule schedule;
   schedule.micro_batches = M;

@@ -76,7 +76,10 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
 /// before it on the same GPU or channel allow; AllReduces start when the stage's last
 /// backward ends. Also computes per-GPU busy time and peak memory. Throws `ScheduleError`
 /// when a task is missing, repeated, on the wrong GPU or channel, or the orders deadlock.
-/// Requires `check_stages` to hold. O(T log T) for T tasks (the sort of the output).
+/// When the GPU orders list fewer than 2 S M compute tasks, the first missing one is reported
+/// before anything is sized by S M, so memory follows the tasks listed, whatever
+/// `schedule.micro_batches` claims. Requires `check_stages` to hold. O(T log T) for T tasks
+/// (the sort of the output).
 Timeline replay(const model::Model& model, const topology::Topology& topology,
                 const std::vector<Stage>& stages, const Schedule& schedule);
 
