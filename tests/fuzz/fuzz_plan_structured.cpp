@@ -5,7 +5,8 @@
 // 1 MB/s to 100 GB/s, missing links that force multi-hop paths).
 //
 // Bugs: any failure but "no feasible plan" (exit 4); any plan that simulate::check_plan
-// refuses, also after a round trip through plan.json, or that beats a lower bound.
+// refuses, also after a round trip through plan.json, that beats a lower bound, or that
+// differs when made a second time.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,8 +14,10 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/topology/topology.hpp"
 #include "plan_invariants.hpp"
 
@@ -109,5 +112,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::bug(what + " names another planner or policy");
   }
   fuzz::check_plan_invariants(plan, model, topology, what);
+  // Spec section 4: the same inputs and options give byte-identical output.
+  const Plan again = planners::make_plan(planner, request, policy);
+  if (io::dump_json(report::plan_to_json(plan, model, topology)) !=
+      io::dump_json(report::plan_to_json(again, model, topology))) {
+    fuzz::bug(what + " differs when made twice");
+  }
   return 0;
 }
