@@ -80,8 +80,9 @@ void add_import_command(CLI::App& app, Action& action) {
       auto [ptr, error] = std::from_chars(value.data(), end, parsed);
       if (error != std::errc() || ptr != end || parsed < 1 || parsed > max) {
         return "must be an integer " +
-               (max == std::numeric_limits<std::int64_t>::max() ? std::string(">= 1")
-                                                                 : "from 1 to " + std::to_string(max)) +
+               (max == std::numeric_limits<std::int64_t>::max()
+                    ? std::string(">= 1")
+                    : "from 1 to " + std::to_string(max)) +
                ", got \"" + value + "\"";
       }
       return std::string();

@@ -189,7 +189,8 @@ std::optional<std::vector<std::vector<std::size_t>>> split_group(const topology:
   return parts;
 }
 
-std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group, Measure measure) {
+std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group,
+                             Measure measure) {
   std::sort(group.begin(), group.end());
   const std::size_t n = group.size();
   if (n <= 2) return group;

@@ -51,19 +51,22 @@ void check_limits(std::string_view planner, const Request& request) {
   const std::int64_t M = request.micro_batches;
   const std::string hint = " (see \"Limits\" in docs/errors.md)";
   if (L > static_cast<std::size_t>(kMaxPlanLayers)) {
-    throw InfeasibleError("cannot plan " + std::to_string(L) + " layers: the planners handle at most " +
-                          std::to_string(kMaxPlanLayers) + "; merge layers in the profile" + hint);
+    throw InfeasibleError("cannot plan " + std::to_string(L) +
+                          " layers: the planners handle at most " + std::to_string(kMaxPlanLayers) +
+                          "; merge layers in the profile" + hint);
   }
   if (N > kMaxPlanGpus) {
-    throw InfeasibleError("cannot plan on " + std::to_string(N) + " GPUs: the planners handle at most " +
-                          std::to_string(kMaxPlanGpus) + hint);
+    throw InfeasibleError("cannot plan on " + std::to_string(N) +
+                          " GPUs: the planners handle at most " + std::to_string(kMaxPlanGpus) +
+                          hint);
   }
   if (M < 1) throw InternalError("check_limits: micro_batches must be >= 1");
   // The smallest plan, one stage, has a forward and a backward per micro-batch.
   if (2 * M > kMaxPlanTasks) {
-    throw InfeasibleError("cannot plan " + std::to_string(M) + " micro-batches: even one stage makes " +
-                          std::to_string(2 * M) + " tasks, and a plan may have at most " +
-                          std::to_string(kMaxPlanTasks) + hint);
+    throw InfeasibleError("cannot plan " + std::to_string(M) +
+                          " micro-batches: even one stage makes " + std::to_string(2 * M) +
+                          " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+                          hint);
   }
   const std::string shape = counted(static_cast<std::int64_t>(L), "layer", "layers") + " on " +
                             counted(N, "GPU", "GPUs") + " with " +
@@ -71,15 +74,17 @@ void check_limits(std::string_view planner, const Request& request) {
   const double steps = planning_steps(planner, request);
   if (steps > kMaxPlanSteps) {
     throw InfeasibleError("cannot plan " + shape + ": the " + std::string(planner) +
-                          " planner would take about " + count_text(steps) + " steps, more than its limit of " +
-                          count_text(kMaxPlanSteps) + "; use fewer layers, GPUs or micro-batches" + hint);
+                          " planner would take about " + count_text(steps) +
+                          " steps, more than its limit of " + count_text(kMaxPlanSteps) +
+                          "; use fewer layers, GPUs or micro-batches" + hint);
   }
   if (planner == "spp") {
     const double R = static_cast<double>(std::min<std::int64_t>(N, M));
     const double cells = static_cast<double>(N) * R * (static_cast<double>(L) + R);
     if (cells > kMaxPlanCells) {
       throw InfeasibleError("cannot plan " + shape + ": the spp planner's tables would have " +
-                            count_text(cells) + " cells, more than its limit of " + count_text(kMaxPlanCells) +
+                            count_text(cells) + " cells, more than its limit of " +
+                            count_text(kMaxPlanCells) +
                             "; use fewer layers, GPUs or micro-batches" + hint);
     }
   }
@@ -104,14 +109,17 @@ void check_limits(std::string_view planner, const Request& request) {
   const double Md = static_cast<double>(M);
   double serial_ms = Md * work_ms / slowest;
   if (N > 1) {
-    serial_ms += 2 * Md * (activation_bytes / narrowest * 1e3 + static_cast<double>(L) * longest_ms) +
-                 2 * (parameter_bytes / narrowest * 1e3 + N * longest_ms);
+    serial_ms +=
+        2 * Md * (activation_bytes / narrowest * 1e3 + static_cast<double>(L) * longest_ms) +
+        2 * (parameter_bytes / narrowest * 1e3 + N * longest_ms);
   }
   if (!(serial_ms <= kMaxPlanTimeMs)) {
-    throw InfeasibleError("cannot plan: an iteration could take up to " + count_text(serial_ms) +
-                          " ms (all work in series on the slowest GPU and the narrowest link), beyond the "
-                          "planners' range of " + count_text(kMaxPlanTimeMs) +
-                          " ms; check the model's times and the topology's speeds and bandwidths" + hint);
+    throw InfeasibleError(
+        "cannot plan: an iteration could take up to " + count_text(serial_ms) +
+        " ms (all work in series on the slowest GPU and the narrowest link), beyond the "
+        "planners' range of " +
+        count_text(kMaxPlanTimeMs) +
+        " ms; check the model's times and the topology's speeds and bandwidths" + hint);
   }
 }
 
@@ -120,9 +128,10 @@ void check_task_limit(std::size_t stages, int micro_batches) {
   const std::int64_t M = micro_batches;
   const std::int64_t tasks = 4 * S * M - 2 * M;
   if (tasks > kMaxPlanTasks) {
-    throw InfeasibleError("cannot schedule " + std::to_string(S) + " stages with " + std::to_string(M) +
-                          " micro-batches: that makes " + std::to_string(tasks) +
-                          " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+    throw InfeasibleError("cannot schedule " + std::to_string(S) + " stages with " +
+                          std::to_string(M) + " micro-batches: that makes " +
+                          std::to_string(tasks) + " tasks, and a plan may have at most " +
+                          std::to_string(kMaxPlanTasks) +
                           "; use fewer micro-batches (see \"Limits\" in docs/errors.md)");
   }
 }

@@ -185,10 +185,12 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   std::int64_t listed = 0;
   for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
   if (listed < 2 * static_cast<std::int64_t>(S) * M) {
-    if (auto missing = first_missing(schedule, S)) throw ScheduleError(describe(*missing) + " is missing");
+    if (auto missing = first_missing(schedule, S))
+      throw ScheduleError(describe(*missing) + " is missing");
   }
   // Tasks are numbered with ints; planners::check_limits keeps plans far below this.
-  const std::int64_t task_count = 4 * static_cast<std::int64_t>(S) * M - 2 * static_cast<std::int64_t>(M);
+  const std::int64_t task_count =
+      4 * static_cast<std::int64_t>(S) * M - 2 * static_cast<std::int64_t>(M);
   if (task_count > std::numeric_limits<int>::max()) {
     throw ScheduleError("the schedule has " + std::to_string(task_count) + " tasks, more than " +
                         std::to_string(std::numeric_limits<int>::max()));

@@ -182,7 +182,8 @@ TEST_F(OutputSafetyTest, SuccessfulRunsReplaceOutputsWithoutLeftovers) {
   EXPECT_EQ(read(plan).rfind("{\n  \"schema\": \"pipeplan/plan/v1\"", 0), 0u);
   EXPECT_EQ(fs::status(plan).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(names(), (std::vector<std::string>{"bad.json", "model.json", "plan.json", "topo.json"}));
+  EXPECT_EQ(names(),
+            (std::vector<std::string>{"bad.json", "model.json", "plan.json", "topo.json"}));
 }
 
 TEST_F(OutputSafetyTest, ClosedStandardOutputEndsWithExitFiveAndOneLine) {
@@ -190,12 +191,12 @@ TEST_F(OutputSafetyTest, ClosedStandardOutputEndsWithExitFiveAndOneLine) {
   const std::vector<std::string> compare{"compare", model_, topology_, "--format", "json"};
   // `pipeplan plan ... | head -c 100`: the plan is larger than a pipe holds. The comparison is
   // not, so it only meets readers that are gone before it writes.
-  for (const auto& [args, mode] : std::vector<std::pair<std::vector<std::string>, Stdout>>{
-           {plan, Stdout::kReadSome},
-           {plan, Stdout::kClosedPipe},
-           {plan, Stdout::kClosed},
-           {compare, Stdout::kClosedPipe},
-           {compare, Stdout::kClosed}}) {
+  for (const auto& [args, mode] :
+       std::vector<std::pair<std::vector<std::string>, Stdout>>{{plan, Stdout::kReadSome},
+                                                                {plan, Stdout::kClosedPipe},
+                                                                {plan, Stdout::kClosed},
+                                                                {compare, Stdout::kClosedPipe},
+                                                                {compare, Stdout::kClosed}}) {
     SCOPED_TRACE(args.front() + " with stdout mode " + std::to_string(static_cast<int>(mode)));
     const Process process = run_binary(args, mode);
     EXPECT_TRUE(process.exited) << "killed by signal " << process.code;

@@ -28,16 +28,19 @@ bool same_layers(const model::Model& a, const model::Model& b) {
 
 void check(const model::Model& model) {
   if (model.layers.empty()) bug("a model without layers was accepted");
-  if (model.micro_batches && (*model.micro_batches < 1 || *model.micro_batches > model::kMaxMicroBatches)) {
+  if (model.micro_batches &&
+      (*model.micro_batches < 1 || *model.micro_batches > model::kMaxMicroBatches)) {
     bug("micro_batches out of range was accepted");
   }
   for (const model::Layer& layer : model.layers) {
     for (double value : {layer.forward_ms, layer.backward_ms, layer.activation_bytes,
                          layer.parameter_bytes, layer.stash_bytes}) {
-      if (!std::isfinite(value) || value < 0) bug("a negative or non-finite layer value was accepted");
+      if (!std::isfinite(value) || value < 0)
+        bug("a negative or non-finite layer value was accepted");
     }
   }
-  if (!std::isfinite(model::total_compute_ms(model))) bug("an infinite total compute time was accepted");
+  if (!std::isfinite(model::total_compute_ms(model)))
+    bug("an infinite total compute time was accepted");
 }
 
 }  // namespace
@@ -54,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // What pipeplan writes (import -o), it must read back unchanged.
   const std::string written = io::dump_json(model::model_to_json(model));
   model::Model again;
-  fuzz::expect_only({}, [&] { again = model::read_model(io::source_from_text("again.json", written)); });
+  fuzz::expect_only(
+      {}, [&] { again = model::read_model(io::source_from_text("again.json", written)); });
   if (!fuzz::same_layers(model, again) || again.micro_batches != model.micro_batches ||
       again.name != model.name || again.parameter_memory_factor != model.parameter_memory_factor) {
     fuzz::bug("the model changed when written and read back");

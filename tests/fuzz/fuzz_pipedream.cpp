@@ -32,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (model.layers.back().activation_bytes != 0) fuzz::bug("the last layer has a cut");
 
   const std::string written = io::dump_json(model::model_to_json(model));
-  fuzz::expect_only({}, [&] { (void)model::read_model(io::source_from_text("model.json", written)); });
+  fuzz::expect_only({},
+                    [&] { (void)model::read_model(io::source_from_text("model.json", written)); });
   return 0;
 }

@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto model_size = static_cast<std::size_t>(separator - data);
   const io::Source model_source =
       io::source_from_text("model.json", fuzz::text_of(data, model_size));
-  const io::Source topology_source = io::source_from_text(
-      "topo.json", fuzz::text_of(separator + 1, size - model_size - 1));
+  const io::Source topology_source =
+      io::source_from_text("topo.json", fuzz::text_of(separator + 1, size - model_size - 1));
   if (fuzz::requested_gpus(topology_source) > kMaxGpus) return 0;
 
   model::Model model;

@@ -94,14 +94,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const model::Model model = fuzz::make_model(bytes);
   topology::Topology topology;
   // A disconnected cluster is an input error; nothing else may fail while building it.
-  if (!fuzz::expect_only({ExitCode::kInvalidInput}, [&] { topology = fuzz::make_topology(bytes); })) {
+  if (!fuzz::expect_only({ExitCode::kInvalidInput},
+                         [&] { topology = fuzz::make_topology(bytes); })) {
     return 0;
   }
   const int micro_batches = 1 + bytes.next() % 12;
-  const std::string planner = planners::planner_names()[bytes.next() % planners::planner_names().size()];
+  const std::string planner =
+      planners::planner_names()[bytes.next() % planners::planner_names().size()];
   const schedule::Policy policy = bytes.pick<schedule::Policy>(
       {schedule::Policy::kList, schedule::Policy::kOneFOneB, schedule::Policy::kGpipe});
-  const std::string what = "the " + planner + " plan under " + std::string(schedule::policy_name(policy));
+  const std::string what =
+      "the " + planner + " plan under " + std::string(schedule::policy_name(policy));
   Plan plan;
   const planners::Request request{model, topology, micro_batches};
   if (!fuzz::expect_only({ExitCode::kInfeasible},

@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!(a.bandwidth_bytes_per_s > 0) || !std::isfinite(a.bandwidth_bytes_per_s)) {
         fuzz::bug("pair bandwidth not finite and > 0");
       }
-      if (!(a.latency_ms >= 0) || !std::isfinite(a.latency_ms)) fuzz::bug("pair latency not finite and >= 0");
+      if (!(a.latency_ms >= 0) || !std::isfinite(a.latency_ms))
+        fuzz::bug("pair latency not finite and >= 0");
       if (a.hops < 1) fuzz::bug("pair without a path");
       if (a.bandwidth_bytes_per_s != b.bandwidth_bytes_per_s || a.latency_ms != b.latency_ms ||
           a.hops != b.hops) {
