@@ -254,6 +254,9 @@ std::string render_table(const std::vector<Row>& rows, const std::vector<Figures
 }
 
 int run_compare(const CompareOptions& options, Context& context) {
+  if (options.model == "-" && options.topology == "-") {
+    throw UsageError("MODEL and TOPO cannot both be - (standard input)");
+  }
   model::Model model = model::read_model(context.read(options.model));
   topology::Topology topology = topology::read_topology(context.read(options.topology));
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
@@ -306,7 +309,10 @@ int run_compare(const CompareOptions& options, Context& context) {
   } else {
     text = render_table(rows, all, timing);
   }
-  context.emit(options.output, text);
+  // Without any plan the run fails (exit 4): the rows still explain why on standard output,
+  // but an output file is left as it was, like every failed run leaves its output.
+  const bool to_file = options.output && !options.output->empty() && *options.output != "-";
+  if (best || !to_file) context.emit(options.output, text);
 
   if (!best) {
     throw InfeasibleError("no planner found a plan that fits; " + rows.front().planner + ": " +

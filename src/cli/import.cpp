@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,9 @@ int run_import_pipedream(const ImportPipedreamOptions& options, Context& context
   return 0;
 }
 
+// The CLI layer's flag bound and the model reader's are one limit.
+static_assert(kMaxMicroBatches == model::kMaxMicroBatches);
+
 }  // namespace
 
 void add_import_command(CLI::App& app, Action& action) {
@@ -67,16 +71,24 @@ void add_import_command(CLI::App& app, Action& action) {
   CLI::App* pipedream = sub->add_subcommand(
       "pipedream", "Convert a PipeDream or DAPPLE graph.txt (a layer DAG) into model.json");
   // CLI11's own range messages print the bounds as huge doubles, and its integer conversion
-  // clamps values that overflow; this accepts exactly the decimal integers 1 .. 2^63-1.
-  const auto positive = [](const std::string& value) {
-    std::int64_t parsed = 0;
-    const char* end = value.data() + value.size();
-    auto [ptr, error] = std::from_chars(value.data(), end, parsed);
-    if (error != std::errc() || ptr != end || parsed < 1) {
-      return "must be an integer >= 1, got \"" + value + "\"";
-    }
-    return std::string();
+  // clamps values that overflow; these accept exactly the decimal integers 1 .. 2^63-1 and
+  // 1 .. model::kMaxMicroBatches (so that the model written is one pipeplan reads back).
+  const auto integer_from_1_to = [](std::int64_t max) {
+    return [max](const std::string& value) {
+      std::int64_t parsed = 0;
+      const char* end = value.data() + value.size();
+      auto [ptr, error] = std::from_chars(value.data(), end, parsed);
+      if (error != std::errc() || ptr != end || parsed < 1 || parsed > max) {
+        return "must be an integer " +
+               (max == std::numeric_limits<std::int64_t>::max()
+                    ? std::string(">= 1")
+                    : "from 1 to " + std::to_string(max)) +
+               ", got \"" + value + "\"";
+      }
+      return std::string();
+    };
   };
+  const auto positive = integer_from_1_to(std::numeric_limits<std::int64_t>::max());
   const auto nonempty = [](const std::string& value) {
     return value.empty() ? std::string("must not be empty") : std::string();
   };
@@ -92,7 +104,7 @@ void add_import_command(CLI::App& app, Action& action) {
       pipedream
           ->add_option("--micro-batches", options->micro_batches_value,
                        "Micro-batches per iteration, written into the model")
-          ->check(positive, "POSITIVE");
+          ->check(integer_from_1_to(model::kMaxMicroBatches), "POSITIVE");
   pipedream
       ->add_option("--name", options->name, "Model name (default: the file name without extension)")
       ->check(nonempty, "NONEMPTY");

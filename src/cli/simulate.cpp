@@ -1,6 +1,7 @@
 // `pipeplan simulate PLAN MODEL TOPO [--json]`: replay a plan, check it, print its figures.
 
 #include "commands.hpp"
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_json.hpp"
@@ -18,6 +19,9 @@ struct SimulateOptions {
 };
 
 int run_simulate(const SimulateOptions& options, Context& context) {
+  if ((options.plan == "-") + (options.model == "-") + (options.topology == "-") > 1) {
+    throw UsageError("at most one of PLAN, MODEL and TOPO can be - (standard input)");
+  }
   model::Model model = model::read_model(context.read(options.model));
   topology::Topology topology = topology::read_topology(context.read(options.topology));
   simulate::StatedPlan stated = report::read_plan(context.read(options.plan), topology);

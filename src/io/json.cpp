@@ -36,7 +36,7 @@ std::string printable(std::string_view text) {
 // two equal keys; this one reports the duplicate with its pointer.
 class StrictSaxBuilder {
  public:
-  explicit StrictSaxBuilder(json& root) : root_(root) {}
+  StrictSaxBuilder(json& root, std::size_t max_values) : root_(root), max_values_(max_values) {}
 
   bool null() { return put(json(nullptr)); }
   bool boolean(bool value) { return put(json(value)); }
@@ -108,12 +108,20 @@ class StrictSaxBuilder {
     return &array.back();
   }
 
+  // Counts a value against the bound (kMaxJsonValues), which bounds the document's memory.
+  bool count() {
+    if (++values_ <= max_values_) return true;
+    return fail("", "too large: more than " + std::to_string(max_values_) + " JSON values");
+  }
+
   bool put(json&& value) {
+    if (!count()) return false;
     place(std::move(value));
     return true;
   }
 
   bool open(json&& container) {
+    if (!count()) return false;
     if (static_cast<int>(stack_.size()) >= kMaxJsonDepth) {
       return fail(pointer(), "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     }
@@ -138,6 +146,8 @@ class StrictSaxBuilder {
 
   json& root_;
   std::vector<Frame> stack_;
+  std::size_t max_values_;
+  std::size_t values_ = 0;
   std::string error_pointer_;
   std::string error_;
 };
@@ -181,10 +191,18 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Document parse_json(const Source& source) {
+Document parse_json(const Source& source) { return parse_json(source, kMaxJsonValues); }
+
+Document parse_json(const Source& source, std::size_t max_values) {
   Document document{source.name, nullptr};
   std::string_view text = source.text;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  // nlohmann's lexer would skip a second mark as well; only the first is the file's.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") {
+    throw InputError(source.name, "",
+                     "malformed JSON: at line 1, column 4: a second byte-order mark (only one may "
+                     "start the file)");
+  }
   // nlohmann's lexer takes a NUL byte for the end of the input and would ignore what follows.
   if (auto nul = text.find('\0'); nul != std::string_view::npos) {
     std::size_t line_start = text.rfind('\n', nul);
@@ -194,7 +212,7 @@ Document parse_json(const Source& source) {
                      "malformed JSON: at line " + std::to_string(line) + ", column " +
                          std::to_string(nul - line_start + 1) + ": NUL byte");
   }
-  StrictSaxBuilder builder(document.root);
+  StrictSaxBuilder builder(document.root, max_values);
   bool ok = json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/false);
   if (!ok || builder.failed()) {
@@ -251,6 +269,10 @@ nlohmann::ordered_json json_number(double value) {
     return static_cast<std::int64_t>(value);
   }
   return value;
+}
+
+nlohmann::ordered_json json_array(std::vector<nlohmann::ordered_json> values) {
+  return nlohmann::ordered_json(std::move(values));
 }
 
 std::string dump_json(const nlohmann::ordered_json& value, int indent) {

@@ -87,7 +87,7 @@ Model read_model(const io::Source& source) {
   }
   if (auto name = object.optional("name")) model.name = name->as_nonempty_string();
   if (auto micro_batches = object.optional("micro_batches")) {
-    model.micro_batches = micro_batches->as_integer(1, kMaxInt);
+    model.micro_batches = micro_batches->as_integer(1, kMaxMicroBatches);
   }
   if (auto profile = object.optional("profile")) {
     io::ObjectReader profile_object(*profile, {"batch_size", "device"});
@@ -135,7 +135,8 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     out["profile"] = profile;
   }
   out["parameter_memory_factor"] = json_number(model.parameter_memory_factor);
-  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  std::vector<nlohmann::ordered_json> layers;
+  layers.reserve(model.layers.size());
   for (const Layer& layer : model.layers) {
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     if (!layer.name.empty()) entry["name"] = layer.name;
@@ -148,7 +149,7 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     }
     layers.push_back(std::move(entry));
   }
-  out["layers"] = std::move(layers);
+  out["layers"] = io::json_array(std::move(layers));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <boost/property_map/property_map.hpp>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace pipeplan::ordering {
 namespace {
@@ -168,14 +169,16 @@ std::vector<int> join(const topology::Topology& topology, std::vector<int> left,
   return left;
 }
 
-std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group, Measure measure) {
-  std::sort(group.begin(), group.end());
+// How one level of the recursion splits a group (positions in the group): its components,
+// or the two sides of its best ratio cut; nothing when all weights are equal. The weights
+// (n^2 doubles) live only here, so that the recursion holds one level's matrix at a time: a
+// chain of GPUs that the cuts peel one by one would otherwise keep O(N^3) bytes alive.
+std::optional<std::vector<std::vector<std::size_t>>> split_group(const topology::Topology& topology,
+                                                                 const std::vector<int>& group,
+                                                                 Measure measure) {
   const std::size_t n = group.size();
-  if (n <= 2) return group;
   const Weights w(topology, group, measure);
-  if (w.uniform()) {
-    return measure == Measure::kBandwidth ? order_group(topology, group, Measure::kLatency) : group;
-  }
+  if (w.uniform()) return std::nullopt;
   std::vector<std::vector<std::size_t>> parts = components(w, n);
   if (parts.size() == 1) {
     std::vector<bool> in_a = stoer_wagner(w, n);
@@ -183,6 +186,19 @@ std::vector<int> order_group(const topology::Topology& topology, std::vector<int
     parts.assign(2, {});
     for (std::size_t v = 0; v < n; ++v) parts[in_a[v] == in_a[0] ? 0 : 1].push_back(v);
   }
+  return parts;
+}
+
+std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group,
+                             Measure measure) {
+  std::sort(group.begin(), group.end());
+  const std::size_t n = group.size();
+  if (n <= 2) return group;
+  auto split = split_group(topology, group, measure);
+  if (!split) {
+    return measure == Measure::kBandwidth ? order_group(topology, group, Measure::kLatency) : group;
+  }
+  const std::vector<std::vector<std::size_t>> parts = std::move(*split);
   std::vector<int> result;
   for (const auto& part : parts) {
     std::vector<int> members;

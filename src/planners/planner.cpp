@@ -4,6 +4,9 @@
 #include "pipeplan/planners/planner.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include "pipeplan/error.hpp"
@@ -13,9 +16,130 @@
 
 namespace pipeplan::planners {
 
+namespace {
+
+// A large count or time in three significant digits: `1.05e+12`, `3.38e+07`.
+std::string count_text(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3g", value);
+  return buffer;
+}
+
+// `1 layer`, `2 layers`.
+std::string counted(std::int64_t count, const std::string& one, const std::string& many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+}  // namespace
+
+double planning_steps(std::string_view planner, const Request& request) {
+  const double L = static_cast<double>(request.model.layers.size());
+  const double N = request.topology.size();
+  const double M = request.micro_batches;
+  const double R = std::min(N, M);
+  if (planner == "spp") return L * L * N * R * R + N * R * R * M;
+  if (planner == "pipedream") return L * L * N * N;
+  if (planner == "gpipe") return N * L * L;
+  return L + N;
+}
+
+void check_limits(std::string_view planner, const Request& request) {
+  const auto& model = request.model;
+  const auto& topology = request.topology;
+  const std::size_t L = model.layers.size();
+  const int N = topology.size();
+  const std::int64_t M = request.micro_batches;
+  const std::string hint = " (see \"Limits\" in docs/errors.md)";
+  if (L > static_cast<std::size_t>(kMaxPlanLayers)) {
+    throw InfeasibleError("cannot plan " + std::to_string(L) +
+                          " layers: the planners handle at most " + std::to_string(kMaxPlanLayers) +
+                          "; merge layers in the profile" + hint);
+  }
+  if (N > kMaxPlanGpus) {
+    throw InfeasibleError("cannot plan on " + std::to_string(N) +
+                          " GPUs: the planners handle at most " + std::to_string(kMaxPlanGpus) +
+                          hint);
+  }
+  if (M < 1) throw InternalError("check_limits: micro_batches must be >= 1");
+  // The smallest plan, one stage, has a forward and a backward per micro-batch.
+  if (2 * M > kMaxPlanTasks) {
+    throw InfeasibleError("cannot plan " + std::to_string(M) +
+                          " micro-batches: even one stage makes " + std::to_string(2 * M) +
+                          " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+                          hint);
+  }
+  const std::string shape = counted(static_cast<std::int64_t>(L), "layer", "layers") + " on " +
+                            counted(N, "GPU", "GPUs") + " with " +
+                            counted(M, "micro-batch", "micro-batches");
+  const double steps = planning_steps(planner, request);
+  if (steps > kMaxPlanSteps) {
+    throw InfeasibleError("cannot plan " + shape + ": the " + std::string(planner) +
+                          " planner would take about " + count_text(steps) +
+                          " steps, more than its limit of " + count_text(kMaxPlanSteps) +
+                          "; use fewer layers, GPUs or micro-batches" + hint);
+  }
+  if (planner == "spp") {
+    const double R = static_cast<double>(std::min<std::int64_t>(N, M));
+    const double cells = static_cast<double>(N) * R * (static_cast<double>(L) + R);
+    if (cells > kMaxPlanCells) {
+      throw InfeasibleError("cannot plan " + shape + ": the spp planner's tables would have " +
+                            count_text(cells) + " cells, more than its limit of " +
+                            count_text(kMaxPlanCells) +
+                            "; use fewer layers, GPUs or micro-batches" + hint);
+    }
+  }
+  // Times: all the work in series on the slowest GPU, every boundary transfer over the
+  // narrowest pair, and the AllReduce of every parameter. Below kMaxPlanTimeMs, every sum the
+  // execution model and the planners form stays finite.
+  double work_ms = 0, activation_bytes = 0, parameter_bytes = 0;
+  for (const model::Layer& layer : model.layers) {
+    work_ms += layer.forward_ms + layer.backward_ms;
+    activation_bytes += layer.activation_bytes;
+    parameter_bytes += layer.parameter_bytes;
+  }
+  double slowest = std::numeric_limits<double>::infinity();
+  for (const topology::Gpu& gpu : topology.gpus()) slowest = std::min(slowest, gpu.speed);
+  double narrowest = std::numeric_limits<double>::infinity(), longest_ms = 0;
+  for (int u = 0; u < N; ++u) {
+    for (int v = u + 1; v < N; ++v) {
+      narrowest = std::min(narrowest, topology.bandwidth_bytes_per_s(u, v));
+      longest_ms = std::max(longest_ms, topology.latency_ms(u, v));
+    }
+  }
+  const double Md = static_cast<double>(M);
+  double serial_ms = Md * work_ms / slowest;
+  if (N > 1) {
+    serial_ms +=
+        2 * Md * (activation_bytes / narrowest * 1e3 + static_cast<double>(L) * longest_ms) +
+        2 * (parameter_bytes / narrowest * 1e3 + N * longest_ms);
+  }
+  if (!(serial_ms <= kMaxPlanTimeMs)) {
+    throw InfeasibleError(
+        "cannot plan: an iteration could take up to " + count_text(serial_ms) +
+        " ms (all work in series on the slowest GPU and the narrowest link), beyond the "
+        "planners' range of " +
+        count_text(kMaxPlanTimeMs) +
+        " ms; check the model's times and the topology's speeds and bandwidths" + hint);
+  }
+}
+
+void check_task_limit(std::size_t stages, int micro_batches) {
+  const auto S = static_cast<std::int64_t>(stages);
+  const std::int64_t M = micro_batches;
+  const std::int64_t tasks = 4 * S * M - 2 * M;
+  if (tasks > kMaxPlanTasks) {
+    throw InfeasibleError("cannot schedule " + std::to_string(S) + " stages with " +
+                          std::to_string(M) + " micro-batches: that makes " +
+                          std::to_string(tasks) + " tasks, and a plan may have at most " +
+                          std::to_string(kMaxPlanTasks) +
+                          "; use fewer micro-batches (see \"Limits\" in docs/errors.md)");
+  }
+}
+
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy) {
   simulate::check_stages(request.model, request.topology, partition.stages);
+  check_task_limit(partition.stages.size(), request.micro_batches);
   schedule::Scheduled scheduled = schedule::make_schedule(
       request.model, request.topology, partition.stages, request.micro_batches, policy);
   Plan plan;
@@ -55,6 +179,8 @@ schedule::Policy default_policy(std::string_view planner) {
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy) {
   const schedule::Policy chosen = policy.value_or(default_policy(name));
+  const auto& names = planner_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) check_limits(name, request);
   if (name == "spp") return plan_spp(request, chosen);
   // The baselines shape their stages by the memory rule of the policy that schedules them, so
   // the partition is made with `chosen`, not with the planner's default.

@@ -54,7 +54,6 @@ Plan check_plan(const StatedPlan& stated, const model::Model& model,
     fail("/stages", error.what());
   }
   const int S = static_cast<int>(stated.stages.size());
-
   // Orders: the entries of each resource sorted by start, ties by position in the file.
   Schedule schedule;
   schedule.micro_batches = M;
@@ -107,13 +106,15 @@ Plan check_plan(const StatedPlan& stated, const model::Model& model,
   for (int s = 0; s < S; ++s) profiles.push_back(stage_profile(model, stated.stages, s));
   const Keys keys{M};
 
-  // Durations and sizes.
+  // Durations and sizes. An end is compared with its start plus the duration, as times:
+  // `end - start` of two large times loses the low bits of a short duration (a 1 us transfer
+  // ending at 5e6 ms), so comparing it as a duration would refuse exact replays.
   for (std::size_t i = 0; i < stated.compute.size(); ++i) {
     const auto& e = stated.compute[i];
     const auto& p = profiles[static_cast<std::size_t>(e.task.stage)];
     const double speed = topology.gpu(e.gpu).speed;
     const double expected = (e.task.op == Op::kForward ? p.forward_ms : p.backward_ms) / speed;
-    if (!times_equal(e.end_ms - e.start_ms, expected)) {
+    if (!times_equal(e.end_ms, e.start_ms + expected)) {
       fail(compute_pointer(i), describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) +
                                    " but takes " + ms(expected) + " on " + gpu_name(topology, e.gpu) +
                                    " (speed " + report::format_number(speed, 6) + ")");
@@ -128,7 +129,7 @@ Plan check_plan(const StatedPlan& stated, const model::Model& model,
                                     report::format_number(bytes, 15));
     }
     const double expected = topology.transfer_ms(e.from, e.to, bytes);
-    if (!times_equal(e.end_ms - e.start_ms, expected)) {
+    if (!times_equal(e.end_ms, e.start_ms + expected)) {
       fail(transfer_pointer(i), describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) +
                                     " but takes " + ms(expected) + " from " + topology.gpu(e.from).id +
                                     " to " + topology.gpu(e.to).id);

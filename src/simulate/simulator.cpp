@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
+#include <unordered_set>
 
 #include "pipeplan/report/format.hpp"
 
@@ -54,6 +57,30 @@ class TaskIndex {
   int stages_;
   int micro_batches_;
 };
+
+// The first compute task, in the order the replay checks them (stage, then micro-batch,
+// forward before backward), that `schedule` does not list; nothing when all are listed.
+// Looks at most (listed tasks + 1) tasks and holds the listed ones in a hash set, so a
+// schedule that claims a huge micro-batch count costs what it lists, not what it claims.
+std::optional<ComputeTask> first_missing(const Schedule& schedule, int S) {
+  std::unordered_set<std::uint64_t> listed;
+  auto key = [](const ComputeTask& t) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.stage)) << 33) |
+           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.micro_batch)) << 1) |
+           (t.op == Op::kBackward ? 1U : 0U);
+  };
+  for (const auto& order : schedule.gpu_order) {
+    for (const ComputeTask& task : order) listed.insert(key(task));
+  }
+  for (int s = 0; s < S; ++s) {
+    for (int m = 0; m < schedule.micro_batches; ++m) {
+      for (Op op : {Op::kForward, Op::kBackward}) {
+        if (listed.count(key(ComputeTask{op, s, m})) == 0) return ComputeTask{op, s, m};
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -152,6 +179,22 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   const int M = schedule.micro_batches;
   const int N = topology.size();
   if (M < 1) throw ScheduleError("the schedule has no micro-batches");
+  // The arrays below have a slot for each of the 4 S M - 2 M tasks. A schedule that lists
+  // fewer compute tasks than 2 S M misses one: say which before sizing anything by S M, which
+  // a stated plan may set to anything.
+  std::int64_t listed = 0;
+  for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
+  if (listed < 2 * static_cast<std::int64_t>(S) * M) {
+    if (auto missing = first_missing(schedule, S))
+      throw ScheduleError(describe(*missing) + " is missing");
+  }
+  // Tasks are numbered with ints; planners::check_limits keeps plans far below this.
+  const std::int64_t task_count =
+      4 * static_cast<std::int64_t>(S) * M - 2 * static_cast<std::int64_t>(M);
+  if (task_count > std::numeric_limits<int>::max()) {
+    throw ScheduleError("the schedule has " + std::to_string(task_count) + " tasks, more than " +
+                        std::to_string(std::numeric_limits<int>::max()));
+  }
   if (static_cast<int>(schedule.gpu_order.size()) != N) {
     throw ScheduleError("the schedule has orders for " + std::to_string(schedule.gpu_order.size()) +
                         " GPUs, the topology has " + std::to_string(N));

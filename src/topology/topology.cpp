@@ -622,7 +622,20 @@ double read_bandwidth(const io::Node& node) {
   }
   double bandwidth = io::read_quantity(node, io::QuantityKind::kBandwidth);
   if (!(bandwidth > 0)) node.fail("must be a bandwidth > 0, got " + io::describe_value(value));
+  if (bandwidth < kMinBandwidthBytesPerS) {
+    node.fail("must be a bandwidth of at least 1 bit/s, got " + io::describe_value(value));
+  }
   return bandwidth;
+}
+
+// A speed: a finite number >= kMinSpeed.
+double read_speed(const io::Node& node) {
+  const double speed = node.as_positive();
+  if (speed < kMinSpeed) {
+    node.fail("must be a speed of at least " + io::describe_value(nlohmann::json(kMinSpeed)) +
+              ", got " + io::describe_value(node.json()));
+  }
+  return speed;
 }
 
 // A latency in ms: a quantity >= 0 in seconds whose value in ms is finite.
@@ -732,7 +745,7 @@ Topology read_topology(const io::Source& source) {
       }
       auto memory = read_memory(shorthand.optional("memory"));
       double speed = 1.0;
-      if (auto speed_node = shorthand.optional("speed")) speed = speed_node->as_positive();
+      if (auto speed_node = shorthand.optional("speed")) speed = read_speed(*speed_node);
       std::optional<LinkSpec> link;
       if (auto link_node = shorthand.optional("link")) {
         link = read_link_spec(*link_node, {"bandwidth", "latency"});
@@ -812,7 +825,7 @@ Topology read_topology(const io::Source& source) {
         gpu_node.push_back(it->second);
       }
       gpu.memory_bytes = read_memory(explicit_gpu.optional("memory"));
-      if (auto speed_node = explicit_gpu.optional("speed")) gpu.speed = speed_node->as_positive();
+      if (auto speed_node = explicit_gpu.optional("speed")) gpu.speed = read_speed(*speed_node);
       gpus.push_back(std::move(gpu));
     }
   }

@@ -62,7 +62,7 @@ TEST(ModelTest, AcceptsIntegralFloatsForIntegers) {
   EXPECT_EQ(model.micro_batches, 16);
   EXPECT_EQ(model.profile_batch_size, 6);
   EXPECT_EQ(read_error(R"({"micro_batches": 16.5, "layers": []})"),
-            "model.json: /micro_batches: must be an integer >= 1, got 16.5");
+            "model.json: /micro_batches: must be an integer from 1 to 1048576, got 16.5");
 }
 
 TEST(ModelTest, AcceptsFractionalBytes) {

@@ -218,6 +218,11 @@ TEST(SimulatorTest, RejectsBrokenSchedules) {
   Schedule missing = base();
   missing.gpu_order[0] = {F(0, 0)};
   EXPECT_EQ(error(missing), "backward of micro-batch 0 on stage 0 is missing");
+  // A micro-batch count far beyond the tasks listed (here 3.2e9 tasks, past int) costs only
+  // what is listed: the first missing task is found without sizing anything by the count.
+  Schedule claims = base();
+  claims.micro_batches = 400000000;
+  EXPECT_EQ(error(claims), "forward of micro-batch 1 on stage 0 is missing");
   Schedule twice = base();
   twice.gpu_order[0] = {F(0, 0), F(0, 0), B(0, 0)};
   EXPECT_EQ(error(twice), "forward of micro-batch 0 on stage 0 appears more than once");

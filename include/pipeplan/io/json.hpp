@@ -18,6 +18,12 @@ namespace pipeplan::io {
 /// Deepest nesting of arrays and objects accepted in an input document.
 inline constexpr int kMaxJsonDepth = 128;
 
+/// Most values (numbers, strings, literals, arrays and objects, each counted once) in an input
+/// document: 2^24. A parsed value takes 16 to about 100 bytes, so this bounds a document's
+/// memory to a few GiB whatever its shape; the largest plan the planners may write
+/// (`planners::kMaxPlanTasks` tasks of at most 9 values each) stays below it.
+inline constexpr std::size_t kMaxJsonValues = std::size_t{1} << 24;
+
 /// A parsed JSON document and the name of the file it came from.
 struct Document {
   std::string file;     ///< Display name used in messages (the path as given, or `<stdin>`).
@@ -25,9 +31,13 @@ struct Document {
 };
 
 /// Parses `source` as strict JSON: a leading UTF-8 byte-order mark is skipped; malformed text,
-/// invalid UTF-8, duplicate object keys, numbers out of range and nesting deeper than
-/// `kMaxJsonDepth` throw `InputError` naming the file (and the pointer, where one exists).
+/// invalid UTF-8, duplicate object keys, numbers out of range, nesting deeper than
+/// `kMaxJsonDepth` and more than `kMaxJsonValues` values throw `InputError` naming the file
+/// (and the pointer, where one exists).
 Document parse_json(const Source& source);
+
+/// `parse_json` with another bound on the number of values (tests use small ones).
+Document parse_json(const Source& source, std::size_t max_values);
 
 /// Appends `key` to a JSON pointer, escaping `~` and `/` (RFC 6901).
 std::string pointer_append(const std::string& pointer, std::string_view key);
@@ -38,6 +48,11 @@ std::string pointer_append(const std::string& pointer, std::size_t index);
 /// (so byte counts print as `125018112`, not `125018112.0`), else the double, which
 /// nlohmann prints in its shortest round-tripping form.
 nlohmann::ordered_json json_number(double value);
+
+/// An output array holding `values`, built in one step. With `JSON_DIAGNOSTICS`, every
+/// `push_back` on an `ordered_json` array re-links all its elements to their parent, so an
+/// array built element by element costs O(n^2); this costs O(n).
+nlohmann::ordered_json json_array(std::vector<nlohmann::ordered_json> values);
 
 /// Serialises output JSON deterministically: `indent` spaces (or one line for -1), a final
 /// newline, invalid UTF-8 replaced.

@@ -16,6 +16,11 @@ namespace pipeplan::model {
 /// The schema string of a model file.
 inline constexpr const char* kModelSchema = "pipeplan/model/v1";
 
+/// Most micro-batches per iteration accepted anywhere (`micro_batches` in a model file, the
+/// `--micro-batches` flags): 2^20. Whether a plan with that many can be made is the planner's
+/// call (`planners::check_limits`); this bound keeps every count of tasks in 64-bit range.
+inline constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 20;
+
 /// One layer of the chain.
 struct Layer {
   std::string name;             ///< Optional (empty when absent); unique when given.
@@ -37,9 +42,10 @@ struct Model {
 };
 
 /// Reads and validates a `model.json` (spec section 1). Throws `InputError` naming the file
-/// and JSON pointer of the first problem. Beyond the spec: the sums over all layers of
-/// forward plus backward time, of stash and of activation bytes, and the factor times the sum
-/// of parameter bytes must be finite; -0 reads as 0.
+/// and JSON pointer of the first problem. Beyond the spec: `micro_batches` is at most
+/// `kMaxMicroBatches`; the sums over all layers of forward plus backward time, of stash and of
+/// activation bytes, and the factor times the sum of parameter bytes must be finite; -0 reads
+/// as 0.
 Model read_model(const io::Source& source);
 
 /// The model as `model.json` (schema v1). Optional fields that are absent stay absent;

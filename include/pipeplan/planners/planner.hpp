@@ -3,6 +3,8 @@
 /// Planners by name, and the common last step every planner shares: schedule the chosen
 /// stages, replay them through the execution model, check memory, compute the bounds.
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +24,57 @@ struct Request {
   int micro_batches = 1;
 };
 
+/// \name Planner limits
+/// Inputs beyond these are refused up front with `InfeasibleError` (exit 4) and a message
+/// naming the limit, instead of planning for hours or running out of memory. They were set
+/// from measurements (docs/errors.md, "Limits"); raise them as the planners get faster.
+/// `check_limits` applies them all.
+///@{
+
+/// Most layers a model may have to be planned.
+inline constexpr int kMaxPlanLayers = 4096;
+
+/// Most GPUs a topology may have to be planned (the topology reader accepts up to
+/// `topology::kMaxGpus`). The min-cut ordering keeps an N x N matrix per recursion level and
+/// takes O(N^3) time on topologies without twins.
+inline constexpr int kMaxPlanGpus = 2048;
+
+/// Most tasks (forwards, backwards and transfers: 4 S M - 2 M for S stages and M
+/// micro-batches) in one plan. Scheduling, replay and plan.json all grow with it; a plan at
+/// this limit is about 45 MiB of JSON.
+inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 18;
+
+/// Most steps a planner's search may take, as estimated by `planning_steps`: about ten
+/// minutes of one core today at the limit.
+inline constexpr double kMaxPlanSteps = 1e10;
+
+/// Most cells of the spp dynamic program's tables, `N R (L + R)` with `R = min(N, M)`
+/// replicas at most per stage; each takes 24 to 40 bytes, so about a GiB at the limit.
+inline constexpr double kMaxPlanCells = 33554432;  // 2^25
+
+/// Longest time the execution model may have to handle, ms (about 30,000 years): every input
+/// whose slowest conceivable iteration (all work in series on the slowest GPU and the
+/// narrowest link) stays below it has finite times everywhere.
+inline constexpr double kMaxPlanTimeMs = 1e15;
+
+///@}
+
+/// The estimated search steps of `planner` on `request`, the quantity `kMaxPlanSteps`
+/// bounds: for L layers, N GPUs, M micro-batches and R = min(N, M), spp's DP takes
+/// `L^2 N R^2` (plus `N R^2 M` to split micro-batches over every run of replicas), pipedream's
+/// `L^2 N^2`, gpipe's `N L^2`, the others `L + N`.
+double planning_steps(std::string_view planner, const Request& request);
+
+/// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
+/// within the limits above: too many layers or GPUs, more micro-batches than one stage's plan
+/// may have tasks, too many search steps or DP cells, or times that could exceed
+/// `kMaxPlanTimeMs`. `make_plan` calls it first; O(L + N^2).
+void check_limits(std::string_view planner, const Request& request);
+
+/// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
+/// tasks for `micro_batches` micro-batches. `finish_plan` calls it before scheduling.
+void check_task_limit(std::size_t stages, int micro_batches);
+
 /// A planner's choice before scheduling.
 struct Partition {
   std::vector<int> gpu_order;  ///< Every GPU once, in the order the planner considered them.
@@ -30,8 +83,8 @@ struct Partition {
 
 /// Turns a partition into a complete plan: schedules it with `policy`, replays the schedule
 /// (so every time is the execution model's), checks memory and computes the bounds. Throws
-/// `InfeasibleError` when the schedule exceeds a GPU's memory, `InternalError` when the
-/// scheduler and the replay disagree.
+/// `InfeasibleError` when the plan would have more than `kMaxPlanTasks` tasks or the schedule
+/// exceeds a GPU's memory, `InternalError` when the scheduler and the replay disagree.
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy);
 
@@ -42,7 +95,8 @@ const std::vector<std::string>& planner_names();
 schedule::Policy default_policy(std::string_view planner);
 
 /// Runs the planner `name` (one of `planner_names()`), rescheduled with `policy` when given.
-/// Throws `UsageError` for an unknown name and `InfeasibleError` when nothing fits.
+/// Throws `UsageError` for an unknown name and `InfeasibleError` when the request is beyond
+/// the planner limits (`check_limits`) or nothing fits.
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy = std::nullopt);
 

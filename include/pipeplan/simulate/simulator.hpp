@@ -4,6 +4,7 @@
 /// the replay of a schedule into a timeline (every start and end, per-GPU busy time and peak
 /// memory) and the two lower bounds. Every planner, scheduler and command uses it.
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,8 +31,11 @@ class ScheduleError : public Error {
   std::optional<TransferTask> transfer;  ///< The transfer involved, if any.
 };
 
-/// Two times are equal when they differ by at most 1e-9 relative plus 1e-9 ms (spec 4).
+/// Two times are equal when they differ by at most 1e-9 relative plus 1e-9 ms (spec 4). An
+/// infinite or NaN time equals only itself (an infinite one; NaN equals nothing): the
+/// relative tolerance of an infinite time would otherwise accept every other time.
 [[nodiscard]] inline bool times_equal(double a, double b) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return a == b;
   double scale = a < 0 ? -a : a;
   double other = b < 0 ? -b : b;
   if (other > scale) scale = other;
@@ -72,7 +76,10 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
 /// before it on the same GPU or channel allow; AllReduces start when the stage's last
 /// backward ends. Also computes per-GPU busy time and peak memory. Throws `ScheduleError`
 /// when a task is missing, repeated, on the wrong GPU or channel, or the orders deadlock.
-/// Requires `check_stages` to hold. O(T log T) for T tasks (the sort of the output).
+/// When the GPU orders list fewer than 2 S M compute tasks, the first missing one is reported
+/// before anything is sized by S M, so memory follows the tasks listed, whatever
+/// `schedule.micro_batches` claims. Requires `check_stages` to hold. O(T log T) for T tasks
+/// (the sort of the output).
 Timeline replay(const model::Model& model, const topology::Topology& topology,
                 const std::vector<Stage>& stages, const Schedule& schedule);
 

@@ -26,6 +26,14 @@ inline constexpr int kMaxGpus = 11585;
 /// id of each of its GPUs, so without a limit a small file could ask for gigabytes of ids.
 inline constexpr std::size_t kMaxNameBytes = 256;
 
+/// Slowest GPU speed accepted (a millionth of the profiled GPU's). Smaller positive speeds,
+/// such as 1e-320, are typos that would make compute times overflow to infinity.
+inline constexpr double kMinSpeed = 1e-6;
+
+/// Narrowest bandwidth accepted, bytes/s: 1 bit/s. Smaller positive bandwidths, such as
+/// 1e-320, are typos that would make transfer times overflow to infinity.
+inline constexpr double kMinBandwidthBytesPerS = 0.125;
+
 /// One GPU.
 struct Gpu {
   std::string id;                      ///< Unique id, e.g. `dgx0/gpu3`.
@@ -137,7 +145,8 @@ class Topology {
 };
 
 /// Reads and validates a `topo.json` (spec section 2). Throws `InputError` naming the file
-/// and JSON pointer of the first problem. Beyond the spec: at most `kMaxGpus` GPUs; node names
+/// and JSON pointer of the first problem. Beyond the spec: speeds at least `kMinSpeed`,
+/// bandwidths at least `kMinBandwidthBytesPerS`; at most `kMaxGpus` GPUs; node names
 /// and GPU ids at most `kMaxNameBytes` long; a GPU without `node` is a node of its own named
 /// after its id, so that name must not be another node's; latencies must stay finite in ms,
 /// also summed along a path.

@@ -1,0 +1,148 @@
+// The planner limits (planners::check_limits, check_task_limit): inputs beyond them fail fast
+// with exit 4 and a message naming the limit; inputs at them are let through.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../support/builders.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/planners/planner.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using namespace pipeplan::testing;
+
+const std::string kSee = " (see \"Limits\" in docs/errors.md)";
+
+model::Model layers(int count) {
+  return make_model(std::vector<L>(static_cast<std::size_t>(count), L{1, 2, 1000, 1000, 1000}));
+}
+
+// The message of the InfeasibleError that `body` throws (empty when it throws none).
+template <typename Body>
+std::string infeasible(Body&& body) {
+  try {
+    body();
+  } catch (const InfeasibleError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(LimitsTest, TooManyLayers) {
+  const model::Model model = layers(kMaxPlanLayers + 1);
+  const topology::Topology topology = uniform_topology(2, 1e10, 0.001);
+  const Request request{model, topology, 2};
+  for (const std::string& planner : planner_names()) {
+    EXPECT_EQ(infeasible([&] { make_plan(planner, request); }),
+              "cannot plan 4097 layers: the planners handle at most 4096; merge layers in the "
+              "profile" +
+                  kSee)
+        << planner;
+  }
+  const model::Model at_limit = layers(kMaxPlanLayers);
+  EXPECT_EQ(infeasible([&] { check_limits("uniform", Request{at_limit, topology, 2}); }), "");
+}
+
+TEST(LimitsTest, TooManyGpus) {
+  const model::Model model = layers(2);
+  const topology::Topology topology = uniform_topology(kMaxPlanGpus + 1, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] {
+              make_plan("spp", Request{model, topology, 2});
+            }),
+            "cannot plan on 2049 GPUs: the planners handle at most 2048" + kSee);
+  const topology::Topology at_limit = uniform_topology(kMaxPlanGpus, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] { check_limits("uniform", Request{model, at_limit, 2}); }), "");
+}
+
+TEST(LimitsTest, MoreMicroBatchesThanOneStageMayHaveTasks) {
+  const model::Model model = layers(1);
+  const topology::Topology topology = uniform_topology(1, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] {
+              make_plan("spp", Request{model, topology, 131073});
+            }),
+            "cannot plan 131073 micro-batches: even one stage makes 262146 tasks, and a plan may "
+            "have at most 262144" +
+                kSee);
+  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{model, topology, 131072}); }), "");
+}
+
+TEST(LimitsTest, TooManyTasksOnceTheStagesAreKnown) {
+  // gpipe makes one stage per GPU: 64 stages of 2048 micro-batches.
+  const model::Model model = layers(64);
+  const topology::Topology topology = uniform_topology(64, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] {
+              make_plan("gpipe", Request{model, topology, 2048});
+            }),
+            "cannot schedule 64 stages with 2048 micro-batches: that makes 520192 tasks, and a "
+            "plan may have at most 262144; use fewer micro-batches" +
+                kSee);
+  EXPECT_EQ(infeasible([] { check_task_limit(2, 43690); }), "");  // 262140 tasks
+  EXPECT_NE(infeasible([] { check_task_limit(2, 43691); }), "");  // 262146 tasks
+}
+
+TEST(LimitsTest, SearchSteps) {
+  const model::Model model = layers(2000);
+  const topology::Topology topology = uniform_topology(64, 1e10, 0.001);
+  const Request request{model, topology, 64};
+  // spp: L^2 N R^2 + N R^2 M with R = min(N, M) = 64.
+  EXPECT_EQ(planning_steps("spp", request), 2000.0 * 2000 * 64 * 64 * 64 + 64.0 * 64 * 64 * 64);
+  EXPECT_EQ(planning_steps("pipedream", request), 2000.0 * 2000 * 64 * 64);
+  EXPECT_EQ(planning_steps("gpipe", request), 64.0 * 2000 * 2000);
+  EXPECT_EQ(planning_steps("uniform", request), 2064.0);
+  EXPECT_EQ(infeasible([&] { make_plan("spp", request); }),
+            "cannot plan 2000 layers on 64 GPUs with 64 micro-batches: the spp planner would take "
+            "about 1.05e+12 steps, more than its limit of 1e+10; use fewer layers, GPUs or "
+            "micro-batches" +
+                kSee);
+  EXPECT_EQ(infeasible([&] { make_plan("pipedream", request); }),
+            "cannot plan 2000 layers on 64 GPUs with 64 micro-batches: the pipedream planner would "
+            "take about 1.64e+10 steps, more than its limit of 1e+10; use fewer layers, GPUs or "
+            "micro-batches" +
+                kSee);
+  // The cheap planners are not held back by spp's cost.
+  EXPECT_EQ(infeasible([&] { check_limits("gpipe", request); }), "");
+}
+
+TEST(LimitsTest, DynamicProgramTables) {
+  // N R (L + R) = 2048 x 128 x 129 cells, though only 4.3e9 steps.
+  const model::Model model = layers(1);
+  const topology::Topology topology = uniform_topology(kMaxPlanGpus, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] {
+              make_plan("spp", Request{model, topology, 128});
+            }),
+            "cannot plan 1 layer on 2048 GPUs with 128 micro-batches: the spp planner's tables "
+            "would have 3.38e+07 cells, more than its limit of 3.36e+07; use fewer layers, GPUs or "
+            "micro-batches" +
+                kSee);
+  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{model, topology, 127}); }), "");
+}
+
+TEST(LimitsTest, TimesThatCouldOverflow) {
+  const model::Model model = make_model({{1e300, 1e300, 0, 0, 0}});
+  const topology::Topology topology = uniform_topology(1, 1e10, 0.001, {1e-6});
+  EXPECT_EQ(infeasible([&] {
+              make_plan("spp", Request{model, topology, 2});
+            }),
+            "cannot plan: an iteration could take up to 4e+306 ms (all work in series on the "
+            "slowest GPU and the narrowest link), beyond the planners' range of 1e+15 ms; check "
+            "the model's times and the topology's speeds and bandwidths" +
+                kSee);
+  // A slow link alone: 2 x 4 micro-batches x 1e12 bytes at 0.125 B/s.
+  const model::Model wide = make_model({{1, 1, 1e12, 0, 0}, {1, 1, 0, 0, 0}});
+  const topology::Topology slow = uniform_topology(2, 0.125, 0.001);
+  EXPECT_NE(infeasible([&] { check_limits("spp", Request{wide, slow, 4}); }), "");
+  const topology::Topology fast = uniform_topology(2, 1e9, 0.001);
+  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{wide, fast, 4}); }), "");
+}
+
+TEST(LimitsTest, UnknownPlannersAreStillUsageErrors) {
+  const model::Model model = layers(kMaxPlanLayers + 1);
+  const topology::Topology topology = uniform_topology(2, 1e10, 0.001);
+  EXPECT_THROW(make_plan("magic", Request{model, topology, 2}), UsageError);
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
