@@ -177,6 +177,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   planners::Request request{model, topology, micro_batches};
   Plan plan = planners::make_plan(options.planner, request, policy);
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
+  for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
   const std::string text = io::dump_json(report::plan_to_json(plan, model, topology));
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();

@@ -169,18 +169,101 @@ std::vector<int> join(const topology::Topology& topology, std::vector<int> left,
   return left;
 }
 
+// Work spent by the cuts of one ordering, in units of about one nanosecond: n^2 for each
+// group's weights and components, n^3 for each Stoer-Wagner cut. A group whose turn comes
+// when its work would pass kMaxOrderWork is ordered by its spanning tree instead.
+struct Budget {
+  double used = 0;
+  OrderStats* stats = nullptr;
+  bool spend(double work) {
+    if (used + work > kMaxOrderWork) return false;
+    used += work;
+    return true;
+  }
+};
+
+// Single-linkage order of a group (GPU indices, sorted), for groups beyond the budget: the
+// links of a maximum spanning tree (Prim, widest bandwidth, then lowest latency, then lowest
+// position) merge clusters strongest first (Kruskal's order), each merge a `join`, so strong
+// links stay inside contiguous runs and the weakest fall between them, as with the cuts.
+// O(n^2) time (Prim on the dense pair costs, and the joins), O(n) memory.
+std::vector<int> order_by_spanning_tree(const topology::Topology& topology,
+                                        const std::vector<int>& group) {
+  const std::size_t n = group.size();
+  struct Edge {
+    double bandwidth, latency;
+    std::size_t a, b;
+  };
+  auto better = [](double bandwidth, double latency, double than_bandwidth, double than_latency) {
+    return bandwidth > than_bandwidth || (bandwidth == than_bandwidth && latency < than_latency);
+  };
+  std::vector<Edge> tree;
+  std::vector<char> in_tree(n, 0);
+  std::vector<double> best_bandwidth(n, -1), best_latency(n, 0);
+  std::vector<std::size_t> best_from(n, 0);
+  std::size_t current = 0;
+  in_tree[0] = 1;
+  for (std::size_t added = 1; added < n; ++added) {
+    std::size_t next = n;
+    for (std::size_t v = 0; v < n; ++v) {
+      if (in_tree[v]) continue;
+      const double bandwidth = topology.bandwidth_bytes_per_s(group[current], group[v]);
+      const double latency = topology.latency_ms(group[current], group[v]);
+      if (better(bandwidth, latency, best_bandwidth[v], best_latency[v])) {
+        best_bandwidth[v] = bandwidth;
+        best_latency[v] = latency;
+        best_from[v] = current;
+      }
+      if (next == n || better(best_bandwidth[v], best_latency[v], best_bandwidth[next],
+                              best_latency[next])) {
+        next = v;
+      }
+    }
+    in_tree[next] = 1;
+    tree.push_back(Edge{best_bandwidth[next], best_latency[next], best_from[next], next});
+    current = next;
+  }
+  std::stable_sort(tree.begin(), tree.end(), [&](const Edge& x, const Edge& y) {
+    return better(x.bandwidth, x.latency, y.bandwidth, y.latency);
+  });
+  // Union-find over positions; each root holds its cluster's order.
+  std::vector<std::size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  auto root = [&](std::size_t v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+  };
+  std::vector<std::vector<int>> order(n);
+  for (std::size_t v = 0; v < n; ++v) order[v] = {group[v]};
+  for (const Edge& edge : tree) {
+    std::size_t ra = root(edge.a), rb = root(edge.b);
+    if (rb < ra) std::swap(ra, rb);  // the cluster of the smaller root goes first
+    order[ra] = join(topology, std::move(order[ra]), std::move(order[rb]));
+    order[rb].clear();
+    parent[rb] = ra;
+  }
+  return order[root(0)];
+}
+
 // How one level of the recursion splits a group (positions in the group): its components,
 // or the two sides of its best ratio cut; nothing when all weights are equal. The weights
 // (n^2 doubles) live only here, so that the recursion holds one level's matrix at a time: a
 // chain of GPUs that the cuts peel one by one would otherwise keep O(N^3) bytes alive.
+// Sets `over_budget` (and returns nothing) when the budget cannot pay for the level.
 std::optional<std::vector<std::vector<std::size_t>>> split_group(const topology::Topology& topology,
                                                                  const std::vector<int>& group,
-                                                                 Measure measure) {
+                                                                 Measure measure, Budget& budget,
+                                                                 bool& over_budget) {
   const std::size_t n = group.size();
+  const double size = static_cast<double>(n);
+  over_budget = !budget.spend(size * size);
+  if (over_budget) return std::nullopt;
   const Weights w(topology, group, measure);
   if (w.uniform()) return std::nullopt;
   std::vector<std::vector<std::size_t>> parts = components(w, n);
   if (parts.size() == 1) {
+    over_budget = !budget.spend(size * size * size);
+    if (over_budget) return std::nullopt;
     std::vector<bool> in_a = stoer_wagner(w, n);
     improve_ratio(w, n, in_a);
     parts.assign(2, {});
@@ -190,20 +273,29 @@ std::optional<std::vector<std::vector<std::size_t>>> split_group(const topology:
 }
 
 std::vector<int> order_group(const topology::Topology& topology, std::vector<int> group,
-                             Measure measure) {
+                             Measure measure, Budget& budget) {
   std::sort(group.begin(), group.end());
   const std::size_t n = group.size();
   if (n <= 2) return group;
-  auto split = split_group(topology, group, measure);
+  bool over_budget = false;
+  auto split = split_group(topology, group, measure, budget, over_budget);
+  if (over_budget) {
+    if (budget.stats != nullptr) {
+      ++budget.stats->spanning_tree_groups;
+      budget.stats->spanning_tree_gpus += n;
+    }
+    return order_by_spanning_tree(topology, group);
+  }
   if (!split) {
-    return measure == Measure::kBandwidth ? order_group(topology, group, Measure::kLatency) : group;
+    return measure == Measure::kBandwidth ? order_group(topology, group, Measure::kLatency, budget)
+                                          : group;
   }
   const std::vector<std::vector<std::size_t>> parts = std::move(*split);
   std::vector<int> result;
   for (const auto& part : parts) {
     std::vector<int> members;
     for (std::size_t p : part) members.push_back(group[p]);
-    std::vector<int> ordered = order_group(topology, members, Measure::kBandwidth);
+    std::vector<int> ordered = order_group(topology, members, Measure::kBandwidth, budget);
     result = result.empty() ? ordered : join(topology, std::move(result), std::move(ordered));
   }
   return result;
@@ -211,10 +303,12 @@ std::vector<int> order_group(const topology::Topology& topology, std::vector<int
 
 }  // namespace
 
-std::vector<int> mincut_order(const topology::Topology& topology) {
+std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats) {
   std::vector<int> all(static_cast<std::size_t>(topology.size()));
   std::iota(all.begin(), all.end(), 0);
-  return order_group(topology, all, Measure::kBandwidth);
+  Budget budget;
+  budget.stats = stats;
+  return order_group(topology, all, Measure::kBandwidth, budget);
 }
 
 double ratio_cut(const topology::Topology& topology, const std::vector<int>& group,

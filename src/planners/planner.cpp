@@ -35,9 +35,7 @@ std::string counted(std::int64_t count, const std::string& one, const std::strin
 double planning_steps(std::string_view planner, const Request& request) {
   const double L = static_cast<double>(request.model.layers.size());
   const double N = request.topology.size();
-  const double M = request.micro_batches;
-  const double R = std::min(N, M);
-  if (planner == "spp") return L * L * N * R * R + N * R * R * M;
+  if (planner == "spp") return N * N + L * N;
   if (planner == "pipedream") return L * L * N * N;
   if (planner == "gpipe") return N * L * L;
   return L + N;
@@ -54,11 +52,6 @@ void check_limits(std::string_view planner, const Request& request) {
     throw InfeasibleError("cannot plan " + std::to_string(L) +
                           " layers: the planners handle at most " + std::to_string(kMaxPlanLayers) +
                           "; merge layers in the profile" + hint);
-  }
-  if (N > kMaxPlanGpus) {
-    throw InfeasibleError("cannot plan on " + std::to_string(N) +
-                          " GPUs: the planners handle at most " + std::to_string(kMaxPlanGpus) +
-                          hint);
   }
   if (M < 1) throw InternalError("check_limits: micro_batches must be >= 1");
   // The smallest plan, one stage, has a forward and a backward per micro-batch.
@@ -77,16 +70,6 @@ void check_limits(std::string_view planner, const Request& request) {
                           " planner would take about " + count_text(steps) +
                           " steps, more than its limit of " + count_text(kMaxPlanSteps) +
                           "; use fewer layers, GPUs or micro-batches" + hint);
-  }
-  if (planner == "spp") {
-    const double R = static_cast<double>(std::min<std::int64_t>(N, M));
-    const double cells = static_cast<double>(N) * R * (static_cast<double>(L) + R);
-    if (cells > kMaxPlanCells) {
-      throw InfeasibleError("cannot plan " + shape + ": the spp planner's tables would have " +
-                            count_text(cells) + " cells, more than its limit of " +
-                            count_text(kMaxPlanCells) +
-                            "; use fewer layers, GPUs or micro-batches" + hint);
-    }
   }
   // Times: all the work in series on the slowest GPU, every boundary transfer over the
   // narrowest pair, and the AllReduce of every parameter. Below kMaxPlanTimeMs, every sum the

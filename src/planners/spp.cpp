@@ -25,7 +25,8 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
   };
   const auto ordering_started = Clock::now();
   std::vector<std::vector<int>> candidates;
-  candidates.push_back(ordering::mincut_order(request.topology));
+  ordering::OrderStats order_stats;
+  candidates.push_back(ordering::mincut_order(request.topology, &order_stats));
   const double ordering_ms = since(ordering_started);
   std::vector<int> reversed(candidates.front().rbegin(), candidates.front().rend());
   std::vector<int> input(static_cast<std::size_t>(N));
@@ -122,6 +123,13 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
     if (best) break;  // the least demanding memory model that fits
   }
   if (best) {
+    if (order_stats.spanning_tree_groups > 0) {
+      best->warnings.push_back(
+                   "min-cut order: " + std::to_string(order_stats.spanning_tree_gpus) + " GPUs in " +
+                       std::to_string(order_stats.spanning_tree_groups) +
+                       " group(s) without structure were ordered by maximum spanning tree, the "
+                       "minimum cuts' work budget being spent (docs/algorithms.md)");
+    }
     best->notes = notes;
     best->phase_ms = {{"ordering", ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
   }

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -389,6 +390,7 @@ class PathFiller {
   void search(int source, double width, const std::vector<int>& targets,
               const std::vector<int>& members) {
     const int generation = ++generation_;
+    charge(targets.size() + 1);
     for (int t : targets) target_stamp_[at(t)] = generation;
     std::size_t remaining = targets.size();
     rank_[at(source)] = 0;
@@ -438,6 +440,7 @@ class PathFiller {
         bool use_list =
             has_list_[at(x)] && (!unvisited_built || neighbours_[at(x)].size() <= unvisited.size());
         if (use_list) {
+          charge(neighbours_[at(x)].size());
           for (const Neighbour& neighbour : neighbours_[at(x)]) {
             const int y = neighbour.to;
             if (neighbour.bandwidth < width || y == source) continue;
@@ -451,12 +454,14 @@ class PathFiller {
         }
         if (!unvisited_built) {
           unvisited_built = true;
+          charge(members.size());
           for (int c : members) {
             if (class_found_[at(c)] == generation) continue;
             class_position_[at(c)] = unvisited.size();
             unvisited.push_back(c);
           }
         }
+        charge(unvisited.size());
         for (std::size_t i = 0; i < unvisited.size() && remaining > 0;) {
           const int c = unvisited[i];
           std::size_t s = slot(x, representative(c, source));
@@ -494,6 +499,25 @@ class PathFiller {
     }
   }
 
+  // Counts the work of the searches (GPUs and classes looked at) against kMaxPathSteps, so that
+  // a topology that would take minutes fails at once instead. Deterministic: steps, not time.
+  void charge(std::size_t steps) {
+    steps_ += steps;
+    if (steps_ > kMaxPathSteps) {
+      throw InputError(file_ + ": too many distinct paths to search: the widest paths between the " +
+                       std::to_string(n_) +
+                       " GPUs' unlinked pairs take more than " + format_steps(kMaxPathSteps) +
+                       " steps (many distinct link bandwidths and few links); link more pairs "
+                       "directly or use fewer distinct bandwidths (see \"Limits\" in docs/errors.md)");
+    }
+  }
+  static std::string format_steps(std::uint64_t steps) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.0e", static_cast<double>(steps));
+    return text;
+  }
+
+  std::uint64_t steps_ = 0;
   const std::vector<Gpu>& gpus_;
   const int n_;
   std::vector<double>& bandwidth_;

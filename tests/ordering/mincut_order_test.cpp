@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
 
 #include "../support/builders.hpp"
@@ -141,6 +142,67 @@ TEST(MincutOrderTest, ThreeLevelHierarchy) {
   for (const char* prefix : {"r0", "r1", "r0n0", "r0n1", "r1n0", "r1n1"}) {
     EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
   }
+}
+
+// Measured bandwidths: `clusters` groups of `size` GPUs, every pair's bandwidth different
+// (100-110 GB/s inside a group, 1-2 GB/s between groups), ids interleaved across groups.
+topology::Topology noisy_clusters(int clusters, int size, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(0, 1);
+  const int n = clusters * size;
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    ids.push_back("c" + std::to_string(i % clusters) + "/g" + std::to_string(1000 + i / clusters));
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) {
+      const bool same = u % clusters == v % clusters;
+      links.push_back({u, v, same ? 100e9 + 10e9 * noise(rng) : 1e9 + 1e9 * noise(rng), 0.005});
+    }
+  }
+  return linked_topology(ids, links);
+}
+
+TEST(MincutOrderTest, SmallNoisyClustersUseTheCutsOnly) {
+  const topology::Topology topology = noisy_clusters(3, 8, 1);
+  OrderStats stats;
+  const std::vector<int> order = mincut_order(topology, &stats);
+  EXPECT_EQ(stats.spanning_tree_groups, 0u);
+  for (const char* prefix : {"c0/", "c1/", "c2/"}) EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
+}
+
+TEST(MincutOrderTest, LargeGroupsWithoutStructureFallBackToTheSpanningTree) {
+  // 4 x 120 GPUs: one Stoer-Wagner cut of all 480 would cost 480^3 = 1.1e8 > kMaxOrderWork, so
+  // the whole cluster is ordered by maximum spanning tree, which still keeps groups together.
+  const topology::Topology topology = noisy_clusters(4, 120, 2);
+  OrderStats stats;
+  const std::vector<int> order = mincut_order(topology, &stats);
+  EXPECT_EQ(stats.spanning_tree_groups, 1u);
+  EXPECT_EQ(stats.spanning_tree_gpus, 480u);
+  ASSERT_TRUE(is_permutation_of_all(order, 480));
+  for (const char* prefix : {"c0/", "c1/", "c2/", "c3/"}) EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
+  EXPECT_EQ(mincut_order(topology), order);  // deterministic
+}
+
+TEST(MincutOrderTest, TheBudgetBoundsPeelingOneGpuAtATime) {
+  // A "staircase": GPU i's links to every GPU after it are worth 1 + i GB/s, so each level's
+  // cut peels GPU 0 off; 300 levels of Stoer-Wagner would be O(N^4). The budget hands what
+  // is left when it runs out to the spanning tree.
+  const int n = 300;
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) ids.push_back("g" + std::to_string(1000 + i));
+  std::vector<topology::Link> links;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(0, 1e6);
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) links.push_back({u, v, (1.0 + u) * 1e9 + noise(rng), 0.005});
+  }
+  const topology::Topology topology = linked_topology(ids, links);
+  OrderStats stats;
+  const std::vector<int> order = mincut_order(topology, &stats);
+  ASSERT_TRUE(is_permutation_of_all(order, n));
+  EXPECT_GT(stats.spanning_tree_groups, 0u);
 }
 
 }  // namespace

@@ -46,15 +46,15 @@ TEST(LimitsTest, TooManyLayers) {
   EXPECT_EQ(infeasible([&] { check_limits("uniform", Request{at_limit, topology, 2}); }), "");
 }
 
-TEST(LimitsTest, TooManyGpus) {
+TEST(LimitsTest, EveryClusterTheReaderAcceptsMayBePlanned) {
+  // No GPU limit beyond the reader's: spp's DP runs on a budgeted grid and its ordering on a
+  // budget of its own, so only the O(N^2) pair costs grow (docs/performance.md: 11,584 GPUs).
   const model::Model model = layers(2);
-  const topology::Topology topology = uniform_topology(kMaxPlanGpus + 1, 1e10, 0.001);
-  EXPECT_EQ(infeasible([&] {
-              make_plan("spp", Request{model, topology, 2});
-            }),
-            "cannot plan on 2049 GPUs: the planners handle at most 2048" + kSee);
-  const topology::Topology at_limit = uniform_topology(kMaxPlanGpus, 1e10, 0.001);
-  EXPECT_EQ(infeasible([&] { check_limits("uniform", Request{model, at_limit, 2}); }), "");
+  const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
+  for (const std::string& planner : planner_names()) {
+    EXPECT_EQ(infeasible([&] { check_limits(planner, Request{model, topology, 64}); }), "")
+        << planner;
+  }
 }
 
 TEST(LimitsTest, MoreMicroBatchesThanOneStageMayHaveTasks) {
@@ -87,37 +87,28 @@ TEST(LimitsTest, SearchSteps) {
   const model::Model model = layers(2000);
   const topology::Topology topology = uniform_topology(64, 1e10, 0.001);
   const Request request{model, topology, 64};
-  // spp: L^2 N R^2 + N R^2 M with R = min(N, M) = 64.
-  EXPECT_EQ(planning_steps("spp", request), 2000.0 * 2000 * 64 * 64 * 64 + 64.0 * 64 * 64 * 64);
+  EXPECT_EQ(planning_steps("spp", request), 64.0 * 64 + 2000.0 * 64);
   EXPECT_EQ(planning_steps("pipedream", request), 2000.0 * 2000 * 64 * 64);
   EXPECT_EQ(planning_steps("gpipe", request), 64.0 * 2000 * 2000);
   EXPECT_EQ(planning_steps("uniform", request), 2064.0);
-  EXPECT_EQ(infeasible([&] { make_plan("spp", request); }),
-            "cannot plan 2000 layers on 64 GPUs with 64 micro-batches: the spp planner would take "
-            "about 1.05e+12 steps, more than its limit of 1e+10; use fewer layers, GPUs or "
-            "micro-batches" +
-                kSee);
   EXPECT_EQ(infeasible([&] { make_plan("pipedream", request); }),
             "cannot plan 2000 layers on 64 GPUs with 64 micro-batches: the pipedream planner would "
             "take about 1.64e+10 steps, more than its limit of 1e+10; use fewer layers, GPUs or "
             "micro-batches" +
                 kSee);
-  // The cheap planners are not held back by spp's cost.
+  // The cheaper planners are not held back by pipedream's cost; spp's DP is on a grid.
   EXPECT_EQ(infeasible([&] { check_limits("gpipe", request); }), "");
+  EXPECT_EQ(infeasible([&] { check_limits("spp", request); }), "");
 }
 
-TEST(LimitsTest, DynamicProgramTables) {
-  // N R (L + R) = 2048 x 128 x 129 cells, though only 4.3e9 steps.
+TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {
+  // 1 layer on 2048 GPUs with 128 micro-batches: once refused for its tables (N R (L + R)
+  // cells at full resolution); the DP's grid keeps them small.
   const model::Model model = layers(1);
-  const topology::Topology topology = uniform_topology(kMaxPlanGpus, 1e10, 0.001);
-  EXPECT_EQ(infeasible([&] {
-              make_plan("spp", Request{model, topology, 128});
-            }),
-            "cannot plan 1 layer on 2048 GPUs with 128 micro-batches: the spp planner's tables "
-            "would have 3.38e+07 cells, more than its limit of 3.36e+07; use fewer layers, GPUs or "
-            "micro-batches" +
-                kSee);
-  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{model, topology, 127}); }), "");
+  const topology::Topology topology = uniform_topology(2048, 1e10, 0.001);
+  const Plan plan = make_plan("spp", Request{model, topology, 128});
+  EXPECT_EQ(plan.stages.size(), 1u);
+  EXPECT_GT(plan.timeline.iteration_ms, 0);
 }
 
 TEST(LimitsTest, TimesThatCouldOverflow) {

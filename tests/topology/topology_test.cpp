@@ -429,5 +429,38 @@ TEST(TopologyTest, PathsMatchBruteForceOnShorthandLikeClusters) {
   EXPECT_GT(check_random_clusters(7, 80, 8, 9, 3, 12), 100);
 }
 
+// A chain whose bandwidths fall along it, ids in chain order: from each GPU every later one
+// has its own bottleneck, and each needs a search of the chain up to it, about N^3 / 3 steps.
+Topology falling_chain(int n) {
+  std::vector<Gpu> gpus;
+  for (int i = 0; i < n; ++i) {
+    Gpu g;
+    g.id = "g" + std::to_string(1000 + i);
+    g.node = g.id;
+    gpus.push_back(g);
+  }
+  std::vector<Link> links;
+  for (int i = 0; i + 1 < n; ++i) links.push_back({i, i + 1, 1e9 * (2 * n - i), 0.001});
+  return Topology::build("chain", gpus, links, "chain.json");
+}
+
+TEST(TopologyTest, PathSearchesHaveALimit) {
+  // 600 GPUs: about 7e7 steps, accepted (every path is the chain).
+  const Topology accepted = falling_chain(600);
+  EXPECT_EQ(accepted.pair(0, 599).hops, 599);
+  EXPECT_DOUBLE_EQ(accepted.pair(0, 599).bandwidth_bytes_per_s, 1e9 * (1200 - 598));
+  // 1,000 GPUs: about 3.3e8 steps, beyond kMaxPathSteps: refused, not minutes of work.
+  try {
+    falling_chain(1000);
+    FAIL() << "no error";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "chain.json: too many distinct paths to search: the widest paths between the 1000 "
+              "GPUs' unlinked pairs take more than 2e+08 steps (many distinct link bandwidths "
+              "and few links); link more pairs directly or use fewer distinct bandwidths (see "
+              "\"Limits\" in docs/errors.md)");
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan::topology

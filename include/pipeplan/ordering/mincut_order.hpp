@@ -3,11 +3,22 @@
 /// Step 1 of the planner: order the GPUs so that tightly linked groups are contiguous, by
 /// recursive global minimum cuts of the bandwidth graph (Luo et al., INFOCOM 2022).
 
+#include <cstddef>
 #include <vector>
 
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::ordering {
+
+/// Work allowed to the cuts of one ordering: the sum of n^2 for each group split and n^3 for
+/// each Stoer-Wagner cut, in GPUs of the group.
+inline constexpr double kMaxOrderWork = 1e8;
+
+/// What `mincut_order` had to do beyond the cuts.
+struct OrderStats {
+  std::size_t spanning_tree_groups = 0;  ///< groups ordered by spanning tree, out of budget
+  std::size_t spanning_tree_gpus = 0;    ///< GPUs in those groups
+};
 
 /// Orders all GPUs of `topology` by recursive minimum cut:
 ///
@@ -27,8 +38,13 @@ namespace pipeplan::ordering {
 ///
 /// Complexity: O(n^2) per level to find the slowest link and the components; a Stoer-Wagner
 /// cut costs O(n^3) (Boost, dense graph) plus O(n^2) per improving move. Clusters built from
-/// identical nodes never reach the Stoer-Wagner step, so they cost O(N^2) overall.
-std::vector<int> mincut_order(const topology::Topology& topology);
+/// identical nodes never reach the Stoer-Wagner step, so they cost O(N^2) overall. Without
+/// such structure (every pair's bandwidth different, as in measured bandwidths) the cuts may
+/// peel a few GPUs at a time, O(N^4) in all; so the work is bounded by `kMaxOrderWork` (about
+/// a second), and a group reached when it is spent is ordered by single linkage over a
+/// maximum spanning tree instead (O(n^2), same goal: strong links inside contiguous runs).
+/// `stats`, when given, counts such groups. Deterministic: the budget counts work, not time.
+std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats = nullptr);
 
 /// The value `cut(A, B) / (|A| |B|)` that step 3 minimises, for a side `in_a` (true = A) of
 /// the GPUs in `group`, with pair weights `bandwidth - slowest bandwidth of the group`.

@@ -34,11 +34,6 @@ struct Request {
 /// Most layers a model may have to be planned.
 inline constexpr int kMaxPlanLayers = 4096;
 
-/// Most GPUs a topology may have to be planned (the topology reader accepts up to
-/// `topology::kMaxGpus`). The min-cut ordering keeps an N x N matrix per recursion level and
-/// takes O(N^3) time on topologies without twins.
-inline constexpr int kMaxPlanGpus = 2048;
-
 /// Most tasks (forwards, backwards and transfers: 4 S M - 2 M for S stages and M
 /// micro-batches) in one plan. Scheduling, replay and plan.json all grow with it; a plan at
 /// this limit is about 45 MiB of JSON.
@@ -48,10 +43,6 @@ inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 18;
 /// minutes of one core today at the limit.
 inline constexpr double kMaxPlanSteps = 1e10;
 
-/// Most cells of the spp dynamic program's tables, `N R (L + R)` with `R = min(N, M)`
-/// replicas at most per stage; each takes 24 to 40 bytes, so about a GiB at the limit.
-inline constexpr double kMaxPlanCells = 33554432;  // 2^25
-
 /// Longest time the execution model may have to handle, ms (about 30,000 years): every input
 /// whose slowest conceivable iteration (all work in series on the slowest GPU and the
 /// narrowest link) stays below it has finite times everywhere.
@@ -60,14 +51,15 @@ inline constexpr double kMaxPlanTimeMs = 1e15;
 ///@}
 
 /// The estimated search steps of `planner` on `request`, the quantity `kMaxPlanSteps`
-/// bounds: for L layers, N GPUs, M micro-batches and R = min(N, M), spp's DP takes
-/// `L^2 N R^2` (plus `N R^2 M` to split micro-batches over every run of replicas), pipedream's
-/// `L^2 N^2`, gpipe's `N L^2`, the others `L + N`.
+/// bounds: for L layers and N GPUs, pipedream's DP takes `L^2 N^2`, gpipe's split `N L^2`, the
+/// others `L + N`, and spp `N^2 + L N`: its DP runs on a grid whose size a fixed budget bounds
+/// (docs/performance.md) and its ordering is bounded by `ordering::kMaxOrderWork`, so only the
+/// pair costs it reads grow with the input. Every topology the reader accepts can be planned.
 double planning_steps(std::string_view planner, const Request& request);
 
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
-/// within the limits above: too many layers or GPUs, more micro-batches than one stage's plan
-/// may have tasks, too many search steps or DP cells, or times that could exceed
+/// within the limits above: too many layers, more micro-batches than one stage's plan
+/// may have tasks, too many search steps, or times that could exceed
 /// `kMaxPlanTimeMs`. `make_plan` calls it first; O(L + N^2).
 void check_limits(std::string_view planner, const Request& request);
 

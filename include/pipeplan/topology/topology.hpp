@@ -24,6 +24,12 @@ inline constexpr int kMaxGpus = 11585;
 
 /// Longest node name or GPU id accepted, in bytes. A shorthand node's name is repeated in the
 /// id of each of its GPUs, so without a limit a small file could ask for gigabytes of ids.
+/// Work allowed to the widest-path searches that fill unlinked pairs (GPUs and classes looked at).
+/// They cost O(N) per distinct bottleneck per source: nothing on clusters written with the
+/// `nodes` shorthand, up to O(N^3) on a long chain of distinct bandwidths (a chain of 1,000 GPUs
+/// takes 5e7). 2e8 steps take about two seconds; beyond them the topology is rejected.
+inline constexpr std::uint64_t kMaxPathSteps = 200'000'000;
+
 inline constexpr std::size_t kMaxNameBytes = 256;
 
 /// Slowest GPU speed accepted (a millionth of the profiled GPU's). Smaller positive speeds,
@@ -94,7 +100,8 @@ class Topology {
   /// tree (O(N^2)) gives every bottleneck, and for every GPU with an unlinked partner of larger
   /// id, one breadth-first search per distinct bottleneck value among those partners, limited
   /// to the GPUs reachable at that bottleneck: O(N^2) in all for shorthand clusters, at worst
-  /// O(N^3) for pathological inputs with many distinct bandwidths.
+  /// O(N^3) for pathological inputs with many distinct bandwidths: beyond `kMaxPathSteps`
+  /// steps of those searches it throws `InputError` (too many distinct paths to search).
   static Topology build(std::string name, std::vector<Gpu> gpus, DirectLinks links,
                         const std::string& file);
   /// The same from a list of links (which must not repeat a pair; else `InternalError`).
