@@ -1,6 +1,7 @@
 // The command line: `validate` summaries, standard input, help, version and usage errors,
 // in-process through cli::run and, for exit codes, through real runs of the binary.
 
+#include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 #include <gtest/gtest.h>
@@ -19,18 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  std::istringstream in(stdin_text);
-  std::ostringstream out, err;
-  int code = run(args, in, out, err);
-  return Result{code, out.str(), err.str()};
-}
+using Result = pipeplan::testing::CliResult;
+using pipeplan::testing::run_cli;
 
 const char* const kModel = R"({"name": "tiny", "micro_batches": 8, "layers": [
   {"forward_ms": 1.5, "backward_ms": 3, "activation_bytes": 1024, "parameter_bytes": 1048576},

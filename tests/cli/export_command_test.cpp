@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -17,18 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(const std::vector<std::string>& args, const std::string& input = "") {
-  std::istringstream in(input);
-  std::ostringstream out, err;
-  int code = run(args, in, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = pipeplan::testing::CliResult;
+using pipeplan::testing::run_cli;
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -31,18 +32,8 @@ struct BadInput {
   std::string message;  // after "pipeplan: error: "
 };
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  std::istringstream in(stdin_text);
-  std::ostringstream out, err;
-  int code = run(args, in, out, err);
-  return Result{code, out.str(), err.str()};
-}
+using Result = pipeplan::testing::CliResult;
+using pipeplan::testing::run_cli;
 
 // A folder of its own for each test, removed afterwards.
 class InputErrorsTest : public ::testing::Test {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <utility>
 
+#include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -23,18 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(const std::vector<std::string>& args) {
-  std::istringstream in;
-  std::ostringstream out, err;
-  const int code = run(args, in, out, err);
-  return Result{code, out.str(), err.str()};
-}
+using Result = pipeplan::testing::CliResult;
+using pipeplan::testing::run_cli;
 
 // How a real process of the binary ended.
 struct Process {

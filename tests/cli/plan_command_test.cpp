@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -15,18 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run_cli(const std::vector<std::string>& args, const std::string& input = "") {
-  std::istringstream in(input);
-  std::ostringstream out, err;
-  int code = run(args, in, out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = pipeplan::testing::CliResult;
+using pipeplan::testing::run_cli;
 
 class PlanCommandTest : public ::testing::Test {
  protected:
