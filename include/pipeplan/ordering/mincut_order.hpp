@@ -10,8 +10,8 @@
 
 namespace pipeplan::ordering {
 
-/// Work allowed to the cuts of one ordering: the sum of n^2 for each group split and n^3 for
-/// each Stoer-Wagner cut, in GPUs of the group.
+/// Work allowed to the cuts of one ordering beyond the first level's N^2: the sum of n^2 for
+/// each group split and n^3 for each Stoer-Wagner cut, in GPUs of the group.
 inline constexpr double kMaxOrderWork = 1e8;
 
 /// What `mincut_order` had to do beyond the cuts.
