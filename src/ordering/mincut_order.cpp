@@ -311,11 +311,12 @@ std::vector<int> order_group(const topology::Topology& topology, std::vector<int
 
 }  // namespace
 
-std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats) {
+std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats,
+                              double max_work) {
   std::vector<int> all(static_cast<std::size_t>(topology.size()));
   std::iota(all.begin(), all.end(), 0);
   const double n = static_cast<double>(all.size());
-  Budget budget{kMaxOrderWork + n * n, stats};
+  Budget budget{max_work + n * n, stats};
   return order_group(topology, all, Measure::kBandwidth, budget);
 }
 

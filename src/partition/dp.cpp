@@ -219,6 +219,9 @@ constexpr int kMaxBlocks = 192;        // layer blocks the DP sees at most
 constexpr int kMaxPositions = 32;      // run starts at most
 constexpr int kMaxLengths = 16;        // run lengths at most
 constexpr double kBudget = 80e6;       // blocks^2 x starts x lengths^2: about a second
+// Work of one DP pass (front entries combined, times the front they go into), beyond which the
+// pass stops and the grid is made coarser; the fronts' size F is not known in advance.
+constexpr double kMaxPassWork = 2e9;
 
 Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget) {
   const int L = static_cast<int>(model.layers.size());
@@ -274,9 +277,12 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
 // The DP proper over `grid`. `cap` > 0 keeps only the `cap` entries of smallest sum per state
 // (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that cannot
 // lead to a plan of total <= upper_bound (see the bounds below). Both off: exact on the grid.
+// Past `max_work` (see kMaxPassWork) the pass gives up: `gave_up` is set, nothing returned.
 std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
                                const std::vector<int>& order, int micro_batches, const Grid& grid,
-                               const ScheduleModel& schedule, std::size_t cap, double upper_bound) {
+                               const ScheduleModel& schedule, std::size_t cap, double upper_bound,
+                               double max_work, bool& gave_up) {
+  double work = 0;
   const int C = static_cast<int>(grid.cuts.size()) - 1;  // blocks
   const int P = grid.positions;
   const int Q = grid.lengths;
@@ -409,6 +415,11 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
             const long channels = static_cast<long>(std::max(q, q2)) * U;
             const long per_channel = (M + channels - 1) / channels;
             const double channel = static_cast<double>(per_channel) * c - c;
+            work += static_cast<double>(rest.size()) * static_cast<double>(here.size() + 1);
+            if (work > max_work) {
+              gave_up = true;
+              return std::nullopt;
+            }
             for (std::size_t x = 0; x < rest.size(); ++x) {
               const Entry& e = rest[x];
               const double latency = t.latency + 2 * c + e.latency;
@@ -516,21 +527,41 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
                               const ScheduleModel& schedule, bool full_grid) {
-  const Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches,
-                              full_grid ? std::numeric_limits<double>::infinity() : kBudget);
-  // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
-  // equal-compute plans usually give a good one; when none fits in memory, a capped pass
-  // (4 entries per state) finds a plan whose value serves instead. Either way the exact pass
-  // keeps the optimum, so the result is exact (on the grid).
-  const double simple = simple_plans_bound(model, topology, order, micro_batches, grid, schedule);
-  if (std::isfinite(simple)) {
-    if (auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, simple)) return exact;
+  const double unlimited = std::numeric_limits<double>::infinity();
+  double budget = full_grid ? unlimited : kBudget;
+  Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches, budget);
+  while (true) {
+    // Large fronts can make a grid within the budget slow: a pass that passes kMaxPassWork
+    // gives up and the grid is made coarser (a quarter of the budget), until it can be no
+    // coarser; the last grid runs without a limit. Work is counted, not timed: deterministic.
+    const Grid coarser = full_grid ? grid
+                                   : make_grid(model, static_cast<int>(order.size()),
+                                               micro_batches, budget / 4);
+    const bool last = coarser.cuts == grid.cuts && coarser.unit == grid.unit;
+    const double max_work = last ? unlimited : kMaxPassWork;
+    bool gave_up = false;
+    auto result = [&]() -> std::optional<Solution> {
+      // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
+      // equal-compute plans usually give a good one; when none fits in memory, a capped pass
+      // (4 entries per state) finds a plan whose value serves instead. Either way the exact
+      // pass keeps the optimum, so the result is exact (on the grid).
+      const double simple = simple_plans_bound(model, topology, order, micro_batches, grid, schedule);
+      if (std::isfinite(simple)) {
+        auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, simple,
+                            max_work, gave_up);
+        if (exact || gave_up) return exact;
+      }
+      auto heuristic = run_dp(model, topology, order, micro_batches, grid, schedule, 4, unlimited,
+                              max_work, gave_up);
+      if (!heuristic) return std::nullopt;
+      auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0,
+                          heuristic->objective.total_ms, max_work, gave_up);
+      return exact ? exact : heuristic;
+    }();
+    if (!gave_up) return result;
+    budget /= 4;
+    grid = coarser;
   }
-  auto heuristic =
-      run_dp(model, topology, order, micro_batches, grid, schedule, 4, std::numeric_limits<double>::infinity());
-  if (!heuristic) return std::nullopt;
-  auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, heuristic->objective.total_ms);
-  return exact ? exact : heuristic;
 }
 
 }  // namespace pipeplan::partition

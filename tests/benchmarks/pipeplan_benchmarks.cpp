@@ -3,6 +3,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+#include <limits>
+
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -67,6 +70,7 @@ BENCHMARK(BM_Dp)
     ->Args({48, 16, 16})
     ->Args({96, 32, 16})
     ->Args({200, 128, 64})
+    ->Args({200, 256, 64})
     ->Args({1000, 1024, 64})
     ->Args({4000, 4096, 64})
     ->Unit(benchmark::kMillisecond);
@@ -86,6 +90,38 @@ void BM_GridCost(benchmark::State& state) {
   state.counters["coarse_over_full"] = coarse / full;
 }
 BENCHMARK(BM_GridCost)->Args({200, 32, 16})->Args({96, 64, 32})->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// What the ordering's spanning-tree fallback costs in plan quality, on clusters of 8-GPU
+// servers whose measured bandwidths all differ (+-5%): the DP's value on the spanning-tree
+// order divided by its value on the order of the cuts alone (no budget), and each order's time.
+void BM_OrderFallbackCost(benchmark::State& state) {
+  model::Model m = synthetic_model(static_cast<int>(state.range(0)), 11);
+  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8, 0.05);
+  const int micro_batches = static_cast<int>(state.range(2));
+  using Clock = std::chrono::steady_clock;
+  double tree = 0, cuts = 0, tree_ms = 0, cuts_ms = 0;
+  for (auto _ : state) {
+    auto started = Clock::now();
+    const std::vector<int> cut_order =
+        ordering::mincut_order(t, nullptr, std::numeric_limits<double>::infinity());
+    cuts_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    started = Clock::now();
+    const std::vector<int> tree_order = ordering::mincut_order(t, nullptr, 0);
+    tree_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    cuts = partition::solve(m, t, cut_order, micro_batches)->objective.total_ms;
+    tree = partition::solve(m, t, tree_order, micro_batches)->objective.total_ms;
+  }
+  state.counters["tree_over_cuts"] = tree / cuts;
+  state.counters["cuts_ms"] = cuts_ms;
+  state.counters["tree_ms"] = tree_ms;
+}
+BENCHMARK(BM_OrderFallbackCost)
+    ->Args({48, 32, 16})
+    ->Args({96, 64, 32})
+    ->Args({200, 128, 64})
+    ->Args({200, 256, 64})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_PlanSpp(benchmark::State& state) {
   model::Model m = synthetic_model(static_cast<int>(state.range(0)));

@@ -32,7 +32,11 @@ inline model::Model synthetic_model(int layers, unsigned seed = 1) {
 
 /// `nodes` servers of `per_node` GPUs: NVLink 150 GB/s inside, 25 GB/s InfiniBand between,
 /// 80 GiB each, built through the reader's shorthand path (DirectLinks).
-inline topology::Topology synthetic_cluster(int nodes, int per_node) {
+/// With `noise` > 0, every pair's bandwidth is scaled by a seeded factor in [1 - noise,
+/// 1 + noise], as measured bandwidths are: no two pairs alike, so no structure to exploit.
+inline topology::Topology synthetic_cluster(int nodes, int per_node, double noise = 0, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> factor(1 - noise, 1 + noise);
   std::vector<topology::Gpu> gpus;
   for (int n = 0; n < nodes; ++n) {
     for (int g = 0; g < per_node; ++g) {
@@ -45,7 +49,8 @@ inline topology::Topology synthetic_cluster(int nodes, int per_node) {
   for (int u = 0; u < total; ++u) {
     for (int v = u + 1; v < total; ++v) {
       const bool same = u / per_node == v / per_node;
-      links.set(u, v, same ? 150e9 : 25e9, same ? 0.002 : 0.005);
+      const double scale = noise > 0 ? factor(rng) : 1.0;
+      links.set(u, v, (same ? 150e9 : 25e9) * scale, same ? 0.002 : 0.005);
     }
   }
   return topology::Topology::build("synthetic", gpus, std::move(links), "synthetic");

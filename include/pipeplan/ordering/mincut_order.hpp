@@ -44,7 +44,10 @@ struct OrderStats {
 /// a second), and a group reached when it is spent is ordered by single linkage over a
 /// maximum spanning tree instead (O(n^2), same goal: strong links inside contiguous runs).
 /// `stats`, when given, counts such groups. Deterministic: the budget counts work, not time.
-std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats = nullptr);
+/// `max_work` replaces `kMaxOrderWork` (infinity: cuts only; 0: the spanning tree wherever a
+/// cut is needed), for measuring what the fallback costs.
+std::vector<int> mincut_order(const topology::Topology& topology, OrderStats* stats = nullptr,
+                              double max_work = kMaxOrderWork);
 
 /// The value `cut(A, B) / (|A| |B|)` that step 3 minimises, for a side `in_a` (true = A) of
 /// the GPUs in `group`, with pair weights `bandwidth - slowest bandwidth of the group`.
