@@ -219,9 +219,6 @@ constexpr int kMaxBlocks = 192;        // layer blocks the DP sees at most
 constexpr int kMaxPositions = 32;      // run starts at most
 constexpr int kMaxLengths = 16;        // run lengths at most
 constexpr double kBudget = 80e6;       // blocks^2 x starts x lengths^2: about a second
-// Work of one DP pass (front entries combined, times the front they go into), beyond which the
-// pass stops and the grid is made coarser; the fronts' size F is not known in advance.
-constexpr double kMaxPassWork = 2e9;
 
 Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget) {
   const int L = static_cast<int>(model.layers.size());
@@ -277,7 +274,7 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
 // The DP proper over `grid`. `cap` > 0 keeps only the `cap` entries of smallest sum per state
 // (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that cannot
 // lead to a plan of total <= upper_bound (see the bounds below). Both off: exact on the grid.
-// Past `max_work` (see kMaxPassWork) the pass gives up: `gave_up` is set, nothing returned.
+// Past `max_work` (kMaxPassWork in solve) the pass gives up: `gave_up` is set, nothing returned.
 std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
                                const std::vector<int>& order, int micro_batches, const Grid& grid,
                                const ScheduleModel& schedule, std::size_t cap, double upper_bound,
@@ -526,19 +523,19 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
 
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
-                              const ScheduleModel& schedule, bool full_grid) {
+                              const ScheduleModel& schedule, bool full_grid, double max_pass_work) {
   const double unlimited = std::numeric_limits<double>::infinity();
   double budget = full_grid ? unlimited : kBudget;
   Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches, budget);
   while (true) {
-    // Large fronts can make a grid within the budget slow: a pass that passes kMaxPassWork
+    // Large fronts can make a grid within the budget slow: a pass that passes max_pass_work
     // gives up and the grid is made coarser (a quarter of the budget), until it can be no
     // coarser; the last grid runs without a limit. Work is counted, not timed: deterministic.
     const Grid coarser = full_grid ? grid
                                    : make_grid(model, static_cast<int>(order.size()),
                                                micro_batches, budget / 4);
     const bool last = coarser.cuts == grid.cuts && coarser.unit == grid.unit;
-    const double max_work = last ? unlimited : kMaxPassWork;
+    const double max_work = last ? unlimited : max_pass_work;
     bool gave_up = false;
     auto result = [&]() -> std::optional<Solution> {
       // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
@@ -558,7 +555,13 @@ std::optional<Solution> solve(const model::Model& model, const topology::Topolog
                           heuristic->objective.total_ms, max_work, gave_up);
       return exact ? exact : heuristic;
     }();
-    if (!gave_up) return result;
+    if (!gave_up) {
+      if (result) {
+        result->grid_unit = grid.unit;
+        result->grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
+      }
+      return result;
+    }
     budget /= 4;
     grid = coarser;
   }

@@ -134,5 +134,39 @@ TEST(DpTest, ShallowPipelinesWhenMicroBatchesAreFew) {
   EXPECT_EQ(deep->stages.size(), 3u);
 }
 
+TEST(DpTest, PassesBeyondTheirWorkRetryOnACoarserGrid) {
+  // 160 layers on 32 GPUs, M = 16: a grid of units of 2 GPUs, within the budget. With no
+  // work allowed, every pass gives up until the grid can be no coarser, which then runs to
+  // the end: a valid plan, evaluated consistently, no better than the finer grid's.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> jitter(0.7, 1.3);
+  std::vector<L> layers;
+  for (int l = 0; l < 160; ++l) {
+    layers.push_back(L{2 * jitter(rng), 4 * jitter(rng), 8e6 * jitter(rng), 25e6, 16e6});
+  }
+  const model::Model model = make_model(layers);
+  const topology::Topology topology = uniform_topology(32, 25e9, 0.005);
+  std::vector<int> order(32);
+  std::iota(order.begin(), order.end(), 0);
+  const auto fine = solve(model, topology, order, 16);
+  const auto coarse = solve(model, topology, order, 16, {}, false, 0);
+  ASSERT_TRUE(fine.has_value());
+  ASSERT_TRUE(coarse.has_value());
+  EXPECT_GE(coarse->objective.total_ms, fine->objective.total_ms * (1 - 1e-12));
+  EXPECT_EQ(coarse->stages.front().first_layer, 0);
+  EXPECT_EQ(coarse->stages.back().last_layer, 159);
+  const auto evaluated = objective(model, topology, coarse->stages, 16);
+  ASSERT_TRUE(evaluated.has_value());
+  EXPECT_NEAR(evaluated->total_ms, coarse->objective.total_ms, 1e-9 * coarse->objective.total_ms);
+  EXPECT_EQ(fine->grid_unit, 2);
+  EXPECT_EQ(fine->grid_blocks, 160);
+  EXPECT_EQ(coarse->grid_unit, 4);  // the grid of a quarter of the budget
+  for (const auto& stage : coarse->stages) EXPECT_EQ(stage.gpus.size() % 4, 0u);
+  // Deterministic.
+  const auto again = solve(model, topology, order, 16, {}, false, 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->objective.total_ms, coarse->objective.total_ms);
+}
+
 }  // namespace
 }  // namespace pipeplan::partition

@@ -27,6 +27,8 @@ struct Objective {
 struct Solution {
   std::vector<Stage> stages;  ///< Runs of the order, in order; unused GPUs are the order's tail.
   Objective objective;
+  int grid_unit = 1;    ///< GPUs per unit of the grid the DP ran on (1: every position).
+  int grid_blocks = 0;  ///< Layer blocks of that grid (the layer count: every boundary).
 };
 
 /// What the DP assumes of the schedule that will run its plan.
@@ -45,6 +47,9 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
                                    const std::vector<Stage>& stages, int micro_batches,
                                    const ScheduleModel& schedule = {});
 
+/// Work one DP pass may do before the grid is made coarser (about a second).
+inline constexpr double kMaxPassWork = 2e9;
+
 /// The plan minimising `objective` among all plans whose stages are contiguous layer ranges
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
 /// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
@@ -54,8 +59,11 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
 /// align to units of 2^k GPUs and layers group into blocks of equal compute cut where the
 /// activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for measuring
 /// what the grid costs). O(C^2 P Q^2 F) for C blocks, P run starts, Q run lengths, fronts of F.
+/// A pass whose work (entries combined, times the front they enter) passes `max_pass_work`
+/// gives up and the DP retries on a coarser grid, until the grid can be no coarser.
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
-                              const ScheduleModel& schedule = {}, bool full_grid = false);
+                              const ScheduleModel& schedule = {}, bool full_grid = false,
+                              double max_pass_work = kMaxPassWork);
 
 }  // namespace pipeplan::partition
