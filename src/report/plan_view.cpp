@@ -251,14 +251,7 @@ PlanView read_plan_view(const io::Source& source) {
   }
 
   // One task at a time per GPU and per channel: entries ordered by start, ties by position.
-  std::vector<std::size_t> order(stated.compute.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& x = stated.compute[a];
-    const auto& y = stated.compute[b];
-    if (x.gpu != y.gpu) return x.gpu < y.gpu;
-    return x.start_ms < y.start_ms;
-  });
+  const std::vector<std::size_t> order = simulate::compute_by_gpu(stated);
   for (std::size_t k = 1; k < order.size(); ++k) {
     const auto& a = stated.compute[order[k - 1]];
     const auto& b = stated.compute[order[k]];
@@ -268,15 +261,7 @@ PlanView read_plan_view(const io::Source& source) {
                " while " + simulate::describe(a.task) + " runs there until " + ms(a.end_ms));
     }
   }
-  std::vector<std::size_t> transfer_order(stated.transfers.size());
-  std::iota(transfer_order.begin(), transfer_order.end(), 0);
-  std::stable_sort(transfer_order.begin(), transfer_order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& x = stated.transfers[a];
-    const auto& y = stated.transfers[b];
-    if (x.from != y.from) return x.from < y.from;
-    if (x.to != y.to) return x.to < y.to;
-    return x.start_ms < y.start_ms;
-  });
+  const std::vector<std::size_t> transfer_order = simulate::transfers_by_channel(stated);
   for (std::size_t k = 1; k < transfer_order.size(); ++k) {
     const auto& a = stated.transfers[transfer_order[k - 1]];
     const auto& b = stated.transfers[transfer_order[k]];

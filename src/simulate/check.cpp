@@ -37,6 +37,31 @@ struct Keys {
 
 }  // namespace
 
+std::vector<std::size_t> compute_by_gpu(const StatedPlan& stated) {
+  std::vector<std::size_t> order(stated.compute.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto& x = stated.compute[a];
+    const auto& y = stated.compute[b];
+    if (x.gpu != y.gpu) return x.gpu < y.gpu;
+    return x.start_ms < y.start_ms;
+  });
+  return order;
+}
+
+std::vector<std::size_t> transfers_by_channel(const StatedPlan& stated) {
+  std::vector<std::size_t> order(stated.transfers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto& x = stated.transfers[a];
+    const auto& y = stated.transfers[b];
+    if (x.from != y.from) return x.from < y.from;
+    if (x.to != y.to) return x.to < y.to;
+    return x.start_ms < y.start_ms;
+  });
+  return order;
+}
+
 Plan check_plan(const StatedPlan& stated, const model::Model& model,
                 const topology::Topology& topology) {
   auto fail = [&](const std::string& pointer, const std::string& message) {
@@ -58,26 +83,11 @@ Plan check_plan(const StatedPlan& stated, const model::Model& model,
   Schedule schedule;
   schedule.micro_batches = M;
   schedule.gpu_order.resize(static_cast<std::size_t>(N));
-  std::vector<std::size_t> order(stated.compute.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& x = stated.compute[a];
-    const auto& y = stated.compute[b];
-    if (x.gpu != y.gpu) return x.gpu < y.gpu;
-    return x.start_ms < y.start_ms;
-  });
+  const std::vector<std::size_t> order = compute_by_gpu(stated);
   for (std::size_t i : order) {
     schedule.gpu_order[static_cast<std::size_t>(stated.compute[i].gpu)].push_back(stated.compute[i].task);
   }
-  std::vector<std::size_t> transfer_order(stated.transfers.size());
-  std::iota(transfer_order.begin(), transfer_order.end(), 0);
-  std::stable_sort(transfer_order.begin(), transfer_order.end(), [&](std::size_t a, std::size_t b) {
-    const auto& x = stated.transfers[a];
-    const auto& y = stated.transfers[b];
-    if (x.from != y.from) return x.from < y.from;
-    if (x.to != y.to) return x.to < y.to;
-    return x.start_ms < y.start_ms;
-  });
+  const std::vector<std::size_t> transfer_order = transfers_by_channel(stated);
   for (std::size_t i : transfer_order) {
     const auto& t = stated.transfers[i];
     if (t.from == t.to) fail(transfer_pointer(i), describe(t.task) + " goes from a GPU to itself");

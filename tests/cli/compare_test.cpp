@@ -198,13 +198,9 @@ TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
   const std::string command = std::string("'") + PIPEPLAN_BINARY + "' compare '" +
                               path("model.json") + "' '" + path("topo.json") +
                               "' --format csv --no-timing -q";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  EXPECT_EQ(::pclose(pipe), 0);
-  EXPECT_EQ(out, compare("csv").out);
+  const Result binary = pipeplan::testing::run_shell(command);
+  EXPECT_EQ(binary.code, 0);
+  EXPECT_EQ(binary.out, compare("csv").out);
 }
 
 }  // namespace

@@ -160,13 +160,9 @@ TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
 TEST_F(ExportCommandTest, BinaryWritesTheSameBytes) {
   const std::string command = std::string("'") + PIPEPLAN_BINARY + "' export '" +
                               path("toy.plan.json") + "' --format chrome-trace";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  EXPECT_EQ(::pclose(pipe), 0);
-  EXPECT_EQ(out, run_cli({"export", path("toy.plan.json"), "--format", "chrome-trace"}).out);
+  const Result binary = pipeplan::testing::run_shell(command);
+  EXPECT_EQ(binary.code, 0);
+  EXPECT_EQ(binary.out, run_cli({"export", path("toy.plan.json"), "--format", "chrome-trace"}).out);
 }
 
 // `plan --trace --report` and `plan --check`, on the toy model.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../support/examples.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -20,21 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() { return fs::path(PIPEPLAN_SOURCE_DIR); }
-
-io::Source load(const fs::path& path) {
-  std::ifstream in(path);
-  return io::source_from_text(path.filename().string(), {std::istreambuf_iterator<char>(in), {}});
-}
-
-std::vector<std::string> stems(const std::string& folder) {
-  std::vector<std::string> out;
-  for (const auto& entry : fs::directory_iterator(source_dir() / folder)) {
-    if (entry.path().extension() == ".json") out.push_back(entry.path().stem().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testing::load;
+using testing::source_dir;
+using testing::stems;
 
 using testing::same_json;
 

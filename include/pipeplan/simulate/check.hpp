@@ -63,6 +63,14 @@ struct StatedPlan {
   std::optional<std::vector<StatedGpu>> gpus;
 };
 
+/// Positions in `stated.compute` ordered by GPU, then start, ties by position in the file: each
+/// GPU's order as the plan states it (docs/formats.md). O(T log T).
+std::vector<std::size_t> compute_by_gpu(const StatedPlan& stated);
+
+/// Positions in `stated.transfers` ordered by sender, receiver, then start, ties by position:
+/// each channel's order as the plan states it. O(T log T).
+std::vector<std::size_t> transfers_by_channel(const StatedPlan& stated);
+
 /// Checks `stated` against the model, topology and the execution model, in this order:
 /// stages, task set and placement (via the replay of the per-resource orders: entries of one
 /// GPU or channel ordered by start, ties by position in the file), durations, overlaps on a
