@@ -49,5 +49,15 @@ TEST(SppTest, NeverSlowerThanItsSingleGpuOption) {
   EXPECT_LE(plan.timeline.iteration_ms, 4 * (3 + 6 + 1 + 2 + 5 + 9) * (1 + 1e-12));
 }
 
+TEST(SppTest, WarnsWhenTheOrderingFellBackToTheSpanningTree) {
+  const model::Model model = make_model({{1, 2, 1e6, 1e6}, {1, 2, 1e6, 1e6}});
+  const Plan large = make_plan("spp", Request{model, noisy_clusters(4, 120, 2), 4});
+  ASSERT_EQ(large.warnings.size(), 1u);
+  EXPECT_EQ(large.warnings[0],
+            "min-cut order: 480 GPUs in 1 group(s) without structure were ordered by maximum "
+            "spanning tree, the minimum cuts' work budget being spent (docs/algorithms.md)");
+  EXPECT_TRUE(make_plan("spp", Request{model, noisy_clusters(3, 8, 1), 4}).warnings.empty());
+}
+
 }  // namespace
 }  // namespace pipeplan::planners

@@ -127,4 +127,24 @@ inline ComputeTask B(int s, int m) { return {Op::kBackward, s, m}; }
 inline TransferTask Act(int s, int m) { return {TransferKind::kActivation, s, m}; }
 inline TransferTask Grad(int s, int m) { return {TransferKind::kGradient, s, m}; }
 
+// Measured bandwidths: `clusters` groups of `size` GPUs, every pair's bandwidth different
+// (100-110 GB/s inside a group, 1-2 GB/s between groups), ids interleaved across groups.
+inline topology::Topology noisy_clusters(int clusters, int size, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(0, 1);
+  const int n = clusters * size;
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    ids.push_back("c" + std::to_string(i % clusters) + "/g" + std::to_string(1000 + i / clusters));
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) {
+      const bool same = u % clusters == v % clusters;
+      links.push_back({u, v, same ? 100e9 + 10e9 * noise(rng) : 1e9 + 1e9 * noise(rng), 0.005});
+    }
+  }
+  return linked_topology(ids, links);
+}
+
 }  // namespace pipeplan::testing
