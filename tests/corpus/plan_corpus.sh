@@ -1,0 +1,48 @@
+#!/bin/sh
+# Writes every output pipeplan makes from the shipped examples into one folder, so that two
+# builds can be compared byte for byte (`diff -r`): a refactor that must not change any plan
+# (docs/hacking.md) is checked by running this with the old and the new binary.
+#
+# Usage: tests/corpus/plan_corpus.sh PIPEPLAN OUTPUT_DIR
+#   Plans every example model on every example topology with every planner and schedule
+#   policy, simulates each plan (--json), exports each spp plan in every format, and runs
+#   compare --no-timing. Exit codes are recorded next to the outputs (an infeasible pair is
+#   part of the corpus, not a failure). Takes about a minute with a release build.
+set -u
+bin=$1
+out=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+planners="spp gpipe pipedream uniform data-parallel"
+policies="default list 1f1b gpipe"
+for topo_file in "$root"/examples/topologies/*.json; do
+  topo=$(basename "$topo_file" .json)
+  for model_file in "$root"/examples/models/*.json; do
+    model=$(basename "$model_file" .json)
+    for planner in $planners; do
+      for policy in $policies; do
+        name=$model.$topo.$planner.$policy
+        set -- plan "$model_file" "$topo_file" --planner "$planner" -q -o "$out/$name.plan.json"
+        [ "$policy" = default ] || set -- "$@" --schedule "$policy"
+        rc=0
+        "$bin" "$@" 2> "$out/$name.plan.err" || rc=$?
+        echo "$rc" > "$out/$name.plan.rc"
+        [ "$rc" -eq 0 ] || continue
+        "$bin" -q simulate "$out/$name.plan.json" "$model_file" "$topo_file" --json \
+          > "$out/$name.simulate.json" 2>&1 || echo "simulate failed: $?" >> "$out/$name.simulate.json"
+        if [ "$planner" = spp ] && [ "$policy" = default ]; then
+          for format in chrome-trace svg html ranks torch-split; do
+            "$bin" -q export "$out/$name.plan.json" --format "$format" --model "$model_file" \
+              --topology "$topo_file" > "$out/$name.export.$format" 2>&1 || echo "exit $?" >> "$out/$name.export.$format"
+          done
+          for format in chrome-trace svg html; do
+            "$bin" -q export "$out/$name.plan.json" --format "$format" \
+              > "$out/$name.export-alone.$format" 2>&1 || echo "exit $?" >> "$out/$name.export-alone.$format"
+          done
+        fi
+      done
+    done
+    "$bin" -q compare "$model_file" "$topo_file" --no-timing --format json \
+      > "$out/$model.$topo.compare.json" 2>&1 || echo "exit $?" >> "$out/$model.$topo.compare.json"
+  done
+done
