@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::simulate {
 namespace {
@@ -26,37 +27,6 @@ constexpr int kNone = -1;
 std::string gpu_name(const topology::Topology& topology, int gpu) {
   return "GPU \"" + topology.gpu(gpu).id + "\"";
 }
-
-// Dense task numbering: compute tasks first, then transfers.
-class TaskIndex {
- public:
-  TaskIndex(int stages, int micro_batches) : stages_(stages), micro_batches_(micro_batches) {}
-  [[nodiscard]] int compute(Op op, int stage, int micro_batch) const {
-    return ((stage * micro_batches_ + micro_batch) << 1) | (op == Op::kBackward ? 1 : 0);
-  }
-  [[nodiscard]] int transfer(TransferKind kind, int stage, int micro_batch) const {
-    return compute_count() +
-           (((stage * micro_batches_ + micro_batch) << 1) | (kind == TransferKind::kGradient ? 1 : 0));
-  }
-  [[nodiscard]] int compute_count() const { return 2 * stages_ * micro_batches_; }
-  [[nodiscard]] int total() const { return compute_count() + 2 * (stages_ - 1) * micro_batches_; }
-  [[nodiscard]] bool is_compute(int id) const { return id < compute_count(); }
-  [[nodiscard]] ComputeTask compute_task(int id) const {
-    int pair = id >> 1;
-    return ComputeTask{(id & 1) ? Op::kBackward : Op::kForward, pair / micro_batches_,
-                       pair % micro_batches_};
-  }
-  [[nodiscard]] TransferTask transfer_task(int id) const {
-    int local = id - compute_count();
-    int pair = local >> 1;
-    return TransferTask{(local & 1) ? TransferKind::kGradient : TransferKind::kActivation,
-                        pair / micro_batches_, pair % micro_batches_};
-  }
-
- private:
-  int stages_;
-  int micro_batches_;
-};
 
 // The first compute task, in the order the replay checks them (stage, then micro-batch,
 // forward before backward), that `schedule` does not list; nothing when all are listed.
@@ -82,20 +52,334 @@ std::optional<ComputeTask> first_missing(const Schedule& schedule, int S) {
   return std::nullopt;
 }
 
+// The replay's working state: one slot per task of the `TaskGraph`.
+struct Replay {
+  const topology::Topology& topology;
+  const Schedule& schedule;
+  const TaskGraph graph;
+  std::vector<StageProfile> profiles;  // per stage
+  std::vector<int> stage_of;           // per GPU, kNone when unused
+  std::vector<Channel> channels;       // channel slots in schedule order
+  std::vector<int> where;              // GPU of a compute task, channel slot of a transfer
+  std::vector<int> resource_pred;      // the task before it on its GPU or channel
+  std::vector<int> resource_succ;
+  std::vector<int> position;           // position in its resource's order
+  std::vector<double> duration;
+  std::vector<std::uint8_t> pending;   // unfinished predecessors after the longest paths
+  std::vector<double> start;
+  std::vector<double> end;
+
+  [[nodiscard]] std::size_t slot(int id) const { return static_cast<std::size_t>(id); }
+  // Links `id` behind `previous` on the same resource.
+  void chain(int previous, int id) {
+    if (previous == kNone) return;
+    resource_pred[slot(id)] = previous;
+    resource_succ[slot(previous)] = id;
+  }
+};
+
+// Phase 1: what is missing or cannot be numbered is rejected before anything is sized by
+// S M, which a stated plan may set to anything.
+void reject_missing(const Schedule& schedule, int S, int N) {
+  const int M = schedule.micro_batches;
+  if (M < 1) throw ScheduleError("the schedule has no micro-batches");
+  std::int64_t listed = 0;
+  for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
+  if (listed < 2 * static_cast<std::int64_t>(S) * M) {
+    if (auto missing = first_missing(schedule, S)) {
+      throw ScheduleError(describe(*missing) + " is missing");
+    }
+  }
+  if (static_cast<int>(schedule.gpu_order.size()) != N) {
+    throw ScheduleError("the schedule has orders for " +
+                        std::to_string(schedule.gpu_order.size()) + " GPUs, the topology has " +
+                        std::to_string(N));
+  }
+}
+
+// Phase 2a: every GPU's compute order, each task once, on a GPU of its stage, its backward
+// on the GPU of its forward. O(2 S M).
+void index_compute_orders(Replay& r) {
+  const TaskGraph& graph = r.graph;
+  const int N = r.topology.size();
+  for (int g = 0; g < N; ++g) {
+    const auto& order = r.schedule.gpu_order[static_cast<std::size_t>(g)];
+    int previous = kNone;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const ComputeTask& task = order[k];
+      if (!graph.contains(task)) {
+        throw ScheduleError(gpu_name(r.topology, g) + " runs a task of stage " +
+                            std::to_string(task.stage) + " and micro-batch " +
+                            std::to_string(task.micro_batch) + ", which do not exist");
+      }
+      if (r.stage_of[static_cast<std::size_t>(g)] != task.stage) {
+        throw ScheduleError(describe(task) + " runs on " + gpu_name(r.topology, g) +
+                                ", which does not serve stage " + std::to_string(task.stage),
+                            task);
+      }
+      const int id = graph.id(task);
+      if (r.where[r.slot(id)] != kNone) {
+        throw ScheduleError(describe(task) + " appears more than once", task);
+      }
+      r.where[r.slot(id)] = g;
+      r.position[r.slot(id)] = static_cast<int>(k);
+      const StageProfile& p = r.profiles[static_cast<std::size_t>(task.stage)];
+      r.duration[r.slot(id)] =
+          (task.op == Op::kForward ? p.forward_ms : p.backward_ms) / r.topology.gpu(g).speed;
+      r.chain(previous, id);
+      previous = id;
+    }
+  }
+  for (int s = 0; s < graph.stages(); ++s) {
+    for (int m = 0; m < graph.micro_batches(); ++m) {
+      const ComputeTask forward{Op::kForward, s, m};
+      const ComputeTask backward{Op::kBackward, s, m};
+      const int f = r.where[r.slot(graph.id(forward))];
+      const int b = r.where[r.slot(graph.id(backward))];
+      if (f == kNone) throw ScheduleError(describe(forward) + " is missing");
+      if (b == kNone) throw ScheduleError(describe(backward) + " is missing");
+      if (b != f) {
+        throw ScheduleError(describe(backward) + " runs on " + gpu_name(r.topology, b) +
+                                " but its forward runs on " + gpu_name(r.topology, f),
+                            backward);
+      }
+    }
+  }
+}
+
+// Phase 2b: every channel's transfer order, each transfer once, on the channel between the
+// GPUs of its two forwards. O(2 (S-1) M).
+void index_transfer_orders(Replay& r) {
+  const TaskGraph& graph = r.graph;
+  const topology::Topology& topology = r.topology;
+  for (const auto& [channel, order] : r.schedule.channel_order) {
+    const int slot = static_cast<int>(r.channels.size());
+    r.channels.push_back(channel);
+    int previous = kNone;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const TransferTask& task = order[k];
+      if (!graph.contains(task)) {
+        throw ScheduleError("channel " + topology.gpu(channel.first).id + " -> " +
+                            topology.gpu(channel.second).id +
+                            " carries a transfer across boundary " + std::to_string(task.stage) +
+                            " for micro-batch " + std::to_string(task.micro_batch) +
+                            ", which do not exist");
+      }
+      const int s = task.stage;
+      const int m = task.micro_batch;
+      const int lower = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s, m}))];
+      const int upper = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s + 1, m}))];
+      const Channel expected = task.kind == TransferKind::kActivation ? Channel{lower, upper}
+                                                                      : Channel{upper, lower};
+      if (expected != channel) {
+        throw ScheduleError(describe(task) + " must go from " + topology.gpu(expected.first).id +
+                                " to " + topology.gpu(expected.second).id + ", not from " +
+                                topology.gpu(channel.first).id + " to " +
+                                topology.gpu(channel.second).id,
+                            task);
+      }
+      const int id = graph.id(task);
+      if (r.where[r.slot(id)] != kNone) {
+        throw ScheduleError(describe(task) + " appears more than once", task);
+      }
+      r.where[r.slot(id)] = slot;
+      r.position[r.slot(id)] = static_cast<int>(k);
+      r.duration[r.slot(id)] = topology.transfer_ms(
+          channel.first, channel.second, r.profiles[static_cast<std::size_t>(s)].boundary_bytes);
+      r.chain(previous, id);
+      previous = id;
+    }
+  }
+  for (int id = graph.compute_count(); id < graph.chain_count(); ++id) {
+    if (r.where[r.slot(id)] == kNone) {
+      throw ScheduleError(describe(graph.transfer_task(id)) + " is missing");
+    }
+  }
+}
+
+// Phase 3: start times are the longest paths of the DAG of data and resource predecessors,
+// in topological order (Kahn's algorithm). O(T). Returns how many tasks finished; fewer than
+// all means the orders deadlock.
+int longest_paths(Replay& r) {
+  const TaskGraph& graph = r.graph;
+  const int T = graph.chain_count();
+  std::vector<int> ready;
+  for (int id = 0; id < T; ++id) {
+    r.pending[r.slot(id)] =
+        static_cast<std::uint8_t>((graph.data_predecessor(id) != kNone ? 1 : 0) +
+                                  (r.resource_pred[r.slot(id)] != kNone ? 1 : 0));
+    if (r.pending[r.slot(id)] == 0) ready.push_back(id);
+  }
+  int done = 0;
+  while (!ready.empty()) {
+    const int id = ready.back();
+    ready.pop_back();
+    double at = 0;
+    if (const int p = graph.data_predecessor(id); p != kNone) at = std::max(at, r.end[r.slot(p)]);
+    if (const int p = r.resource_pred[r.slot(id)]; p != kNone) at = std::max(at, r.end[r.slot(p)]);
+    r.start[r.slot(id)] = at;
+    r.end[r.slot(id)] = at + r.duration[r.slot(id)];
+    ++done;
+    for (const int next : {graph.data_successor(id), r.resource_succ[r.slot(id)]}) {
+      if (next != kNone && --r.pending[r.slot(next)] == 0) ready.push_back(next);
+    }
+  }
+  return done;
+}
+
+// The first unfinished task on the resource of `id`, in that resource's order.
+int head_of(const Replay& r, int id) {
+  const TaskGraph& graph = r.graph;
+  const auto at = static_cast<std::size_t>(r.where[r.slot(id)]);
+  if (graph.is_compute(id)) {
+    for (const ComputeTask& t : r.schedule.gpu_order[at]) {
+      if (const int other = graph.id(t); r.pending[r.slot(other)] != 0) return other;
+    }
+  } else {
+    const auto& order = r.schedule.channel_order.at(r.channels[at]);
+    for (const TransferTask& t : order) {
+      if (const int other = graph.id(t); r.pending[r.slot(other)] != 0) return other;
+    }
+  }
+  return id;
+}
+
+// Phase 3b: explains a deadlock. From a blocked task at the head of its resource, follow its
+// data dependency to the head of that dependency's resource until a head repeats; around
+// that cycle, report the first wait on a task that its resource orders behind another one:
+// that order is what closes the cycle. O(T) per step, O(T^2) at worst, only on failure.
+[[noreturn]] void explain_deadlock(const Replay& r) {
+  const TaskGraph& graph = r.graph;
+  const int T = graph.chain_count();
+  auto place = [&](int id) {
+    if (graph.is_compute(id)) return gpu_name(r.topology, r.where[r.slot(id)]);
+    const Channel& c = r.channels[static_cast<std::size_t>(r.where[r.slot(id)])];
+    return "channel " + r.topology.gpu(c.first).id + " -> " + r.topology.gpu(c.second).id;
+  };
+  int current = kNone;
+  for (int id = 0; id < T && current == kNone; ++id) {
+    if (r.pending[r.slot(id)] != 0 && head_of(r, id) == id) current = id;
+  }
+  std::vector<char> visited(static_cast<std::size_t>(T), 0);
+  while (current != kNone && !visited[r.slot(current)]) {
+    visited[r.slot(current)] = 1;
+    current = head_of(r, graph.data_predecessor(current));
+  }
+  int waiting = current;
+  for (int step = 0; step < T; ++step) {
+    const int dependency = graph.data_predecessor(waiting);
+    if (head_of(r, dependency) != dependency || head_of(r, dependency) == waiting) break;
+    waiting = head_of(r, dependency);
+  }
+  const int dependency = graph.data_predecessor(waiting);
+  const int blocker = head_of(r, dependency);
+  const std::string behind =
+      blocker == waiting ? "it" : graph.describe(blocker) + " on " + place(blocker);
+  const std::string message = "the orders deadlock: " + graph.describe(waiting) + " on " +
+                              place(waiting) + " waits for " + graph.describe(dependency) +
+                              ", which is ordered behind " + behind;
+  if (graph.is_compute(waiting)) throw ScheduleError(message, graph.compute_task(waiting));
+  throw ScheduleError(message, graph.transfer_task(waiting));
+}
+
+// Phase 4: the timeline's tasks, sorted by start, then GPU (channel), then resource order.
+// O(T log T).
+void build_timeline(const Replay& r, Timeline& timeline) {
+  const TaskGraph& graph = r.graph;
+  const int N = r.topology.size();
+  timeline.gpus.assign(static_cast<std::size_t>(N), GpuUsage{});
+  for (int g = 0; g < N; ++g) {
+    if (r.stage_of[static_cast<std::size_t>(g)] != kNone) {
+      timeline.gpus[static_cast<std::size_t>(g)].stage = r.stage_of[static_cast<std::size_t>(g)];
+    }
+  }
+  timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));
+  for (int id = 0; id < graph.compute_count(); ++id) {
+    const auto i = r.slot(id);
+    timeline.compute.push_back(TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
+    timeline.gpus[static_cast<std::size_t>(r.where[i])].busy_ms += r.duration[i];
+  }
+  std::sort(timeline.compute.begin(), timeline.compute.end(),
+            [&](const TimedCompute& a, const TimedCompute& b) {
+              if (a.start_ms != b.start_ms) return a.start_ms < b.start_ms;
+              if (a.gpu != b.gpu) return a.gpu < b.gpu;
+              return r.position[r.slot(graph.id(a.task))] < r.position[r.slot(graph.id(b.task))];
+            });
+  timeline.transfers.reserve(static_cast<std::size_t>(graph.transfer_count()));
+  for (int id = graph.compute_count(); id < graph.chain_count(); ++id) {
+    const auto i = r.slot(id);
+    const Channel& channel = r.channels[static_cast<std::size_t>(r.where[i])];
+    const TransferTask task = graph.transfer_task(id);
+    timeline.transfers.push_back(TimedTransfer{
+        channel.first, channel.second, task,
+        r.profiles[static_cast<std::size_t>(task.stage)].boundary_bytes, r.start[i], r.end[i]});
+  }
+  std::sort(timeline.transfers.begin(), timeline.transfers.end(),
+            [&](const TimedTransfer& a, const TimedTransfer& b) {
+              if (a.start_ms != b.start_ms) return a.start_ms < b.start_ms;
+              if (a.from != b.from) return a.from < b.from;
+              if (a.to != b.to) return a.to < b.to;
+              return r.position[r.slot(graph.id(a.task))] < r.position[r.slot(graph.id(b.task))];
+            });
+  timeline.iteration_ms = 0;
+  for (const double e : r.end) timeline.iteration_ms = std::max(timeline.iteration_ms, e);
+}
+
+// Phase 5: each replicated stage's AllReduce starts when its last backward ends. O(S M).
+void add_allreduces(const Replay& r, const std::vector<Stage>& stages, Timeline& timeline) {
+  const TaskGraph& graph = r.graph;
+  for (int s = 0; s < graph.stages(); ++s) {
+    const Stage& stage = stages[static_cast<std::size_t>(s)];
+    if (stage.gpus.size() < 2) continue;
+    double last_backward = 0;
+    for (int m = 0; m < graph.micro_batches(); ++m) {
+      last_backward =
+          std::max(last_backward, r.end[r.slot(graph.id(ComputeTask{Op::kBackward, s, m}))]);
+    }
+    const double bytes = r.profiles[static_cast<std::size_t>(s)].parameter_bytes;
+    const double finish = last_backward + allreduce_ms(r.topology, stage.gpus, bytes);
+    timeline.allreduces.push_back(TimedAllReduce{s, bytes, last_backward, finish});
+    timeline.iteration_ms = std::max(timeline.iteration_ms, finish);
+  }
+}
+
+// Phase 6: peak memory per GPU: static bytes plus the stash of micro-batches between forward
+// start and backward end; at equal times (within tolerance) releases come first. O(T log T).
+void peak_memory(const Replay& r, double parameter_memory_factor, Timeline& timeline) {
+  const TaskGraph& graph = r.graph;
+  const auto N = static_cast<std::size_t>(r.topology.size());
+  std::vector<std::vector<double>> allocations(N);
+  std::vector<std::vector<double>> releases(N);
+  for (int s = 0; s < graph.stages(); ++s) {
+    for (int m = 0; m < graph.micro_batches(); ++m) {
+      const auto f = r.slot(graph.id(ComputeTask{Op::kForward, s, m}));
+      const auto b = r.slot(graph.id(ComputeTask{Op::kBackward, s, m}));
+      allocations[static_cast<std::size_t>(r.where[f])].push_back(r.start[f]);
+      releases[static_cast<std::size_t>(r.where[b])].push_back(r.end[b]);
+    }
+  }
+  for (std::size_t g = 0; g < N; ++g) {
+    if (r.stage_of[g] == kNone) continue;
+    const StageProfile& p = r.profiles[static_cast<std::size_t>(r.stage_of[g])];
+    auto& alloc = allocations[g];
+    auto& rel = releases[g];
+    std::sort(alloc.begin(), alloc.end());
+    std::sort(rel.begin(), rel.end());
+    std::size_t released = 0;
+    std::size_t peak_in_flight = 0;
+    for (std::size_t k = 0; k < alloc.size(); ++k) {
+      while (released < rel.size() &&
+             (rel[released] <= alloc[k] || times_equal(rel[released], alloc[k]))) {
+        ++released;
+      }
+      peak_in_flight = std::max(peak_in_flight, k + 1 - std::min(released, k + 1));
+    }
+    timeline.gpus[g].peak_memory_bytes = parameter_memory_factor * p.parameter_bytes +
+                                         static_cast<double>(peak_in_flight) * p.stash_bytes;
+  }
+}
+
 }  // namespace
-
-std::string describe(const ComputeTask& task) {
-  return std::string(task.op == Op::kForward ? "forward" : "backward") + " of micro-batch " +
-         std::to_string(task.micro_batch) + " on stage " + std::to_string(task.stage);
-}
-
-std::string describe(const TransferTask& task) {
-  bool activation = task.kind == TransferKind::kActivation;
-  return std::string(activation ? "activation" : "gradient") + " transfer of micro-batch " +
-         std::to_string(task.micro_batch) + " from stage " +
-         std::to_string(activation ? task.stage : task.stage + 1) + " to stage " +
-         std::to_string(activation ? task.stage + 1 : task.stage);
-}
 
 StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& stages, int s) {
   const Stage& stage = stages[static_cast<std::size_t>(s)];
@@ -176,331 +460,31 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
 Timeline replay(const model::Model& model, const topology::Topology& topology,
                 const std::vector<Stage>& stages, const Schedule& schedule) {
   const int S = static_cast<int>(stages.size());
-  const int M = schedule.micro_batches;
   const int N = topology.size();
-  if (M < 1) throw ScheduleError("the schedule has no micro-batches");
-  // The arrays below have a slot for each of the 4 S M - 2 M tasks. A schedule that lists
-  // fewer compute tasks than 2 S M misses one: say which before sizing anything by S M, which
-  // a stated plan may set to anything.
-  std::int64_t listed = 0;
-  for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
-  if (listed < 2 * static_cast<std::int64_t>(S) * M) {
-    if (auto missing = first_missing(schedule, S))
-      throw ScheduleError(describe(*missing) + " is missing");
-  }
-  // Tasks are numbered with ints; planners::check_limits keeps plans far below this.
-  const std::int64_t task_count =
-      4 * static_cast<std::int64_t>(S) * M - 2 * static_cast<std::int64_t>(M);
-  if (task_count > std::numeric_limits<int>::max()) {
-    throw ScheduleError("the schedule has " + std::to_string(task_count) + " tasks, more than " +
-                        std::to_string(std::numeric_limits<int>::max()));
-  }
-  if (static_cast<int>(schedule.gpu_order.size()) != N) {
-    throw ScheduleError("the schedule has orders for " + std::to_string(schedule.gpu_order.size()) +
-                        " GPUs, the topology has " + std::to_string(N));
-  }
-  std::vector<StageProfile> profiles;
-  profiles.reserve(static_cast<std::size_t>(S));
-  for (int s = 0; s < S; ++s) profiles.push_back(stage_profile(model, stages, s));
-  std::vector<int> stage_of(static_cast<std::size_t>(N), kNone);
+  reject_missing(schedule, S, N);
+  Replay r{topology, schedule, TaskGraph(S, schedule.micro_batches), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  const auto T = static_cast<std::size_t>(r.graph.chain_count());
+  for (int s = 0; s < S; ++s) r.profiles.push_back(stage_profile(model, stages, s));
+  r.stage_of.assign(static_cast<std::size_t>(N), kNone);
   for (int s = 0; s < S; ++s) {
-    for (int g : stages[static_cast<std::size_t>(s)].gpus) stage_of[static_cast<std::size_t>(g)] = s;
+    for (const int g : stages[static_cast<std::size_t>(s)].gpus) r.stage_of[static_cast<std::size_t>(g)] = s;
   }
+  r.where.assign(T, kNone);
+  r.resource_pred.assign(T, kNone);
+  r.resource_succ.assign(T, kNone);
+  r.position.assign(T, 0);
+  r.duration.assign(T, 0);
+  r.pending.assign(T, 0);
+  r.start.assign(T, 0);
+  r.end.assign(T, 0);
 
-  const TaskIndex index(S, M);
-  const auto T = static_cast<std::size_t>(index.total());
-  std::vector<int> where(T, kNone);        // GPU of a compute task / channel slot of a transfer
-  std::vector<int> resource_pred(T, kNone);
-  std::vector<int> resource_succ(T, kNone);
-  std::vector<int> position(T, 0);         // position in its resource's order
-  std::vector<double> duration(T, 0);
-
-  // Compute orders.
-  for (int g = 0; g < N; ++g) {
-    const auto& order = schedule.gpu_order[static_cast<std::size_t>(g)];
-    int previous = kNone;
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const ComputeTask& task = order[k];
-      if (task.stage < 0 || task.stage >= S || task.micro_batch < 0 || task.micro_batch >= M) {
-        throw ScheduleError(gpu_name(topology, g) + " runs a task of stage " +
-                            std::to_string(task.stage) + " and micro-batch " +
-                            std::to_string(task.micro_batch) + ", which do not exist");
-      }
-      if (stage_of[static_cast<std::size_t>(g)] != task.stage) {
-        throw ScheduleError(describe(task) + " runs on " + gpu_name(topology, g) +
-                                ", which does not serve stage " + std::to_string(task.stage),
-                            task);
-      }
-      const int id = index.compute(task.op, task.stage, task.micro_batch);
-      if (where[static_cast<std::size_t>(id)] != kNone) {
-        throw ScheduleError(describe(task) + " appears more than once", task);
-      }
-      where[static_cast<std::size_t>(id)] = g;
-      position[static_cast<std::size_t>(id)] = static_cast<int>(k);
-      const StageProfile& p = profiles[static_cast<std::size_t>(task.stage)];
-      duration[static_cast<std::size_t>(id)] =
-          (task.op == Op::kForward ? p.forward_ms : p.backward_ms) / topology.gpu(g).speed;
-      if (previous != kNone) {
-        resource_pred[static_cast<std::size_t>(id)] = previous;
-        resource_succ[static_cast<std::size_t>(previous)] = id;
-      }
-      previous = id;
-    }
-  }
-  for (int s = 0; s < S; ++s) {
-    for (int m = 0; m < M; ++m) {
-      const int f = index.compute(Op::kForward, s, m);
-      const int b = index.compute(Op::kBackward, s, m);
-      if (where[static_cast<std::size_t>(f)] == kNone) {
-        throw ScheduleError(describe(ComputeTask{Op::kForward, s, m}) + " is missing");
-      }
-      if (where[static_cast<std::size_t>(b)] == kNone) {
-        throw ScheduleError(describe(ComputeTask{Op::kBackward, s, m}) + " is missing");
-      }
-      if (where[static_cast<std::size_t>(b)] != where[static_cast<std::size_t>(f)]) {
-        throw ScheduleError(describe(ComputeTask{Op::kBackward, s, m}) + " runs on " +
-                                gpu_name(topology, where[static_cast<std::size_t>(b)]) +
-                                " but its forward runs on " +
-                                gpu_name(topology, where[static_cast<std::size_t>(f)]),
-                            ComputeTask{Op::kBackward, s, m});
-      }
-    }
-  }
-
-  // Transfer orders.
-  std::vector<Channel> channels;
-  for (const auto& [channel, order] : schedule.channel_order) {
-    const int slot = static_cast<int>(channels.size());
-    channels.push_back(channel);
-    int previous = kNone;
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const TransferTask& task = order[k];
-      if (task.stage < 0 || task.stage >= S - 1 || task.micro_batch < 0 || task.micro_batch >= M) {
-        throw ScheduleError("channel " + topology.gpu(channel.first).id + " -> " +
-                            topology.gpu(channel.second).id + " carries a transfer across boundary " +
-                            std::to_string(task.stage) + " for micro-batch " +
-                            std::to_string(task.micro_batch) + ", which do not exist");
-      }
-      const int s = task.stage;
-      const int m = task.micro_batch;
-      const int lower = where[static_cast<std::size_t>(index.compute(Op::kForward, s, m))];
-      const int upper = where[static_cast<std::size_t>(index.compute(Op::kForward, s + 1, m))];
-      const Channel expected = task.kind == TransferKind::kActivation ? Channel{lower, upper}
-                                                                      : Channel{upper, lower};
-      if (expected != channel) {
-        throw ScheduleError(describe(task) + " must go from " + topology.gpu(expected.first).id +
-                                " to " + topology.gpu(expected.second).id + ", not from " +
-                                topology.gpu(channel.first).id + " to " +
-                                topology.gpu(channel.second).id,
-                            task);
-      }
-      const int id = index.transfer(task.kind, s, m);
-      if (where[static_cast<std::size_t>(id)] != kNone) {
-        throw ScheduleError(describe(task) + " appears more than once", task);
-      }
-      where[static_cast<std::size_t>(id)] = slot;
-      position[static_cast<std::size_t>(id)] = static_cast<int>(k);
-      duration[static_cast<std::size_t>(id)] =
-          topology.transfer_ms(channel.first, channel.second, profiles[static_cast<std::size_t>(s)].boundary_bytes);
-      if (previous != kNone) {
-        resource_pred[static_cast<std::size_t>(id)] = previous;
-        resource_succ[static_cast<std::size_t>(previous)] = id;
-      }
-      previous = id;
-    }
-  }
-  for (int id = index.compute_count(); id < index.total(); ++id) {
-    if (where[static_cast<std::size_t>(id)] == kNone) {
-      throw ScheduleError(describe(index.transfer_task(id)) + " is missing");
-    }
-  }
-
-  // Data dependencies (at most one predecessor and one successor per task).
-  auto data_pred = [&](int id) -> int {
-    if (index.is_compute(id)) {
-      ComputeTask t = index.compute_task(id);
-      if (t.op == Op::kForward) {
-        return t.stage > 0 ? index.transfer(TransferKind::kActivation, t.stage - 1, t.micro_batch) : kNone;
-      }
-      return t.stage == S - 1 ? index.compute(Op::kForward, t.stage, t.micro_batch)
-                              : index.transfer(TransferKind::kGradient, t.stage, t.micro_batch);
-    }
-    TransferTask t = index.transfer_task(id);
-    return t.kind == TransferKind::kActivation ? index.compute(Op::kForward, t.stage, t.micro_batch)
-                                               : index.compute(Op::kBackward, t.stage + 1, t.micro_batch);
-  };
-  auto data_succ = [&](int id) -> int {
-    if (index.is_compute(id)) {
-      ComputeTask t = index.compute_task(id);
-      if (t.op == Op::kForward) {
-        return t.stage < S - 1 ? index.transfer(TransferKind::kActivation, t.stage, t.micro_batch)
-                               : index.compute(Op::kBackward, t.stage, t.micro_batch);
-      }
-      return t.stage > 0 ? index.transfer(TransferKind::kGradient, t.stage - 1, t.micro_batch) : kNone;
-    }
-    TransferTask t = index.transfer_task(id);
-    return t.kind == TransferKind::kActivation ? index.compute(Op::kForward, t.stage + 1, t.micro_batch)
-                                               : index.compute(Op::kBackward, t.stage, t.micro_batch);
-  };
-
-  // Longest paths in topological order.
-  std::vector<std::uint8_t> pending(T, 0);
-  std::vector<double> start(T, 0), end(T, 0);
-  std::vector<int> ready;
-  for (std::size_t id = 0; id < T; ++id) {
-    pending[id] = static_cast<std::uint8_t>((data_pred(static_cast<int>(id)) != kNone ? 1 : 0) +
-                                            (resource_pred[id] != kNone ? 1 : 0));
-    if (pending[id] == 0) ready.push_back(static_cast<int>(id));
-  }
-  std::size_t done = 0;
-  while (!ready.empty()) {
-    const int id = ready.back();
-    ready.pop_back();
-    const auto i = static_cast<std::size_t>(id);
-    double at = 0;
-    if (int p = data_pred(id); p != kNone) at = std::max(at, end[static_cast<std::size_t>(p)]);
-    if (int p = resource_pred[i]; p != kNone) at = std::max(at, end[static_cast<std::size_t>(p)]);
-    start[i] = at;
-    end[i] = at + duration[i];
-    ++done;
-    for (int next : {data_succ(id), resource_succ[i]}) {
-      if (next != kNone && --pending[static_cast<std::size_t>(next)] == 0) ready.push_back(next);
-    }
-  }
-  if (done != T) {
-    // Find a cycle of waiting: from a blocked task at the head of its resource, follow its
-    // data dependency to the head of that dependency's resource, until a head repeats.
-    std::vector<const std::vector<TransferTask>*> channel_tasks;
-    for (const auto& entry : schedule.channel_order) channel_tasks.push_back(&entry.second);
-    auto head_of = [&](int id) -> int {
-      const auto i = static_cast<std::size_t>(id);
-      if (index.is_compute(id)) {
-        for (const ComputeTask& t : schedule.gpu_order[static_cast<std::size_t>(where[i])]) {
-          const int other = index.compute(t.op, t.stage, t.micro_batch);
-          if (pending[static_cast<std::size_t>(other)] != 0) return other;
-        }
-      } else {
-        for (const TransferTask& t : *channel_tasks[static_cast<std::size_t>(where[i])]) {
-          const int other = index.transfer(t.kind, t.stage, t.micro_batch);
-          if (pending[static_cast<std::size_t>(other)] != 0) return other;
-        }
-      }
-      return id;
-    };
-    auto name = [&](int id) {
-      return index.is_compute(id) ? describe(index.compute_task(id)) : describe(index.transfer_task(id));
-    };
-    auto place = [&](int id) {
-      const auto i = static_cast<std::size_t>(id);
-      if (index.is_compute(id)) return gpu_name(topology, where[i]);
-      const Channel& c = channels[static_cast<std::size_t>(where[i])];
-      return "channel " + topology.gpu(c.first).id + " -> " + topology.gpu(c.second).id;
-    };
-    int current = kNone;
-    for (std::size_t id = 0; id < T && current == kNone; ++id) {
-      if (pending[id] != 0 && head_of(static_cast<int>(id)) == static_cast<int>(id)) current = static_cast<int>(id);
-    }
-    std::vector<char> visited(T, 0);
-    while (current != kNone && !visited[static_cast<std::size_t>(current)]) {
-      visited[static_cast<std::size_t>(current)] = 1;
-      current = head_of(data_pred(current));
-    }
-    // Around the cycle, report the first wait on a task that its resource orders behind
-    // another one: that order is what closes the cycle.
-    int waiting = current;
-    for (int step = 0; step < static_cast<int>(T); ++step) {
-      if (head_of(data_pred(waiting)) != data_pred(waiting) || head_of(data_pred(waiting)) == waiting) break;
-      waiting = head_of(data_pred(waiting));
-    }
-    const int dependency = data_pred(waiting);
-    const int blocker = head_of(dependency);
-    const std::string behind = blocker == waiting ? "it" : name(blocker) + " on " + place(blocker);
-    const std::string message = "the orders deadlock: " + name(waiting) + " on " + place(waiting) +
-                                " waits for " + name(dependency) + ", which is ordered behind " + behind;
-    if (index.is_compute(waiting)) throw ScheduleError(message, index.compute_task(waiting));
-    throw ScheduleError(message, index.transfer_task(waiting));
-  }
-
+  index_compute_orders(r);
+  index_transfer_orders(r);
+  if (longest_paths(r) != static_cast<int>(T)) explain_deadlock(r);
   Timeline timeline;
-  timeline.gpus.assign(static_cast<std::size_t>(N), GpuUsage{});
-  for (int g = 0; g < N; ++g) {
-    if (stage_of[static_cast<std::size_t>(g)] != kNone) timeline.gpus[static_cast<std::size_t>(g)].stage = stage_of[static_cast<std::size_t>(g)];
-  }
-  timeline.compute.reserve(static_cast<std::size_t>(index.compute_count()));
-  for (int id = 0; id < index.compute_count(); ++id) {
-    const auto i = static_cast<std::size_t>(id);
-    timeline.compute.push_back(TimedCompute{where[i], index.compute_task(id), start[i], end[i]});
-    timeline.gpus[static_cast<std::size_t>(where[i])].busy_ms += duration[i];
-  }
-  std::sort(timeline.compute.begin(), timeline.compute.end(), [&](const TimedCompute& a, const TimedCompute& b) {
-    if (a.start_ms != b.start_ms) return a.start_ms < b.start_ms;
-    if (a.gpu != b.gpu) return a.gpu < b.gpu;
-    return position[static_cast<std::size_t>(index.compute(a.task.op, a.task.stage, a.task.micro_batch))] <
-           position[static_cast<std::size_t>(index.compute(b.task.op, b.task.stage, b.task.micro_batch))];
-  });
-  timeline.transfers.reserve(T - static_cast<std::size_t>(index.compute_count()));
-  for (int id = index.compute_count(); id < index.total(); ++id) {
-    const auto i = static_cast<std::size_t>(id);
-    const Channel& channel = channels[static_cast<std::size_t>(where[i])];
-    const TransferTask task = index.transfer_task(id);
-    timeline.transfers.push_back(TimedTransfer{channel.first, channel.second, task,
-                                               profiles[static_cast<std::size_t>(task.stage)].boundary_bytes,
-                                               start[i], end[i]});
-  }
-  std::sort(timeline.transfers.begin(), timeline.transfers.end(), [&](const TimedTransfer& a, const TimedTransfer& b) {
-    if (a.start_ms != b.start_ms) return a.start_ms < b.start_ms;
-    if (a.from != b.from) return a.from < b.from;
-    if (a.to != b.to) return a.to < b.to;
-    return position[static_cast<std::size_t>(index.transfer(a.task.kind, a.task.stage, a.task.micro_batch))] <
-           position[static_cast<std::size_t>(index.transfer(b.task.kind, b.task.stage, b.task.micro_batch))];
-  });
-
-  double iteration = 0;
-  for (double e : end) iteration = std::max(iteration, e);
-  for (int s = 0; s < S; ++s) {
-    const Stage& stage = stages[static_cast<std::size_t>(s)];
-    if (stage.gpus.size() < 2) continue;
-    double last_backward = 0;
-    for (int m = 0; m < M; ++m) {
-      last_backward = std::max(last_backward, end[static_cast<std::size_t>(index.compute(Op::kBackward, s, m))]);
-    }
-    const double bytes = profiles[static_cast<std::size_t>(s)].parameter_bytes;
-    const double finish = last_backward + allreduce_ms(topology, stage.gpus, bytes);
-    timeline.allreduces.push_back(TimedAllReduce{s, bytes, last_backward, finish});
-    iteration = std::max(iteration, finish);
-  }
-  timeline.iteration_ms = iteration;
-
-  // Peak memory: static bytes plus the stash of micro-batches between forward start and
-  // backward end; at equal times (within tolerance) releases come first.
-  std::vector<std::vector<double>> allocations(static_cast<std::size_t>(N)), releases(static_cast<std::size_t>(N));
-  for (int s = 0; s < S; ++s) {
-    for (int m = 0; m < M; ++m) {
-      const auto f = static_cast<std::size_t>(index.compute(Op::kForward, s, m));
-      const auto b = static_cast<std::size_t>(index.compute(Op::kBackward, s, m));
-      allocations[static_cast<std::size_t>(where[f])].push_back(start[f]);
-      releases[static_cast<std::size_t>(where[b])].push_back(end[b]);
-    }
-  }
-  for (int g = 0; g < N; ++g) {
-    const auto gi = static_cast<std::size_t>(g);
-    if (stage_of[gi] == kNone) continue;
-    const StageProfile& p = profiles[static_cast<std::size_t>(stage_of[gi])];
-    auto& alloc = allocations[gi];
-    auto& rel = releases[gi];
-    std::sort(alloc.begin(), alloc.end());
-    std::sort(rel.begin(), rel.end());
-    std::size_t released = 0;
-    std::size_t peak_in_flight = 0;
-    for (std::size_t k = 0; k < alloc.size(); ++k) {
-      while (released < rel.size() && (rel[released] <= alloc[k] || times_equal(rel[released], alloc[k]))) {
-        ++released;
-      }
-      peak_in_flight = std::max(peak_in_flight, k + 1 - std::min(released, k + 1));
-    }
-    timeline.gpus[gi].peak_memory_bytes =
-        model.parameter_memory_factor * p.parameter_bytes + static_cast<double>(peak_in_flight) * p.stash_bytes;
-  }
+  build_timeline(r, timeline);
+  add_allreduces(r, stages, timeline);
+  peak_memory(r, model.parameter_memory_factor, timeline);
   return timeline;
 }
 

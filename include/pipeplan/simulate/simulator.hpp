@@ -12,6 +12,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/plan.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::simulate {
@@ -101,10 +102,5 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
 /// Fraction of the iteration a used GPU spends idle: 1 - busy / iteration (0 for an empty
 /// iteration).
 double bubble_fraction(const GpuUsage& usage, double iteration_ms);
-
-/// A task in words for messages: `forward of micro-batch 3 on stage 1`.
-std::string describe(const ComputeTask& task);
-/// A transfer in words: `activation transfer of micro-batch 3 from stage 1 to stage 2`.
-std::string describe(const TransferTask& task);
 
 }  // namespace pipeplan::simulate

@@ -1,0 +1,99 @@
+#pragma once
+/// \file
+/// The tasks of one iteration and their data dependencies (spec section 3), in one place.
+///
+/// Every consumer of the execution model (the replay, the plan checker, the standalone plan
+/// reader, the ranks export's global order, the list scheduler) numbers tasks with this type
+/// and asks it what a task waits for; none keeps a copy of the rules.
+
+#include <cstdint>
+#include <string>
+
+#include "pipeplan/plan.hpp"
+
+namespace pipeplan::simulate {
+
+/// The tasks of one iteration of `S` stages and `M` micro-batches, numbered densely:
+///
+/// * compute tasks first: `F(m,s)` is `2 (s M + m)`, `B(m,s)` is `2 (s M + m) + 1`;
+/// * then transfers across boundary `s = 0..S-2`: the activation is `2 S M + 2 (s M + m)`, the
+///   gradient `2 S M + 2 (s M + m) + 1`;
+/// * then one AllReduce slot per stage, `4 S M - 2 M + s` (a stage with one replica has no
+///   AllReduce; its slot stays unused).
+///
+/// Dependencies (spec section 3): each compute task and transfer has at most one data
+/// predecessor and one data successor along its micro-batch's chain
+/// `F(m,0) -> act(m,0) -> F(m,1) -> ... -> F(m,S-1) -> B(m,S-1) -> grad(m,S-2) -> ... -> B(m,0)`;
+/// a stage's AllReduce follows every `B(m,s)` of its stage. A value type: O(1) per query.
+class TaskGraph {
+ public:
+  /// No task: the answer of a predecessor or successor query at the end of a chain.
+  static constexpr int kNone = -1;
+
+  /// Throws `ScheduleError` when `stages < 1`, `micro_batches < 1`, or the tasks do not fit
+  /// an `int` (planners::check_limits keeps plans far below that).
+  TaskGraph(int stages, int micro_batches);
+
+  [[nodiscard]] int stages() const { return stages_; }                ///< S.
+  [[nodiscard]] int micro_batches() const { return micro_batches_; }  ///< M.
+  /// 2 S M forwards and backwards.
+  [[nodiscard]] int compute_count() const { return 2 * stages_ * micro_batches_; }
+  /// 2 (S-1) M activation and gradient transfers.
+  [[nodiscard]] int transfer_count() const { return 2 * (stages_ - 1) * micro_batches_; }
+  /// Compute tasks and transfers: the tasks with a data chain.
+  [[nodiscard]] int chain_count() const { return compute_count() + transfer_count(); }
+  /// Every slot, AllReduces included.
+  [[nodiscard]] int size() const { return chain_count() + stages_; }
+
+  /// Whether the task names an existing stage (boundary) and micro-batch.
+  [[nodiscard]] bool contains(const ComputeTask& task) const;
+  [[nodiscard]] bool contains(const TransferTask& task) const;
+
+  /// The id of a task; requires `contains(task)`.
+  [[nodiscard]] int id(const ComputeTask& task) const {
+    return ((task.stage * micro_batches_ + task.micro_batch) << 1) |
+           (task.op == Op::kBackward ? 1 : 0);
+  }
+  [[nodiscard]] int id(const TransferTask& task) const {
+    return compute_count() + (((task.stage * micro_batches_ + task.micro_batch) << 1) |
+                              (task.kind == TransferKind::kGradient ? 1 : 0));
+  }
+  /// The id of stage `s`'s AllReduce slot.
+  [[nodiscard]] int allreduce(int stage) const { return chain_count() + stage; }
+
+  [[nodiscard]] bool is_compute(int id) const { return id < compute_count(); }
+  [[nodiscard]] bool is_transfer(int id) const {
+    return id >= compute_count() && id < chain_count();
+  }
+  [[nodiscard]] bool is_allreduce(int id) const { return id >= chain_count(); }
+
+  /// The task behind an id of the matching kind.
+  [[nodiscard]] ComputeTask compute_task(int id) const;
+  [[nodiscard]] TransferTask transfer_task(int id) const;
+  [[nodiscard]] int allreduce_stage(int id) const { return id - chain_count(); }
+
+  /// The task a compute task or transfer waits for along its chain; `kNone` for `F(m,0)`.
+  [[nodiscard]] int data_predecessor(int id) const;
+  /// The task that waits for this one along its chain; `kNone` for `B(m,0)`.
+  [[nodiscard]] int data_successor(int id) const;
+  /// The chain predecessor of a task given by value (no id needed): for messages and checks
+  /// on plans whose tasks are not numbered yet.
+  [[nodiscard]] int data_predecessor(const ComputeTask& task) const { return data_predecessor(id(task)); }
+  [[nodiscard]] int data_predecessor(const TransferTask& task) const { return data_predecessor(id(task)); }
+
+  /// A task in words for messages: `forward of micro-batch 3 on stage 1`,
+  /// `activation transfer of micro-batch 3 from stage 1 to stage 2`,
+  /// `the AllReduce of stage 2`.
+  [[nodiscard]] std::string describe(int id) const;
+
+ private:
+  int stages_;
+  int micro_batches_;
+};
+
+/// A task in words for messages: `forward of micro-batch 3 on stage 1`.
+std::string describe(const ComputeTask& task);
+/// A transfer in words: `activation transfer of micro-batch 3 from stage 1 to stage 2`.
+std::string describe(const TransferTask& task);
+
+}  // namespace pipeplan::simulate
