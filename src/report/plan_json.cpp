@@ -221,6 +221,10 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
       if (!stage.json().is_null()) entry.stage = static_cast<int>(stage.as_integer(0, kMaxIndex));
       entry.busy_ms = gpu.required("busy_ms").as_number();
       entry.peak_memory_bytes = gpu.required("peak_memory_bytes").as_number();
+      if (auto memory = gpu.optional("memory_bytes")) {
+        entry.memory_stated = true;
+        if (!memory->json().is_null()) entry.memory_bytes = memory->as_nonnegative();
+      }
       entries.push_back(entry);
     }
     stated.gpus = std::move(entries);
@@ -312,11 +316,6 @@ StandalonePlan read_standalone_plan(const io::Source& source) {
       id.fail("GPU " + io::quote_for_message(text) + " is listed twice");
     }
     out.gpu_ids.push_back(std::move(text));
-    std::optional<double> capacity;
-    if (auto memory = gpu.optional("memory_bytes"); memory && !memory->json().is_null()) {
-      capacity = memory->as_nonnegative();
-    }
-    out.memory_bytes.push_back(capacity);
   }
   if (out.gpu_ids.empty()) list.fail("must list at least one GPU");
   const GpuIds gpus(
@@ -327,6 +326,11 @@ StandalonePlan read_standalone_plan(const io::Source& source) {
       },
       "not in /gpus");
   out.stated = read_stated(document, gpus);
+  // Capacities as the GPU entries state them (read once, by read_stated).
+  out.memory_bytes.assign(out.gpu_ids.size(), std::nullopt);
+  for (const simulate::StatedGpu& gpu : *out.stated.gpus) {
+    out.memory_bytes[static_cast<std::size_t>(gpu.gpu)] = gpu.memory_bytes;
+  }
   return out;
 }
 

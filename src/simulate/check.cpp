@@ -1,38 +1,574 @@
-// Plan checking: every rule of spec sections 3 and 4, first violation wins. O(T log T).
+// Plan checking, first violation wins. The structural rules (no model, no topology) are
+// checked once, here, for every reader of a plan; the rules that need the inputs follow.
+// O(T log T) for T schedule entries (the sorts of the per-resource orders).
 
 #include "pipeplan/simulate/check.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::simulate {
 namespace {
 
 std::string ms(double value) { return report::format_number(value, 12) + " ms"; }
+std::string number(double value) { return report::format_number(value, 15); }
 
-std::string gpu_name(const topology::Topology& topology, int gpu) {
-  return "GPU \"" + topology.gpu(gpu).id + "\"";
-}
+const std::string kComputeAt = "/schedule/compute/";
+const std::string kTransferAt = "/schedule/transfers/";
 
-// Dense keys for compute tasks and transfers of one plan.
-struct Keys {
-  int M;
-  [[nodiscard]] std::size_t compute(const ComputeTask& t) const {
-    return ((static_cast<std::size_t>(t.stage) * static_cast<std::size_t>(M) +
-             static_cast<std::size_t>(t.micro_batch))
-            << 1) |
-           (t.op == Op::kBackward ? 1U : 0U);
+// The state of one structural check: the plan, how GPUs are named, and what is known so far.
+class StructureCheck {
+ public:
+  StructureCheck(const StatedPlan& stated, const std::vector<std::string>& gpu_ids)
+      : stated_(stated), gpu_ids_(gpu_ids), S_(static_cast<int>(stated.stages.size())),
+        M_(stated.micro_batches) {}
+
+  StatedIndex run() {
+    if (stated_.iteration_ms < 0) {
+      fail("/iteration_ms", "must be >= 0, got " + number(stated_.iteration_ms));
+    }
+    if (S_ == 0) fail("/stages", "must list at least one stage");
+    if (M_ < 1) fail("/micro_batches", "must be an integer >= 1");
+    stages();
+    compute_entries();
+    graph_ = TaskGraph(S_, M_);  // the count matches S M: numbering is now bounded
+    index_.entry.assign(static_cast<std::size_t>(graph_->chain_count()), kNoEntry);
+    compute_once();
+    transfer_entries();
+    transfers_once();
+    overlaps();
+    dependencies();
+    allreduces();
+    iteration_end();
+    gpu_entries();
+    return std::move(index_);
   }
-  [[nodiscard]] std::size_t transfer(const TransferTask& t) const {
-    return ((static_cast<std::size_t>(t.stage) * static_cast<std::size_t>(M) +
-             static_cast<std::size_t>(t.micro_batch))
-            << 1) |
-           (t.kind == TransferKind::kGradient ? 1U : 0U);
+
+ private:
+  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
+    throw InputError(stated_.file, pointer, message);
   }
+  [[nodiscard]] std::string gpu_name(int g) const {
+    return "GPU \"" + gpu_ids_[static_cast<std::size_t>(g)] + "\"";
+  }
+  [[nodiscard]] const StatedCompute& compute_of(const ComputeTask& task) const {
+    return stated_.compute[index_.entry[static_cast<std::size_t>(graph_->id(task))]];
+  }
+  [[nodiscard]] double end_of(int id) const {
+    const std::size_t i = index_.entry[static_cast<std::size_t>(id)];
+    return graph_->is_compute(id) ? stated_.compute[i].end_ms : stated_.transfers[i].end_ms;
+  }
+  void check_times(const std::string& at, const std::string& what, double start, double end) const {
+    if (start < 0) fail(at + "/start_ms", "must be >= 0, got " + number(start));
+    if (end < start && !times_equal(end, start)) {
+      fail(at + "/end_ms", what + " ends at " + ms(end) + ", before it starts at " + ms(start));
+    }
+    if (end > stated_.iteration_ms && !times_equal(end, stated_.iteration_ms)) {
+      fail(at + "/end_ms", what + " ends at " + ms(end) + ", after the stated iteration_ms " +
+                               ms(stated_.iteration_ms));
+    }
+  }
+  void check_after(const std::string& at, const std::string& what, double start, double end,
+                   const std::string& dependency) const {
+    if (start < end && !times_equal(start, end)) {
+      fail(at, what + " starts at " + ms(start) + " before " + dependency + " ends at " + ms(end));
+    }
+  }
+
+  // Stages: contiguous from layer 0, at least one GPU each, no GPU twice, figures >= 0.
+  void stages() {
+    index_.stage_of.assign(gpu_ids_.size(), -1);
+    for (int s = 0; s < S_; ++s) {
+      const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
+      const std::string at = "/stages/" + std::to_string(s);
+      const int first = s == 0 ? 0 : stated_.stages[static_cast<std::size_t>(s) - 1].last_layer + 1;
+      if (stage.first_layer != first) {
+        fail(at + "/first_layer",
+             "must be " + std::to_string(first) +
+                 (s == 0 ? ": stages start at layer 0"
+                         : ", the layer after the last of stage " + std::to_string(s - 1)));
+      }
+      if (stage.last_layer < stage.first_layer) {
+        fail(at + "/last_layer", "must be >= first_layer (" + std::to_string(stage.first_layer) + ")");
+      }
+      if (stage.gpus.empty()) fail(at + "/gpus", "must list at least one GPU");
+      for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
+        int& owner = index_.stage_of[static_cast<std::size_t>(stage.gpus[k])];
+        if (owner >= 0) {
+          fail(at + "/gpus/" + std::to_string(k),
+               gpu_name(stage.gpus[k]) +
+                   (owner == s ? " is listed twice" : " already serves stage " + std::to_string(owner)));
+        }
+        owner = s;
+      }
+      const auto& figures = s < static_cast<int>(stated_.stage_figures.size())
+                                ? stated_.stage_figures[static_cast<std::size_t>(s)]
+                                : std::nullopt;
+      if (!figures) continue;
+      const std::pair<const char*, double> values[] = {{"forward_ms", figures->forward_ms},
+                                                       {"backward_ms", figures->backward_ms},
+                                                       {"parameter_bytes", figures->parameter_bytes},
+                                                       {"boundary_bytes", figures->boundary_bytes},
+                                                       {"allreduce_ms", figures->allreduce_ms}};
+      for (const auto& [key, value] : values) {
+        if (value < 0) fail(at + "/" + key, "must be >= 0, got " + number(value));
+      }
+    }
+  }
+
+  // Compute entries: ranges, placement and times per entry, then their count.
+  void compute_entries() const {
+    for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+      const StatedCompute& e = stated_.compute[i];
+      const std::string at = kComputeAt + std::to_string(i);
+      if (e.task.stage >= S_) {
+        fail(at + "/stage", "names stage " + std::to_string(e.task.stage) + " but the plan has " +
+                                std::to_string(S_));
+      }
+      if (e.task.micro_batch >= M_) {
+        fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
+      }
+      if (index_.stage_of[static_cast<std::size_t>(e.gpu)] != e.task.stage) {
+        fail(at + "/gpu", gpu_name(e.gpu) + " does not serve stage " + std::to_string(e.task.stage));
+      }
+      check_times(at, describe(e.task), e.start_ms, e.end_ms);
+    }
+    const std::int64_t count = std::int64_t{2} * S_ * M_;
+    if (static_cast<std::int64_t>(stated_.compute.size()) != count) {
+      fail("/schedule/compute", "lists " + std::to_string(stated_.compute.size()) + " tasks but " +
+                                    std::to_string(S_) + " stages and " + std::to_string(M_) +
+                                    " micro-batches make " + std::to_string(count) +
+                                    " (a forward and a backward each)");
+    }
+  }
+
+  // Each compute task once; a backward on the GPU of its forward.
+  void compute_once() {
+    for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+      std::size_t& slot = index_.entry[static_cast<std::size_t>(graph_->id(stated_.compute[i].task))];
+      if (slot != kNoEntry) {
+        fail(kComputeAt + std::to_string(i), describe(stated_.compute[i].task) +
+                                                 " is listed twice (also at " + kComputeAt +
+                                                 std::to_string(slot) + ")");
+      }
+      slot = i;
+    }
+    for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+      const StatedCompute& e = stated_.compute[i];
+      if (e.task.op != Op::kBackward) continue;
+      const int forward_gpu = compute_of({Op::kForward, e.task.stage, e.task.micro_batch}).gpu;
+      if (e.gpu != forward_gpu) {
+        fail(kComputeAt + std::to_string(i) + "/gpu", describe(e.task) + " runs on " + gpu_name(e.gpu) +
+                                                          " but its forward runs on " +
+                                                          gpu_name(forward_gpu));
+      }
+    }
+  }
+
+  // Transfers: boundary and micro-batch ranges, endpoints implied by the compute placement.
+  void transfer_entries() const {
+    for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
+      const StatedTransfer& e = stated_.transfers[i];
+      const std::string at = kTransferAt + std::to_string(i);
+      if (e.task.stage >= S_ - 1) {
+        fail(at + "/stage", "names the boundary after stage " + std::to_string(e.task.stage) +
+                                " but the plan has " + std::to_string(S_) + " stage" +
+                                (S_ == 1 ? "" : "s"));
+      }
+      if (e.task.micro_batch >= M_) {
+        fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
+      }
+      const int s = e.task.stage, m = e.task.micro_batch;
+      const int lower = compute_of({Op::kForward, s, m}).gpu;
+      const int upper = compute_of({Op::kForward, s + 1, m}).gpu;
+      const bool activation = e.task.kind == TransferKind::kActivation;
+      const int from = activation ? lower : upper;
+      const int to = activation ? upper : lower;
+      if (e.from != from) {
+        fail(at + "/from", describe(e.task) + " must leave from " + gpu_name(from) +
+                               ", which runs micro-batch " + std::to_string(m) + " on stage " +
+                               std::to_string(activation ? s : s + 1));
+      }
+      if (e.to != to) {
+        fail(at + "/to", describe(e.task) + " must go to " + gpu_name(to) +
+                             ", which runs micro-batch " + std::to_string(m) + " on stage " +
+                             std::to_string(activation ? s + 1 : s));
+      }
+      if (e.bytes < 0) fail(at + "/bytes", "must be >= 0, got " + number(e.bytes));
+      check_times(at, describe(e.task), e.start_ms, e.end_ms);
+    }
+  }
+
+  void transfers_once() {
+    const std::int64_t count = std::int64_t{2} * (S_ - 1) * M_;
+    if (static_cast<std::int64_t>(stated_.transfers.size()) != count) {
+      fail("/schedule/transfers", "lists " + std::to_string(stated_.transfers.size()) +
+                                      " transfers but " + std::to_string(S_ - 1) +
+                                      " boundaries and " + std::to_string(M_) +
+                                      " micro-batches make " + std::to_string(count) +
+                                      " (an activation and a gradient each)");
+    }
+    for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
+      std::size_t& slot = index_.entry[static_cast<std::size_t>(graph_->id(stated_.transfers[i].task))];
+      if (slot != kNoEntry) {
+        fail(kTransferAt + std::to_string(i), describe(stated_.transfers[i].task) +
+                                                  " is listed twice (also at " + kTransferAt +
+                                                  std::to_string(slot) + ")");
+      }
+      slot = i;
+    }
+  }
+
+  // One task at a time per GPU and per channel: entries ordered by start, ties by position.
+  void overlaps() {
+    index_.compute_order = compute_by_gpu(stated_);
+    const auto& order = index_.compute_order;
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      const auto& a = stated_.compute[order[k - 1]];
+      const auto& b = stated_.compute[order[k]];
+      if (a.gpu == b.gpu && b.start_ms < a.end_ms && !times_equal(b.start_ms, a.end_ms)) {
+        fail(kComputeAt + std::to_string(order[k]),
+             describe(b.task) + " starts at " + ms(b.start_ms) + " on " + gpu_name(b.gpu) +
+                 " while " + describe(a.task) + " runs there until " + ms(a.end_ms));
+      }
+    }
+    index_.transfer_order = transfers_by_channel(stated_);
+    const auto& transfer_order = index_.transfer_order;
+    for (std::size_t k = 1; k < transfer_order.size(); ++k) {
+      const auto& a = stated_.transfers[transfer_order[k - 1]];
+      const auto& b = stated_.transfers[transfer_order[k]];
+      if (a.from == b.from && a.to == b.to && b.start_ms < a.end_ms &&
+          !times_equal(b.start_ms, a.end_ms)) {
+        fail(kTransferAt + std::to_string(transfer_order[k]),
+             describe(b.task) + " starts at " + ms(b.start_ms) + " while " + describe(a.task) +
+                 " occupies the channel " + gpu_ids_[static_cast<std::size_t>(a.from)] + " -> " +
+                 gpu_ids_[static_cast<std::size_t>(a.to)] + " until " + ms(a.end_ms));
+      }
+    }
+  }
+
+  // Every data dependency of the task graph, on the stated times.
+  void dependencies() const {
+    const TaskGraph& graph = *graph_;
+    for (int id = 0; id < graph.chain_count(); ++id) {
+      const int dependency = graph.data_predecessor(id);
+      if (dependency == TaskGraph::kNone) continue;
+      const std::size_t i = index_.entry[static_cast<std::size_t>(id)];
+      const bool compute = graph.is_compute(id);
+      const double start = compute ? stated_.compute[i].start_ms : stated_.transfers[i].start_ms;
+      check_after((compute ? kComputeAt : kTransferAt) + std::to_string(i), graph.describe(id),
+                  start, end_of(dependency), graph.describe(dependency));
+    }
+  }
+
+  // One AllReduce per replicated stage, over its GPUs in ring order, after its backwards.
+  void allreduces() {
+    const TaskGraph& graph = *graph_;
+    std::vector<double> last_backward_end(static_cast<std::size_t>(S_), 0);
+    for (const auto& e : stated_.compute) {
+      if (e.task.op != Op::kBackward) continue;
+      double& end = last_backward_end[static_cast<std::size_t>(e.task.stage)];
+      end = std::max(end, e.end_ms);
+    }
+    index_.allreduce_entry.assign(static_cast<std::size_t>(S_), kNoEntry);
+    for (std::size_t i = 0; i < stated_.allreduces.size(); ++i) {
+      const auto& e = stated_.allreduces[i];
+      const std::string at = "/schedule/allreduces/" + std::to_string(i);
+      if (e.stage >= S_) {
+        fail(at + "/stage", "names stage " + std::to_string(e.stage) + " but the plan has " +
+                                std::to_string(S_));
+      }
+      const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
+      if (stage.gpus.size() < 2) {
+        fail(at, "stage " + std::to_string(e.stage) + " has one GPU and no AllReduce");
+      }
+      std::size_t& slot = index_.allreduce_entry[static_cast<std::size_t>(e.stage)];
+      if (slot != kNoEntry) fail(at, "second AllReduce of stage " + std::to_string(e.stage));
+      slot = i;
+      if (e.gpus != stage.gpus) {
+        fail(at + "/gpus", "must list the GPUs of stage " + std::to_string(e.stage) + " in ring order");
+      }
+      if (e.bytes < 0) fail(at + "/bytes", "must be >= 0, got " + number(e.bytes));
+      const std::string what = graph.describe(graph.allreduce(e.stage));
+      check_times(at, what, e.start_ms, e.end_ms);
+      check_after(at, what, e.start_ms, last_backward_end[static_cast<std::size_t>(e.stage)],
+                  "the last backward of stage " + std::to_string(e.stage));
+    }
+    for (int s = 0; s < S_; ++s) {
+      if (stated_.stages[static_cast<std::size_t>(s)].gpus.size() >= 2 &&
+          index_.allreduce_entry[static_cast<std::size_t>(s)] == kNoEntry) {
+        fail("/schedule/allreduces", graph.describe(graph.allreduce(s)) + " is missing");
+      }
+    }
+  }
+
+  // The iteration ends with its last task.
+  void iteration_end() const {
+    double last_end = 0;
+    for (const auto& e : stated_.compute) last_end = std::max(last_end, e.end_ms);
+    for (const auto& e : stated_.transfers) last_end = std::max(last_end, e.end_ms);
+    for (const auto& e : stated_.allreduces) last_end = std::max(last_end, e.end_ms);
+    if (!times_equal(last_end, stated_.iteration_ms)) {
+      fail("/iteration_ms",
+           "states " + ms(stated_.iteration_ms) + " but the last task ends at " + ms(last_end));
+    }
+  }
+
+  // GPU order and GPU entries: every GPU once, stages as the placement says, figures >= 0.
+  void gpu_entries() const {
+    const auto N = gpu_ids_.size();
+    if (stated_.gpu_order) {
+      std::vector<char> listed(N, 0);
+      for (const int g : *stated_.gpu_order) {
+        if (listed[static_cast<std::size_t>(g)]) fail("/gpu_order", "lists " + gpu_name(g) + " twice");
+        listed[static_cast<std::size_t>(g)] = 1;
+      }
+      for (std::size_t g = 0; g < N; ++g) {
+        if (!listed[g]) fail("/gpu_order", "does not list " + gpu_name(static_cast<int>(g)));
+      }
+    }
+    if (!stated_.gpus) return;
+    std::vector<char> listed(N, 0);
+    for (std::size_t i = 0; i < stated_.gpus->size(); ++i) {
+      const StatedGpu& e = (*stated_.gpus)[i];
+      const std::string at = "/gpus/" + std::to_string(i);
+      if (listed[static_cast<std::size_t>(e.gpu)]) fail(at, "lists " + gpu_name(e.gpu) + " twice");
+      listed[static_cast<std::size_t>(e.gpu)] = 1;
+      const int owner = index_.stage_of[static_cast<std::size_t>(e.gpu)];
+      if (e.stage.value_or(-1) != owner) {
+        fail(at + "/stage", gpu_name(e.gpu) + " serves " +
+                                (owner >= 0 ? "stage " + std::to_string(owner) : std::string("no stage")));
+      }
+      if (e.busy_ms < 0) fail(at + "/busy_ms", "must be >= 0, got " + number(e.busy_ms));
+      if (e.peak_memory_bytes < 0) {
+        fail(at + "/peak_memory_bytes", "must be >= 0, got " + number(e.peak_memory_bytes));
+      }
+    }
+    for (std::size_t g = 0; g < N; ++g) {
+      if (!listed[g]) fail("/gpus", "does not list " + gpu_name(static_cast<int>(g)));
+    }
+  }
+
+  const StatedPlan& stated_;
+  const std::vector<std::string>& gpu_ids_;
+  const int S_;
+  const int M_;
+  std::optional<TaskGraph> graph_;
+  StatedIndex index_;
+};
+
+// The rules that need the model and topology, on a structurally checked plan.
+class ModelCheck {
+ public:
+  ModelCheck(const StatedPlan& stated, const StatedIndex& index, const model::Model& model,
+             const topology::Topology& topology)
+      : stated_(stated), index_(index), model_(model), topology_(topology) {}
+
+  Plan run() {
+    try {
+      check_stages(model_, topology_, stated_.stages);
+    } catch (const ScheduleError& error) {
+      fail("/stages", error.what());
+    }
+    for (int s = 0; s < static_cast<int>(stated_.stages.size()); ++s) {
+      profiles_.push_back(stage_profile(model_, stated_.stages, s));
+    }
+    Plan plan;
+    plan.schedule = stated_schedule(stated_, index_, topology_.size());
+    plan.timeline = replay_stated(plan.schedule);
+    durations();
+    starts(plan.timeline);
+    allreduces(plan.timeline);
+    if (auto violation = memory_violation(topology_, plan.timeline)) fail("/stages", *violation);
+    if (!times_equal(stated_.iteration_ms, plan.timeline.iteration_ms)) {
+      fail("/iteration_ms", "states " + ms(stated_.iteration_ms) + " but the replay ends at " +
+                                ms(plan.timeline.iteration_ms));
+    }
+    plan.bounds = compute_bounds(model_, topology_, stated_.stages, stated_.micro_batches);
+    bounds(plan.bounds);
+    stage_figures();
+    gpu_figures(plan.timeline);
+    plan.planner = stated_.planner;
+    plan.schedule_policy = stated_.schedule_policy;
+    plan.stages = stated_.stages;
+    if (stated_.gpu_order) {
+      plan.gpu_order = *stated_.gpu_order;
+    } else {
+      plan.gpu_order.resize(static_cast<std::size_t>(topology_.size()));
+      std::iota(plan.gpu_order.begin(), plan.gpu_order.end(), 0);
+    }
+    return plan;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
+    throw InputError(stated_.file, pointer, message);
+  }
+  [[nodiscard]] std::string gpu_name(int g) const { return "GPU \"" + topology_.gpu(g).id + "\""; }
+
+  // The replay of the stated orders; a broken order points at the (last) entry involved.
+  Timeline replay_stated(const Schedule& schedule) const {
+    try {
+      return replay(model_, topology_, stated_.stages, schedule);
+    } catch (const ScheduleError& error) {
+      std::string pointer = "/schedule";
+      if (error.compute) {
+        for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+          if (stated_.compute[i].task == *error.compute) pointer = kComputeAt + std::to_string(i);
+        }
+      } else if (error.transfer) {
+        for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
+          if (stated_.transfers[i].task == *error.transfer) pointer = kTransferAt + std::to_string(i);
+        }
+      }
+      fail(pointer, error.what());
+    }
+  }
+
+  // Durations and sizes. An end is compared with its start plus the duration, as times:
+  // `end - start` of two large times loses the low bits of a short duration (a 1 us transfer
+  // ending at 5e6 ms), so comparing it as a duration would refuse exact replays.
+  void durations() const {
+    for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+      const auto& e = stated_.compute[i];
+      const auto& p = profiles_[static_cast<std::size_t>(e.task.stage)];
+      const double speed = topology_.gpu(e.gpu).speed;
+      const double expected = (e.task.op == Op::kForward ? p.forward_ms : p.backward_ms) / speed;
+      if (!times_equal(e.end_ms, e.start_ms + expected)) {
+        fail(kComputeAt + std::to_string(i),
+             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " + ms(expected) +
+                 " on " + gpu_name(e.gpu) + " (speed " + report::format_number(speed, 6) + ")");
+      }
+    }
+    for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
+      const auto& e = stated_.transfers[i];
+      const double bytes = profiles_[static_cast<std::size_t>(e.task.stage)].boundary_bytes;
+      if (!times_equal(e.bytes, bytes)) {
+        fail(kTransferAt + std::to_string(i), describe(e.task) + " states " + number(e.bytes) +
+                                                  " bytes but the boundary carries " + number(bytes));
+      }
+      const double expected = topology_.transfer_ms(e.from, e.to, bytes);
+      if (!times_equal(e.end_ms, e.start_ms + expected)) {
+        fail(kTransferAt + std::to_string(i),
+             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " + ms(expected) +
+                 " from " + topology_.gpu(e.from).id + " to " + topology_.gpu(e.to).id);
+      }
+    }
+  }
+
+  // Starts equal to the replay of the orders.
+  void starts(const Timeline& timeline) const {
+    const TaskGraph graph(static_cast<int>(stated_.stages.size()), stated_.micro_batches);
+    std::vector<double> start(static_cast<std::size_t>(graph.chain_count()), 0);
+    for (const auto& e : timeline.compute) start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
+    for (const auto& e : timeline.transfers) start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
+    auto check = [&](const std::string& at, int id, double stated_start) {
+      const double expected = start[static_cast<std::size_t>(id)];
+      if (!times_equal(stated_start, expected)) {
+        fail(at, graph.describe(id) + " starts at " + ms(stated_start) +
+                     " but the replay of the orders starts it at " + ms(expected));
+      }
+    };
+    for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
+      check(kComputeAt + std::to_string(i), graph.id(stated_.compute[i].task), stated_.compute[i].start_ms);
+    }
+    for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
+      check(kTransferAt + std::to_string(i), graph.id(stated_.transfers[i].task),
+            stated_.transfers[i].start_ms);
+    }
+  }
+
+  // AllReduce sizes and times (their count and GPUs are structural).
+  void allreduces(const Timeline& timeline) const {
+    for (std::size_t i = 0; i < stated_.allreduces.size(); ++i) {
+      const auto& e = stated_.allreduces[i];
+      const std::string at = "/schedule/allreduces/" + std::to_string(i);
+      const double bytes = profiles_[static_cast<std::size_t>(e.stage)].parameter_bytes;
+      if (!times_equal(e.bytes, bytes)) {
+        fail(at + "/bytes", "states " + number(e.bytes) + " bytes but stage " +
+                                std::to_string(e.stage) + " has " + number(bytes) + " parameter bytes");
+      }
+      for (const auto& actual : timeline.allreduces) {
+        if (actual.stage != e.stage) continue;
+        if (!times_equal(e.start_ms, actual.start_ms) || !times_equal(e.end_ms, actual.end_ms)) {
+          fail(at, "the AllReduce of stage " + std::to_string(e.stage) + " runs " + ms(e.start_ms) +
+                       " to " + ms(e.end_ms) + " but the replay runs it " + ms(actual.start_ms) +
+                       " to " + ms(actual.end_ms));
+        }
+      }
+    }
+  }
+
+  void bounds(const Bounds& actual) const {
+    if (!stated_.bounds) return;
+    if (!times_equal(stated_.bounds->any_plan_ms, actual.any_plan_ms)) {
+      fail("/bounds/any_plan_ms", "states " + ms(stated_.bounds->any_plan_ms) + " but the bound is " +
+                                      ms(actual.any_plan_ms));
+    }
+    if (!times_equal(stated_.bounds->partition_ms, actual.partition_ms)) {
+      fail("/bounds/partition_ms", "states " + ms(stated_.bounds->partition_ms) +
+                                       " but the bound is " + ms(actual.partition_ms));
+    }
+  }
+
+  void stage_figures() const {
+    for (std::size_t s = 0; s < stated_.stages.size(); ++s) {
+      const auto& figures = s < stated_.stage_figures.size() ? stated_.stage_figures[s] : std::nullopt;
+      if (!figures) continue;
+      const auto& p = profiles_[s];
+      const double allreduce = allreduce_ms(topology_, stated_.stages[s].gpus, p.parameter_bytes);
+      const std::pair<const char*, std::pair<double, double>> checks[] = {
+          {"forward_ms", {figures->forward_ms, p.forward_ms}},
+          {"backward_ms", {figures->backward_ms, p.backward_ms}},
+          {"parameter_bytes", {figures->parameter_bytes, p.parameter_bytes}},
+          {"boundary_bytes", {figures->boundary_bytes, p.boundary_bytes}},
+          {"allreduce_ms", {figures->allreduce_ms, allreduce}},
+      };
+      for (const auto& [key, values] : checks) {
+        if (!times_equal(values.first, values.second)) {
+          fail("/stages/" + std::to_string(s) + "/" + key,
+               "states " + number(values.first) + " but the model gives " + number(values.second));
+        }
+      }
+    }
+  }
+
+  void gpu_figures(const Timeline& timeline) const {
+    if (!stated_.gpus) return;
+    for (std::size_t i = 0; i < stated_.gpus->size(); ++i) {
+      const StatedGpu& e = (*stated_.gpus)[i];
+      const std::string at = "/gpus/" + std::to_string(i);
+      const GpuUsage& usage = timeline.gpus[static_cast<std::size_t>(e.gpu)];
+      if (!times_equal(e.busy_ms, usage.busy_ms)) {
+        fail(at + "/busy_ms", "states " + ms(e.busy_ms) + " but the replay gives " + ms(usage.busy_ms));
+      }
+      if (!times_equal(e.peak_memory_bytes, usage.peak_memory_bytes)) {
+        fail(at + "/peak_memory_bytes", "states " + number(e.peak_memory_bytes) +
+                                            " but the replay gives " + number(usage.peak_memory_bytes));
+      }
+      const auto& capacity = topology_.gpu(e.gpu).memory_bytes;
+      const bool same = e.memory_bytes && capacity ? times_equal(*e.memory_bytes, *capacity)
+                                                   : e.memory_bytes.has_value() == capacity.has_value();
+      if (e.memory_stated && !same) {
+        fail(at + "/memory_bytes",
+             "states " + (e.memory_bytes ? number(*e.memory_bytes) : std::string("null (unlimited)")) +
+                 " but the topology gives " + gpu_name(e.gpu) + " " +
+                 (capacity ? number(*capacity) : std::string("unlimited memory")));
+      }
+    }
+  }
+
+  const StatedPlan& stated_;
+  const StatedIndex& index_;
+  const model::Model& model_;
+  const topology::Topology& topology_;
+  std::vector<StageProfile> profiles_;
 };
 
 }  // namespace
@@ -62,293 +598,31 @@ std::vector<std::size_t> transfers_by_channel(const StatedPlan& stated) {
   return order;
 }
 
-Plan check_plan(const StatedPlan& stated, const model::Model& model,
-                const topology::Topology& topology) {
-  auto fail = [&](const std::string& pointer, const std::string& message) {
-    throw InputError(stated.file, pointer, message);
-  };
-  auto compute_pointer = [](std::size_t i) { return "/schedule/compute/" + std::to_string(i); };
-  auto transfer_pointer = [](std::size_t i) { return "/schedule/transfers/" + std::to_string(i); };
+StatedIndex check_structure(const StatedPlan& stated, const std::vector<std::string>& gpu_ids) {
+  return StructureCheck(stated, gpu_ids).run();
+}
 
-  const int M = stated.micro_batches;
-  const int N = topology.size();
-  if (M < 1) fail("/micro_batches", "must be an integer >= 1");
-  try {
-    check_stages(model, topology, stated.stages);
-  } catch (const ScheduleError& error) {
-    fail("/stages", error.what());
-  }
-  const int S = static_cast<int>(stated.stages.size());
-  // Orders: the entries of each resource sorted by start, ties by position in the file.
+Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int gpu_count) {
   Schedule schedule;
-  schedule.micro_batches = M;
-  schedule.gpu_order.resize(static_cast<std::size_t>(N));
-  const std::vector<std::size_t> order = compute_by_gpu(stated);
-  for (std::size_t i : order) {
+  schedule.micro_batches = stated.micro_batches;
+  schedule.gpu_order.resize(static_cast<std::size_t>(gpu_count));
+  for (const std::size_t i : index.compute_order) {
     schedule.gpu_order[static_cast<std::size_t>(stated.compute[i].gpu)].push_back(stated.compute[i].task);
   }
-  const std::vector<std::size_t> transfer_order = transfers_by_channel(stated);
-  for (std::size_t i : transfer_order) {
+  for (const std::size_t i : index.transfer_order) {
     const auto& t = stated.transfers[i];
-    if (t.from == t.to) fail(transfer_pointer(i), describe(t.task) + " goes from a GPU to itself");
     schedule.channel_order[{t.from, t.to}].push_back(t.task);
   }
+  return schedule;
+}
 
-  Timeline timeline;
-  try {
-    timeline = replay(model, topology, stated.stages, schedule);
-  } catch (const ScheduleError& error) {
-    std::string pointer = "/schedule";
-    // Point at the (last) entry of the task involved.
-    if (error.compute) {
-      for (std::size_t i = 0; i < stated.compute.size(); ++i) {
-        if (stated.compute[i].task == *error.compute) pointer = compute_pointer(i);
-      }
-    } else if (error.transfer) {
-      for (std::size_t i = 0; i < stated.transfers.size(); ++i) {
-        if (stated.transfers[i].task == *error.transfer) pointer = transfer_pointer(i);
-      }
-    }
-    fail(pointer, error.what());
-  }
-
-  std::vector<StageProfile> profiles;
-  for (int s = 0; s < S; ++s) profiles.push_back(stage_profile(model, stated.stages, s));
-  const Keys keys{M};
-
-  // Durations and sizes. An end is compared with its start plus the duration, as times:
-  // `end - start` of two large times loses the low bits of a short duration (a 1 us transfer
-  // ending at 5e6 ms), so comparing it as a duration would refuse exact replays.
-  for (std::size_t i = 0; i < stated.compute.size(); ++i) {
-    const auto& e = stated.compute[i];
-    const auto& p = profiles[static_cast<std::size_t>(e.task.stage)];
-    const double speed = topology.gpu(e.gpu).speed;
-    const double expected = (e.task.op == Op::kForward ? p.forward_ms : p.backward_ms) / speed;
-    if (!times_equal(e.end_ms, e.start_ms + expected)) {
-      fail(compute_pointer(i), describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) +
-                                   " but takes " + ms(expected) + " on " + gpu_name(topology, e.gpu) +
-                                   " (speed " + report::format_number(speed, 6) + ")");
-    }
-  }
-  for (std::size_t i = 0; i < stated.transfers.size(); ++i) {
-    const auto& e = stated.transfers[i];
-    const double bytes = profiles[static_cast<std::size_t>(e.task.stage)].boundary_bytes;
-    if (!times_equal(e.bytes, bytes)) {
-      fail(transfer_pointer(i), describe(e.task) + " states " + report::format_number(e.bytes, 15) +
-                                    " bytes but the boundary carries " +
-                                    report::format_number(bytes, 15));
-    }
-    const double expected = topology.transfer_ms(e.from, e.to, bytes);
-    if (!times_equal(e.end_ms, e.start_ms + expected)) {
-      fail(transfer_pointer(i), describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) +
-                                    " but takes " + ms(expected) + " from " + topology.gpu(e.from).id +
-                                    " to " + topology.gpu(e.to).id);
-    }
-  }
-
-  // One task at a time per GPU and per channel.
-  for (std::size_t k = 1; k < order.size(); ++k) {
-    const auto& a = stated.compute[order[k - 1]];
-    const auto& b = stated.compute[order[k]];
-    if (a.gpu == b.gpu && b.start_ms < a.end_ms && !times_equal(b.start_ms, a.end_ms)) {
-      fail(compute_pointer(order[k]), describe(b.task) + " starts at " + ms(b.start_ms) + " on " +
-                                          gpu_name(topology, b.gpu) + " while " + describe(a.task) +
-                                          " runs there until " + ms(a.end_ms));
-    }
-  }
-  for (std::size_t k = 1; k < transfer_order.size(); ++k) {
-    const auto& a = stated.transfers[transfer_order[k - 1]];
-    const auto& b = stated.transfers[transfer_order[k]];
-    if (a.from == b.from && a.to == b.to && b.start_ms < a.end_ms && !times_equal(b.start_ms, a.end_ms)) {
-      fail(transfer_pointer(transfer_order[k]),
-           describe(b.task) + " starts at " + ms(b.start_ms) + " while " + describe(a.task) +
-               " occupies the channel " + topology.gpu(a.from).id + " -> " + topology.gpu(a.to).id +
-               " until " + ms(a.end_ms));
-    }
-  }
-
-  // Dependencies, on the stated times.
-  std::vector<double> compute_end(static_cast<std::size_t>(2 * S * M), 0);
-  std::vector<double> transfer_end(static_cast<std::size_t>(2 * std::max(S - 1, 0) * M), 0);
-  for (const auto& e : stated.compute) compute_end[keys.compute(e.task)] = e.end_ms;
-  for (const auto& e : stated.transfers) transfer_end[keys.transfer(e.task)] = e.end_ms;
-  auto check_after = [&](const std::string& pointer, const std::string& what, double start,
-                         double dependency_end, const std::string& dependency) {
-    if (start < dependency_end && !times_equal(start, dependency_end)) {
-      fail(pointer, what + " starts at " + ms(start) + " before " + dependency + " ends at " +
-                        ms(dependency_end));
-    }
-  };
-  for (std::size_t i = 0; i < stated.compute.size(); ++i) {
-    const auto& e = stated.compute[i];
-    const int s = e.task.stage, m = e.task.micro_batch;
-    if (e.task.op == Op::kForward) {
-      if (s > 0) {
-        TransferTask in{TransferKind::kActivation, s - 1, m};
-        check_after(compute_pointer(i), describe(e.task), e.start_ms, transfer_end[keys.transfer(in)], describe(in));
-      }
-    } else if (s == S - 1) {
-      ComputeTask forward{Op::kForward, s, m};
-      check_after(compute_pointer(i), describe(e.task), e.start_ms, compute_end[keys.compute(forward)], describe(forward));
-    } else {
-      TransferTask in{TransferKind::kGradient, s, m};
-      check_after(compute_pointer(i), describe(e.task), e.start_ms, transfer_end[keys.transfer(in)], describe(in));
-    }
-  }
-  for (std::size_t i = 0; i < stated.transfers.size(); ++i) {
-    const auto& e = stated.transfers[i];
-    ComputeTask source = e.task.kind == TransferKind::kActivation
-                             ? ComputeTask{Op::kForward, e.task.stage, e.task.micro_batch}
-                             : ComputeTask{Op::kBackward, e.task.stage + 1, e.task.micro_batch};
-    check_after(transfer_pointer(i), describe(e.task), e.start_ms, compute_end[keys.compute(source)], describe(source));
-  }
-
-  // Starts equal to the replay of the orders.
-  std::vector<double> replay_start(compute_end.size(), 0);
-  for (const auto& e : timeline.compute) replay_start[keys.compute(e.task)] = e.start_ms;
-  std::vector<double> replay_transfer_start(transfer_end.size(), 0);
-  for (const auto& e : timeline.transfers) replay_transfer_start[keys.transfer(e.task)] = e.start_ms;
-  for (std::size_t i = 0; i < stated.compute.size(); ++i) {
-    const auto& e = stated.compute[i];
-    const double expected = replay_start[keys.compute(e.task)];
-    if (!times_equal(e.start_ms, expected)) {
-      fail(compute_pointer(i), describe(e.task) + " starts at " + ms(e.start_ms) +
-                                   " but the replay of the orders starts it at " + ms(expected));
-    }
-  }
-  for (std::size_t i = 0; i < stated.transfers.size(); ++i) {
-    const auto& e = stated.transfers[i];
-    const double expected = replay_transfer_start[keys.transfer(e.task)];
-    if (!times_equal(e.start_ms, expected)) {
-      fail(transfer_pointer(i), describe(e.task) + " starts at " + ms(e.start_ms) +
-                                    " but the replay of the orders starts it at " + ms(expected));
-    }
-  }
-
-  // AllReduces: exactly one per replicated stage, over its GPUs, with the replay's times.
-  std::vector<int> seen(static_cast<std::size_t>(S), -1);
-  for (std::size_t i = 0; i < stated.allreduces.size(); ++i) {
-    const auto& e = stated.allreduces[i];
-    const std::string pointer = "/schedule/allreduces/" + std::to_string(i);
-    if (e.stage < 0 || e.stage >= S) fail(pointer, "names stage " + std::to_string(e.stage) + ", which does not exist");
-    const Stage& stage = stated.stages[static_cast<std::size_t>(e.stage)];
-    if (stage.gpus.size() < 2) fail(pointer, "stage " + std::to_string(e.stage) + " has one GPU and no AllReduce");
-    if (seen[static_cast<std::size_t>(e.stage)] >= 0) {
-      fail(pointer, "second AllReduce of stage " + std::to_string(e.stage));
-    }
-    seen[static_cast<std::size_t>(e.stage)] = static_cast<int>(i);
-    if (e.gpus != stage.gpus) fail(pointer + "/gpus", "must list the GPUs of stage " + std::to_string(e.stage) + " in ring order");
-    const double bytes = profiles[static_cast<std::size_t>(e.stage)].parameter_bytes;
-    if (!times_equal(e.bytes, bytes)) {
-      fail(pointer + "/bytes", "states " + report::format_number(e.bytes, 15) + " bytes but stage " +
-                                   std::to_string(e.stage) + " has " + report::format_number(bytes, 15) +
-                                   " parameter bytes");
-    }
-    for (const auto& actual : timeline.allreduces) {
-      if (actual.stage != e.stage) continue;
-      if (!times_equal(e.start_ms, actual.start_ms) || !times_equal(e.end_ms, actual.end_ms)) {
-        fail(pointer, "the AllReduce of stage " + std::to_string(e.stage) + " runs " + ms(e.start_ms) +
-                          " to " + ms(e.end_ms) + " but the replay runs it " + ms(actual.start_ms) +
-                          " to " + ms(actual.end_ms));
-      }
-    }
-  }
-  for (int s = 0; s < S; ++s) {
-    if (stated.stages[static_cast<std::size_t>(s)].gpus.size() >= 2 && seen[static_cast<std::size_t>(s)] < 0) {
-      fail("/schedule/allreduces", "the AllReduce of stage " + std::to_string(s) + " is missing");
-    }
-  }
-
-  if (auto violation = memory_violation(topology, timeline)) fail("/stages", *violation);
-
-  if (!times_equal(stated.iteration_ms, timeline.iteration_ms)) {
-    fail("/iteration_ms", "states " + ms(stated.iteration_ms) + " but the replay ends at " +
-                              ms(timeline.iteration_ms));
-  }
-
-  Plan plan;
-  plan.planner = stated.planner;
-  plan.schedule_policy = stated.schedule_policy;
-  plan.stages = stated.stages;
-  plan.schedule = std::move(schedule);
-  plan.bounds = compute_bounds(model, topology, stated.stages, M);
-  if (stated.bounds) {
-    if (!times_equal(stated.bounds->any_plan_ms, plan.bounds.any_plan_ms)) {
-      fail("/bounds/any_plan_ms", "states " + ms(stated.bounds->any_plan_ms) + " but the bound is " +
-                                      ms(plan.bounds.any_plan_ms));
-    }
-    if (!times_equal(stated.bounds->partition_ms, plan.bounds.partition_ms)) {
-      fail("/bounds/partition_ms", "states " + ms(stated.bounds->partition_ms) + " but the bound is " +
-                                       ms(plan.bounds.partition_ms));
-    }
-  }
-
-  for (int s = 0; s < S; ++s) {
-    const auto& figures = stated.stage_figures.size() > static_cast<std::size_t>(s)
-                              ? stated.stage_figures[static_cast<std::size_t>(s)]
-                              : std::nullopt;
-    if (!figures) continue;
-    const auto& p = profiles[static_cast<std::size_t>(s)];
-    const std::string pointer = "/stages/" + std::to_string(s);
-    const double allreduce = allreduce_ms(topology, stated.stages[static_cast<std::size_t>(s)].gpus, p.parameter_bytes);
-    const std::pair<const char*, std::pair<double, double>> checks[] = {
-        {"forward_ms", {figures->forward_ms, p.forward_ms}},
-        {"backward_ms", {figures->backward_ms, p.backward_ms}},
-        {"parameter_bytes", {figures->parameter_bytes, p.parameter_bytes}},
-        {"boundary_bytes", {figures->boundary_bytes, p.boundary_bytes}},
-        {"allreduce_ms", {figures->allreduce_ms, allreduce}},
-    };
-    for (const auto& [key, values] : checks) {
-      if (!times_equal(values.first, values.second)) {
-        fail(pointer + "/" + key, "states " + report::format_number(values.first, 15) +
-                                      " but the model gives " + report::format_number(values.second, 15));
-      }
-    }
-  }
-
-  if (stated.gpu_order) {
-    std::vector<char> listed(static_cast<std::size_t>(N), 0);
-    for (int g : *stated.gpu_order) {
-      if (listed[static_cast<std::size_t>(g)]) fail("/gpu_order", "lists " + gpu_name(topology, g) + " twice");
-      listed[static_cast<std::size_t>(g)] = 1;
-    }
-    for (int g = 0; g < N; ++g) {
-      if (!listed[static_cast<std::size_t>(g)]) fail("/gpu_order", "does not list " + gpu_name(topology, g));
-    }
-    plan.gpu_order = *stated.gpu_order;
-  } else {
-    plan.gpu_order.resize(static_cast<std::size_t>(N));
-    std::iota(plan.gpu_order.begin(), plan.gpu_order.end(), 0);
-  }
-
-  if (stated.gpus) {
-    std::vector<char> listed(static_cast<std::size_t>(N), 0);
-    for (std::size_t i = 0; i < stated.gpus->size(); ++i) {
-      const StatedGpu& e = (*stated.gpus)[i];
-      const std::string pointer = "/gpus/" + std::to_string(i);
-      const GpuUsage& usage = timeline.gpus[static_cast<std::size_t>(e.gpu)];
-      if (listed[static_cast<std::size_t>(e.gpu)]) fail(pointer, "lists " + gpu_name(topology, e.gpu) + " twice");
-      listed[static_cast<std::size_t>(e.gpu)] = 1;
-      if (e.stage != usage.stage) {
-        fail(pointer + "/stage", gpu_name(topology, e.gpu) + " serves " +
-                                     (usage.stage ? "stage " + std::to_string(*usage.stage) : std::string("no stage")));
-      }
-      if (!times_equal(e.busy_ms, usage.busy_ms)) {
-        fail(pointer + "/busy_ms", "states " + ms(e.busy_ms) + " but the replay gives " + ms(usage.busy_ms));
-      }
-      if (!times_equal(e.peak_memory_bytes, usage.peak_memory_bytes)) {
-        fail(pointer + "/peak_memory_bytes", "states " + report::format_number(e.peak_memory_bytes, 15) +
-                                                 " but the replay gives " +
-                                                 report::format_number(usage.peak_memory_bytes, 15));
-      }
-    }
-    for (int g = 0; g < N; ++g) {
-      if (!listed[static_cast<std::size_t>(g)]) fail("/gpus", "does not list " + gpu_name(topology, g));
-    }
-  }
-
-  plan.timeline = std::move(timeline);
-  return plan;
+Plan check_plan(const StatedPlan& stated, const model::Model& model,
+                const topology::Topology& topology) {
+  std::vector<std::string> gpu_ids;
+  gpu_ids.reserve(static_cast<std::size_t>(topology.size()));
+  for (const topology::Gpu& gpu : topology.gpus()) gpu_ids.push_back(gpu.id);
+  const StatedIndex index = check_structure(stated, gpu_ids);
+  return ModelCheck(stated, index, model, topology).run();
 }
 
 }  // namespace pipeplan::simulate

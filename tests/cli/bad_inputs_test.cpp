@@ -168,5 +168,32 @@ TEST(BadInputCorpusTest, CoversEveryCommandWithItsOwnMessages) {
   }
 }
 
+// One structural checker (simulate::check_structure) serves every reader of a plan: every
+// corrupted plan of the corpus that `export` refuses when it reads the plan alone is refused
+// with the same line when the model and topology are given too. The one allowed difference:
+// an unknown GPU id names the list it was looked up in.
+TEST(BadInputCorpusTest, APlanIsRefusedAlikeWithAndWithoutItsInputs) {
+  int compared = 0;
+  for (const std::string& name : case_names()) {
+    const fs::path folder = corpus_folder() / name;
+    if (!fs::exists(folder / "plan.json") || !fs::exists(folder / "model.json") ||
+        !fs::exists(folder / "topo.json")) {
+      continue;
+    }
+    const WorkingFolder here(folder);
+    std::istringstream in;
+    std::ostringstream out, alone, checked;
+    const int alone_code = run({"--quiet", "export", "plan.json", "--format", "svg"}, in, out, alone);
+    if (alone_code == 0) continue;
+    const int checked_code = run({"--quiet", "export", "plan.json", "--format", "svg", "--model",
+                                  "model.json", "--topology", "topo.json"},
+                                 in, out, checked);
+    EXPECT_EQ(checked_code, alone_code) << name;
+    EXPECT_EQ(replace_all(checked.str(), "(not in the topology)", "(not in /gpus)"), alone.str()) << name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 15);
+}
+
 }  // namespace
 }  // namespace pipeplan::cli

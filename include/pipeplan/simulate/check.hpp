@@ -44,6 +44,8 @@ struct StatedGpu {
   std::optional<int> stage;
   double busy_ms = 0;
   double peak_memory_bytes = 0;
+  bool memory_stated = false;          ///< Whether the entry has a `memory_bytes` key.
+  std::optional<double> memory_bytes;  ///< Its capacity; empty for `null` (unlimited).
 };
 
 /// Everything a plan file states, with GPU ids already resolved to topology indices.
@@ -71,13 +73,48 @@ std::vector<std::size_t> compute_by_gpu(const StatedPlan& stated);
 /// each channel's order as the plan states it. O(T log T).
 std::vector<std::size_t> transfers_by_channel(const StatedPlan& stated);
 
-/// Checks `stated` against the model, topology and the execution model, in this order:
-/// stages, task set and placement (via the replay of the per-resource orders: entries of one
-/// GPU or channel ordered by start, ties by position in the file), durations, overlaps on a
-/// GPU or channel, dependencies, starts equal to the replay, AllReduces, memory, the stated
-/// iteration time, bounds, stage figures and GPU figures. Throws `InputError` naming the file,
-/// the JSON pointer and the task for the first violation. Returns the recomputed plan.
-/// O(T log T).
+/// No entry: a stage without an AllReduce.
+inline constexpr std::size_t kNoEntry = static_cast<std::size_t>(-1);
+
+/// What `check_structure` establishes about a plan, for the checks and views built on it.
+struct StatedIndex {
+  std::vector<int> stage_of;                 ///< Per GPU: the stage it serves, -1 when unused.
+  std::vector<std::size_t> entry;            ///< Per `TaskGraph` id of a compute task or
+                                             ///< transfer: its position in `compute` or
+                                             ///< `transfers`.
+  std::vector<std::size_t> allreduce_entry;  ///< Per stage: position in `allreduces`, or
+                                             ///< `kNoEntry`.
+  std::vector<std::size_t> compute_order;    ///< `compute_by_gpu(stated)`.
+  std::vector<std::size_t> transfer_order;   ///< `transfers_by_channel(stated)`.
+};
+
+/// The plan rules that need neither the model nor the topology, checked once for every way a
+/// plan is read (`check_plan`, and `report::read_plan_view` of a plan file alone), so that a
+/// broken plan gets the same message and JSON pointer either way. In this order:
+/// `iteration_ms >= 0`; stages contiguous from layer 0 with at least one GPU each, no GPU in
+/// two stages, stated figures >= 0; every compute task of the `TaskGraph` exactly once on a
+/// GPU of its stage (a backward on its forward's GPU); every transfer exactly once between the
+/// GPUs its forwards imply, bytes >= 0; 0 <= start <= end <= iteration_ms; no overlap on a
+/// GPU or channel (entries ordered by start, ties by position in the file); every dependency
+/// of spec section 3 on the stated times; one AllReduce per replicated stage over its GPUs in
+/// ring order, after its last backward; `iteration_ms` the end of the last task; `gpu_order`
+/// and `gpus` listing each of `gpu_ids` once, with the stages the placement implies and
+/// figures >= 0. `gpu_ids[g]` names GPU index `g` in messages. Throws `InputError` naming the
+/// file and JSON pointer of the first violation. Sizes nothing by the stated S M before the
+/// entries' count is known to match it. O(T log T).
+StatedIndex check_structure(const StatedPlan& stated, const std::vector<std::string>& gpu_ids);
+
+/// The per-GPU and per-channel orders a structurally checked plan states: entries by start,
+/// ties by position in the file. O(T).
+Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int gpu_count);
+
+/// Checks `stated` against the model, topology and the execution model: first
+/// `check_structure` (with the topology's GPU ids), then the rest in this order: the stages
+/// cover the model's layers, the replay of the stated orders (a deadlock names the tasks),
+/// durations and transfer sizes, starts equal to the replay, AllReduce sizes and times,
+/// memory, the stated iteration time, bounds, stage figures and GPU figures (busy time, peak
+/// memory, capacity as the topology gives it). Throws `InputError` naming the file, the JSON
+/// pointer and the task for the first violation. Returns the recomputed plan. O(T log T).
 Plan check_plan(const StatedPlan& stated, const model::Model& model,
                 const topology::Topology& topology);
 
