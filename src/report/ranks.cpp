@@ -17,6 +17,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::report {
 namespace {
@@ -33,79 +34,53 @@ struct Node {
 std::vector<Node> global_order(const PlanView& view) {
   const Plan& plan = view.plan;
   const Timeline& timeline = plan.timeline;
-  const auto S = static_cast<std::size_t>(plan.stages.size());
-  const auto M = static_cast<std::size_t>(view.micro_batches);
-  std::vector<Node> nodes;
+  const simulate::TaskGraph graph(static_cast<int>(plan.stages.size()), view.micro_batches);
+  const auto T = static_cast<std::size_t>(graph.size());
+  // Every task of the graph as a node: its kind, its timeline entry and its start.
+  constexpr std::size_t kMissing = static_cast<std::size_t>(-1);
+  std::vector<Node> nodes(T, Node{Node::Kind::kCompute, kMissing, 0});
+  std::vector<char> present(T, 0);
+  auto place = [&](int id, Node::Kind kind, std::size_t i, double start) {
+    nodes[static_cast<std::size_t>(id)] = Node{kind, i, start};
+    present[static_cast<std::size_t>(id)] = 1;
+  };
   for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
-    nodes.push_back({Node::Kind::kCompute, i, timeline.compute[i].start_ms});
+    place(graph.id(timeline.compute[i].task), Node::Kind::kCompute, i, timeline.compute[i].start_ms);
   }
   for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
-    nodes.push_back({Node::Kind::kTransfer, i, timeline.transfers[i].start_ms});
+    place(graph.id(timeline.transfers[i].task), Node::Kind::kTransfer, i,
+          timeline.transfers[i].start_ms);
   }
   for (std::size_t i = 0; i < timeline.allreduces.size(); ++i) {
-    nodes.push_back({Node::Kind::kAllReduce, i, timeline.allreduces[i].start_ms});
+    place(graph.allreduce(timeline.allreduces[i].stage), Node::Kind::kAllReduce, i,
+          timeline.allreduces[i].start_ms);
   }
-  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  auto compute_key = [&](const ComputeTask& t) {
-    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
-            << 1) |
-           (t.op == Op::kBackward ? 1U : 0U);
-  };
-  auto transfer_key = [&](const TransferTask& t) {
-    return ((static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch))
-            << 1) |
-           (t.kind == TransferKind::kGradient ? 1U : 0U);
-  };
-  std::vector<std::size_t> compute_node(2 * S * M, kNone);
-  std::vector<std::size_t> transfer_node(2 * S * M, kNone);
-  for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
-    compute_node[compute_key(timeline.compute[i].task)] = i;
-  }
-  const std::size_t transfer_base = timeline.compute.size();
-  for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
-    transfer_node[transfer_key(timeline.transfers[i].task)] = transfer_base + i;
-  }
-  const std::size_t allreduce_base = transfer_base + timeline.transfers.size();
-
-  std::vector<std::vector<std::size_t>> next(nodes.size());
-  std::vector<int> waiting(nodes.size(), 0);
-  auto edge = [&](std::size_t from, std::size_t to) {
-    if (from == kNone || to == kNone) {
+  for (int id = 0; id < graph.chain_count(); ++id) {
+    if (!present[static_cast<std::size_t>(id)]) {
       throw InternalError("ranks export: a task of the plan is missing");
     }
-    next[from].push_back(to);
-    ++waiting[to];
-  };
-  auto compute = [&](Op op, std::size_t s, std::size_t m) {
-    return compute_node[compute_key(ComputeTask{op, static_cast<int>(s), static_cast<int>(m)})];
-  };
-  auto transfer = [&](TransferKind kind, std::size_t s, std::size_t m) {
-    return transfer_node[transfer_key(
-        TransferTask{kind, static_cast<int>(s), static_cast<int>(m)})];
+  }
+
+  // Edges: the per-GPU and per-channel orders, the data chain, and AllReduces after their
+  // stage's backwards.
+  std::vector<std::vector<int>> next(T);
+  std::vector<int> waiting(T, 0);
+  auto edge = [&](int from, int to) {
+    next[static_cast<std::size_t>(from)].push_back(to);
+    ++waiting[static_cast<std::size_t>(to)];
   };
   for (const auto& order : plan.schedule.gpu_order) {
-    for (std::size_t k = 1; k < order.size(); ++k) {
-      edge(compute_node[compute_key(order[k - 1])], compute_node[compute_key(order[k])]);
-    }
+    for (std::size_t k = 1; k < order.size(); ++k) edge(graph.id(order[k - 1]), graph.id(order[k]));
   }
   for (const auto& [channel, order] : plan.schedule.channel_order) {
-    for (std::size_t k = 1; k < order.size(); ++k) {
-      edge(transfer_node[transfer_key(order[k - 1])], transfer_node[transfer_key(order[k])]);
-    }
+    for (std::size_t k = 1; k < order.size(); ++k) edge(graph.id(order[k - 1]), graph.id(order[k]));
   }
-  for (std::size_t m = 0; m < M; ++m) {
-    for (std::size_t s = 0; s + 1 < S; ++s) {
-      edge(compute(Op::kForward, s, m), transfer(TransferKind::kActivation, s, m));
-      edge(transfer(TransferKind::kActivation, s, m), compute(Op::kForward, s + 1, m));
-      edge(compute(Op::kBackward, s + 1, m), transfer(TransferKind::kGradient, s, m));
-      edge(transfer(TransferKind::kGradient, s, m), compute(Op::kBackward, s, m));
-    }
-    edge(compute(Op::kForward, S - 1, m), compute(Op::kBackward, S - 1, m));
+  for (int id = 0; id < graph.chain_count(); ++id) {
+    if (const int p = graph.data_predecessor(id); p != simulate::TaskGraph::kNone) edge(p, id);
   }
-  for (std::size_t i = 0; i < timeline.allreduces.size(); ++i) {
-    for (std::size_t m = 0; m < M; ++m) {
-      edge(compute(Op::kBackward, static_cast<std::size_t>(timeline.allreduces[i].stage), m),
-           allreduce_base + i);
+  for (const TimedAllReduce& allreduce : timeline.allreduces) {
+    for (int m = 0; m < graph.micro_batches(); ++m) {
+      edge(graph.id(ComputeTask{Op::kBackward, allreduce.stage, m}), graph.allreduce(allreduce.stage));
     }
   }
 
@@ -114,30 +89,31 @@ std::vector<Node> global_order(const PlanView& view) {
   auto rank_of_kind = [](Node::Kind kind) {
     return kind == Node::Kind::kTransfer ? 0 : kind == Node::Kind::kAllReduce ? 1 : 2;
   };
-  auto later = [&](std::size_t a, std::size_t b) {
-    if (nodes[a].start_ms != nodes[b].start_ms) return nodes[a].start_ms > nodes[b].start_ms;
-    if (nodes[a].kind != nodes[b].kind) {
-      return rank_of_kind(nodes[a].kind) > rank_of_kind(nodes[b].kind);
-    }
-    return a > b;
+  auto later = [&](int a, int b) {
+    const Node& x = nodes[static_cast<std::size_t>(a)];
+    const Node& y = nodes[static_cast<std::size_t>(b)];
+    if (x.start_ms != y.start_ms) return x.start_ms > y.start_ms;
+    if (x.kind != y.kind) return rank_of_kind(x.kind) > rank_of_kind(y.kind);
+    return x.index > y.index;
   };
-  std::priority_queue<std::size_t, std::vector<std::size_t>, decltype(later)> ready(later);
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (waiting[i] == 0) ready.push(i);
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < T; ++i) {
+    if (!present[i]) continue;
+    ++count;
+    if (waiting[i] == 0) ready.push(static_cast<int>(i));
   }
   std::vector<Node> out;
-  out.reserve(nodes.size());
+  out.reserve(count);
   while (!ready.empty()) {
-    const std::size_t i = ready.top();
+    const int i = ready.top();
     ready.pop();
-    out.push_back(nodes[i]);
-    for (std::size_t j : next[i]) {
-      if (--waiting[j] == 0) ready.push(j);
+    out.push_back(nodes[static_cast<std::size_t>(i)]);
+    for (const int j : next[static_cast<std::size_t>(i)]) {
+      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push(j);
     }
   }
-  if (out.size() != nodes.size()) {
-    throw InternalError("ranks export: the plan's orders form a cycle");
-  }
+  if (out.size() != count) throw InternalError("ranks export: the plan's orders form a cycle");
   return out;
 }
 
