@@ -89,7 +89,7 @@ class Engine {
   Engine(const model::Model& model, const topology::Topology& topology,
          const std::vector<Stage>& stages, int micro_batches, Policy policy)
       : topology_(topology), stages_(stages), policy_(policy),
-        S_(static_cast<int>(stages.size())), M_(micro_batches) {
+        S_(static_cast<int>(stages.size())), M_(micro_batches), graph_(S_, M_) {
     const auto n = static_cast<std::size_t>(topology.size());
     gpus_.resize(n);
     for (int s = 0; s < S_; ++s) {
@@ -140,7 +140,7 @@ class Engine {
       }
       dispatch(now);
     }
-    const long expected = 4L * S_ * M_ - 2L * M_;
+    const long expected = graph_.chain_count();
     if (completed_ != expected) {
       throw InternalError("the scheduler stopped after " + std::to_string(completed_) + " of " +
                           std::to_string(expected) + " tasks");
@@ -204,9 +204,7 @@ class Engine {
     Gpu& g = gpu(replica(task.stage, task.micro_batch));
     (task.op == Op::kForward ? g.ready_forward : g.ready_backward).insert(task.micro_batch);
   }
-  [[nodiscard]] long key(const ComputeTask& task) const {
-    return ((static_cast<long>(task.stage) * M_ + task.micro_batch) << 1) | (task.op == Op::kBackward ? 1 : 0);
-  }
+  [[nodiscard]] long key(const ComputeTask& task) const { return graph_.id(task); }
 
   // Chooses the replica of stage s for micro-batch m whose forward just ended on `from`.
   int choose_replica(int s, int from) {
@@ -305,35 +303,33 @@ class Engine {
     channels_[channel].queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
   }
 
+  // What a finished task releases is its data successor in the task graph (spec section 3).
   void complete(const Event& event, double now) {
     ++completed_;
     result_.iteration_ms = std::max(result_.iteration_ms, now);
-    if (event.is_compute) {
-      Gpu& state = gpu(event.gpu);
-      state.busy = false;
-      const ComputeTask& task = event.compute;
-      const int s = task.stage, m = task.micro_batch;
-      if (task.op == Op::kForward) {
-        if (s + 1 < S_) {
-          if (replica(s + 1, m) == kNone) assign(s + 1, m, choose_replica(s + 1, event.gpu));
-          enqueue_transfer({event.gpu, replica(s + 1, m)}, TransferKind::kActivation, s, m, now);
-        } else {
-          make_ready({Op::kBackward, s, m});
-        }
-      } else {
-        --state.in_flight;
-        state.outstanding_ms -= work_ms(s, event.gpu);
-        if (s > 0) enqueue_transfer({event.gpu, replica(s - 1, m)}, TransferKind::kGradient, s - 1, m, now);
-      }
+    if (!event.is_compute) {
+      channels_[event.channel].busy = false;
+      make_ready(graph_.compute_task(graph_.data_successor(graph_.id(event.transfer))));
       return;
     }
-    channels_[event.channel].busy = false;
-    const TransferTask& task = event.transfer;
-    if (task.kind == TransferKind::kActivation) {
-      make_ready({Op::kForward, task.stage + 1, task.micro_batch});
-    } else {
-      make_ready({Op::kBackward, task.stage, task.micro_batch});
+    Gpu& state = gpu(event.gpu);
+    state.busy = false;
+    const ComputeTask& task = event.compute;
+    const int s = task.stage, m = task.micro_batch;
+    if (task.op == Op::kBackward) {
+      --state.in_flight;
+      state.outstanding_ms -= work_ms(s, event.gpu);
     }
+    const int next = graph_.data_successor(graph_.id(task));
+    if (next == simulate::TaskGraph::kNone) return;
+    if (!graph_.is_transfer(next)) {
+      make_ready(graph_.compute_task(next));
+      return;
+    }
+    const TransferTask transfer = graph_.transfer_task(next);
+    const int peer_stage = transfer.kind == TransferKind::kActivation ? s + 1 : s - 1;
+    if (replica(peer_stage, m) == kNone) assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
+    enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);
   }
 
   const topology::Topology& topology_;
@@ -341,6 +337,7 @@ class Engine {
   Policy policy_;
   int S_;
   int M_;
+  simulate::TaskGraph graph_;
   std::vector<simulate::StageProfile> profiles_;
   std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> replica_;
