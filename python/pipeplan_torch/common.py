@@ -5,8 +5,10 @@ import importlib.util
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 
 PROG = "pipeplan_torch"
 
@@ -90,20 +92,44 @@ def read_json(path, what):
 
 def write_json(path, value):
     """Writes `value` as JSON to `path` completely or not at all ("-" or None: standard
-    output)."""
+    output). Like pipeplan: a symbolic link's target is replaced, not the link, and a device or
+    a pipe (/dev/null) is written directly, never renamed over."""
     text = json.dumps(value, indent=2) + "\n"
     if path in (None, "-"):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = f"{path}.tmp{os.getpid()}"
+    target = os.path.realpath(path)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise OutputError(f"{path}: cannot write: is a directory")
+    try:
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+            return
+        fd, temp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".tmp.",
+                                    dir=os.path.dirname(target))
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, path)
+        if info is not None:
+            os.chmod(temp, stat.S_IMODE(info.st_mode))
+        else:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(temp, 0o666 & ~mask)
+        os.replace(temp, target)
     except OSError as e:
         try:
-            os.unlink(tmp)
+            os.unlink(temp)
         except OSError:
             pass
         raise OutputError(f"{path}: cannot write: {e.strerror}") from e

@@ -2,6 +2,9 @@
 the watchdog's message and the command line's errors."""
 
 import os
+import shutil
+import stat
+import tempfile
 import unittest
 
 import torch
@@ -49,6 +52,44 @@ class FactoryTest(unittest.TestCase):
                 with self.assertRaises(error) as caught:
                     common.build(spec)
                 self.assertEqual(str(caught.exception), message)
+
+
+class WriteJsonTest(unittest.TestCase):
+    def setUp(self):
+        self.folder = tempfile.mkdtemp(prefix="pipeplan_torch-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.folder)
+
+    def test_a_pipe_is_written_not_replaced(self):
+        fifo = os.path.join(self.folder, "out")
+        os.mkfifo(fifo)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer need not wait
+        try:
+            common.write_json(fifo, {"a": 1})
+            self.assertEqual(os.read(reader, 1000), b'{\n  "a": 1\n}\n')
+        finally:
+            os.close(reader)
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+
+    def test_a_link_keeps_pointing_at_its_target(self):
+        target = os.path.join(self.folder, "target.json")
+        link = os.path.join(self.folder, "link.json")
+        with open(target, "w", encoding="utf-8") as f:
+            f.write("old")
+        os.chmod(target, 0o600)
+        os.symlink(target, link)
+        common.write_json(link, [1])
+        self.assertTrue(os.path.islink(link))
+        with open(target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "[\n  1\n]\n")
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o600)
+        self.assertEqual(sorted(os.listdir(self.folder)), ["link.json", "target.json"])
+
+    def test_a_directory_is_refused(self):
+        with self.assertRaises(common.OutputError) as caught:
+            common.write_json(self.folder, [])
+        self.assertEqual(str(caught.exception), f"{self.folder}: cannot write: is a directory")
 
 
 class TransferTest(unittest.TestCase):
