@@ -286,6 +286,7 @@ def report(payload, figures):
         "ranks": [{"rank": e["rank"], "gpu": e["gpu"], "stage": e["stage"],
                    "operations": len(e["operations"]),
                    "busy_ms": round(_measured(f["busy"]) * 1e3, 4),
+                   "planned_busy_ms": payload["planned_busy_ms"].get(e["gpu"]),
                    "peak_memory_bytes": f["peak_memory_bytes"]} for e, f in zip(ranks, figures)],
         "check": check(payload, figures) if payload["check"] else None,
     }
@@ -336,8 +337,11 @@ def summary(result):
              f"plan estimate {result['estimate_ms']:.4g} ms"
              + (f" ({100 * result['error']:+.0f}%)" if result["error"] is not None else "")]
     for r in result["ranks"]:
+        planned = r["planned_busy_ms"]
         lines.append(f"  rank {r['rank']} ({r['gpu']}, stage {r['stage']}): busy "
-                     f"{r['busy_ms']:.4g} ms, {r['operations']} operations"
+                     f"{r['busy_ms']:.4g} ms"
+                     + (f" (plan {planned:.4g} ms)" if planned is not None else "")
+                     + f", {r['operations']} operations"
                      + (f", peak memory {r['peak_memory_bytes']} bytes"
                         if r["peak_memory_bytes"] is not None else ""))
     c = result["check"]
@@ -370,6 +374,7 @@ def run(args):
         "schedule_policy": plan.get("schedule_policy"), "iterations": args.iterations,
         "backend": args.backend, "check": args.check, "timeout": args.timeout, "lr": args.lr,
         "threads": args.threads,
+        "planned_busy_ms": {g["id"]: g.get("busy_ms") for g in plan.get("gpus", [])},
     }
     describe = Describe(ranks)
     if launch.under_torchrun():
