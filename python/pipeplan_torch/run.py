@@ -4,6 +4,7 @@ single-process float64 training."""
 
 import collections
 import math
+import os
 import statistics
 import sys
 import time
@@ -129,7 +130,9 @@ class Rank:
         """Runs every operation once; returns (seconds from start to the last operation's end,
         busy seconds, this rank's share of the loss or None)."""
         self.optimizer.zero_grad(set_to_none=True)
-        inputs, outputs, sends = {}, {}, []
+        # Per micro-batch: the stage's input (received, or the data), its output (the loss on
+        # the last stage), the gradient received for that output; and the sends in flight.
+        inputs, outputs, gradients, sends = {}, {}, {}, []
         busy = 0.0
         loss = 0.0 if self.last else None
         progress.outside()
@@ -153,7 +156,7 @@ class Rank:
                 elif self.last:
                     outputs.pop(m).backward()
                 else:
-                    backward_from_received(outputs.pop(m), inputs.pop(("gradient", m)))
+                    backward_from_received(outputs.pop(m), gradients.pop(m))
                 self._sync()
                 busy += time.perf_counter() - began
             elif kind == "send":
@@ -161,7 +164,7 @@ class Rank:
                 # Each tensor stays referenced until its send completed.
                 if op["kind"] == "activation":
                     t = outputs[m].detach().contiguous()
-                    h = header(t)
+                    h = header(t).to(self.device)
                     sends.append((i, h, dist.isend(h, op["peer"], tag=tag("activation", m, 0))))
                 else:
                     x = inputs.pop(m)
@@ -171,7 +174,7 @@ class Rank:
             elif kind == "recv":
                 progress.wait(i)
                 if op["kind"] == "activation":
-                    h = torch.empty(2 + _MAX_DIMS, dtype=torch.int64)
+                    h = torch.empty(2 + _MAX_DIMS, dtype=torch.int64, device=self.device)
                     dist.recv(h, op["peer"], tag=tag("activation", m, 0))
                     dtype, shape = from_header(h)
                     x = torch.empty(shape, dtype=dtype, device=self.device)
@@ -181,7 +184,7 @@ class Rank:
                     y = outputs[m]
                     g = torch.empty(y.shape, dtype=y.dtype, device=self.device)
                     dist.recv(g, op["peer"], tag=tag("gradient", m, 1))
-                    inputs[("gradient", m)] = g
+                    gradients[m] = g
             elif kind == "allreduce":
                 progress.wait(i)
                 self._allreduce(self.groups[tuple(op["ranks"])])
@@ -217,7 +220,6 @@ class Rank:
 
 def _device(backend):
     if backend == "nccl":
-        import os
         local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
@@ -378,9 +380,9 @@ def run(args):
     }
     describe = Describe(ranks)
     if launch.under_torchrun():
-        if int(launch.os.environ["WORLD_SIZE"]) != len(ranks):
+        if int(os.environ["WORLD_SIZE"]) != len(ranks):
             raise UsageError(f"the plan uses {len(ranks)} GPUs, torchrun started "
-                             f"{launch.os.environ['WORLD_SIZE']} ranks")
+                             f"{os.environ['WORLD_SIZE']} ranks")
         result = launch.join_torchrun(rank_main, payload, args.threads, describe)
         if result is None:
             return

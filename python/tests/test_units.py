@@ -10,7 +10,6 @@ import unittest
 import torch
 
 from pipeplan_torch import common, launch, probe, run
-from pipeplan_torch.__main__ import main
 
 from . import support
 
