@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import sys
 import tempfile
 import unittest
 import uuid
@@ -32,8 +34,8 @@ def profile(factory, output):
         return json.load(f)
 
 
-def probe(ranks, output):
-    result = support.tool("probe", "--ranks", str(ranks), "--repeat", "2", "-o", output)
+def probe(ranks, output, *flags):
+    result = support.tool("probe", "--ranks", str(ranks), "--repeat", "2", "-o", output, *flags)
     if result.returncode != 0:
         raise AssertionError(result.stderr)
     with open(output, encoding="utf-8") as f:
@@ -48,7 +50,7 @@ class EndToEndTest(unittest.TestCase):
         cls.gpt = profile(support.GPT, cls.gpt_model)
         cls.topo2 = cls.path("topo2.json")
         cls.topo4 = cls.path("topo4.json")
-        cls.probed = {2: probe(2, cls.topo2), 4: probe(4, cls.topo4)}
+        cls.probed = {2: probe(2, cls.topo2), 4: probe(4, cls.topo4, "--memory", "8 GiB")}
 
     @classmethod
     def tearDownClass(cls):
@@ -110,6 +112,8 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             probed = self.probed[ranks]
             self.assertEqual([g["id"] for g in probed["gpus"]], [f"cpu{i}" for i in range(ranks)])
+            self.assertEqual([g.get("memory") for g in probed["gpus"]],
+                             [None if ranks == 2 else "8 GiB"] * ranks)
             self.assertEqual(len(probed["links"]), ranks * (ranks - 1) // 2)
             for link in probed["links"]:
                 self.assertGreater(link["bandwidth"], 0)
@@ -185,6 +189,31 @@ class EndToEndTest(unittest.TestCase):
             "rank 1; rank 1 (cpu1, stage 1) waits in operation 0, recv activation micro-batch "
             "2 from rank 0\n")
         self.assertEqual(processes_tagged(tag), [])
+
+    def test_under_torchrun(self):
+        """The ranks of a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as
+        torchrun does): rank 0 reports, the other rank prints nothing."""
+        plan_file = self.path("torchrun.plan.json")
+        support.plan(self.gpt_model, self.topo2, plan_file, "--planner", "uniform")
+        report_file = self.path("torchrun.report.json")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        ranks = [support.subprocess.Popen(
+            [sys.executable, "-m", "pipeplan_torch", "run", plan_file, self.gpt_model,
+             self.topo2, "--module", support.GPT, "--iterations", "1", "--check", "-o",
+             report_file], stdout=support.subprocess.PIPE, stderr=support.subprocess.PIPE,
+            text=True, env=support.env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+            for r in range(2)]
+        outputs = [p.communicate(timeout=300) for p in ranks]
+        self.assertEqual([p.returncode for p in ranks], [0, 0], outputs)
+        self.assertIn("check passed", outputs[0][1])
+        self.assertEqual(outputs[1], ("", ""))
+        with open(report_file, encoding="utf-8") as f:
+            report = json.load(f)
+        self.assertTrue(report["check"]["passed"])
+        self.assertEqual(len(report["ranks"]), 2)
 
     def test_check_names_the_first_gradient_that_differs(self):
         factory = os.path.join(support.FIXTURES, "not_separable.py") + ":build"
