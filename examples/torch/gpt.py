@@ -39,7 +39,8 @@ class Block(nn.Module):
         self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
         self.proj = nn.Linear(WIDTH, WIDTH)
         self.norm2 = nn.LayerNorm(WIDTH)
-        self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH))
+        self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(),
+                                 nn.Linear(4 * WIDTH, WIDTH))
 
     def attention(self, x):
         batch, length, width = x.shape

@@ -41,7 +41,8 @@ def load_factory(spec):
     """Returns the function named by `spec`, "path/to/file.py:build" or "package.module:build"."""
     module_name, sep, function_name = spec.rpartition(":")
     if not sep or not module_name or not function_name:
-        raise UsageError(f"{spec}: expected MODULE:FACTORY, for example examples/torch/gpt.py:build")
+        raise UsageError(
+            f"{spec}: expected MODULE:FACTORY, for example examples/torch/gpt.py:build")
     if module_name.endswith(".py") or os.sep in module_name:
         path = os.path.abspath(module_name)
         if not os.path.isfile(path):

@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from . import launch
 from .common import UsageError, write_json
+from .tensors import rank_device, synchronize
 
 SIZES_BYTES = (4 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20)
 
@@ -34,19 +35,6 @@ def one_way(sizes, round_trips):
     return max(a / 2, 0.0), 1.0 / b
 
 
-def _device(backend, rank):
-    if backend == "nccl":
-        device = torch.device("cuda", rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        return device
-    return torch.device("cpu")
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def pairs(world_size):
     """The ordered pairs in the order they are measured."""
     return [(src, dst) for src in range(world_size) for dst in range(world_size) if src != dst]
@@ -54,7 +42,7 @@ def pairs(world_size):
 
 def probe_rank(rank, world_size, progress, payload):
     """Every ordered pair in turn: the sender times `repeat` round trips per size."""
-    device = _device(payload["backend"], rank)
+    device = rank_device(payload["backend"], rank)
     ack = torch.zeros(1, device=device)
     measured = {}
     for index, (src, dst) in enumerate(pairs(world_size)):
@@ -67,7 +55,7 @@ def probe_rank(rank, world_size, progress, payload):
                 message = torch.zeros(size // 4, device=device)
                 samples = []
                 for k in range(payload["warmup"] + payload["repeat"]):
-                    _sync(device)
+                    synchronize(device)
                     start = time.perf_counter()
                     if rank == src:
                         dist.send(message, dst)
@@ -75,7 +63,7 @@ def probe_rank(rank, world_size, progress, payload):
                     else:
                         dist.recv(message, src)
                         dist.send(ack, src)
-                    _sync(device)
+                    synchronize(device)
                     if k >= payload["warmup"]:
                         samples.append(time.perf_counter() - start)
                 times.append(statistics.median(samples))

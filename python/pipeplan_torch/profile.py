@@ -8,6 +8,7 @@ import time
 import torch
 
 from .common import UsageError, build, write_json
+from .tensors import synchronize, to_device
 
 
 def tensor_bytes(t):
@@ -41,19 +42,6 @@ class StashMeter:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _to(value, device):
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to(v, device) for v in value)
-    return value
-
-
 def _leaf(x):
     """The input of a layer as a fresh leaf, so that its backward can be timed alone."""
     x = x.detach()
@@ -66,7 +54,7 @@ def measure(model, make_micro_batch, loss_fn, batch_size, device, warmup, repeat
     """Times every layer's forward and backward (the last layer's include the loss) and
     measures its output, parameter and saved-tensor bytes. Returns one dict per layer."""
     layers = list(model.named_children())
-    inputs, targets = _to(make_micro_batch(batch_size, 0), device)
+    inputs, targets = to_device(make_micro_batch(batch_size, 0), device)
     forward = [[] for _ in layers]
     backward = [[] for _ in layers]
     stash = [0] * len(layers)
@@ -77,13 +65,13 @@ def measure(model, make_micro_batch, loss_fn, batch_size, device, warmup, repeat
         for i, (_, layer) in enumerate(layers):
             x = _leaf(x) if i > 0 else x
             meter = StashMeter(layer.parameters())
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
             with meter.hooks():
                 y = layer(x)
                 if i == len(layers) - 1:
                     y = loss_fn(y, targets)
-            _sync(device)
+            synchronize(device)
             if run >= warmup:
                 forward[i].append(time.perf_counter() - start)
             if i < len(layers) - 1:
@@ -94,11 +82,11 @@ def measure(model, make_micro_batch, loss_fn, batch_size, device, warmup, repeat
             x = y
         grad = None
         for i in reversed(range(len(layers))):
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
             if ys[i].requires_grad:
                 torch.autograd.backward(ys[i], grad)
-            _sync(device)
+            synchronize(device)
             if run >= warmup:
                 backward[i].append(time.perf_counter() - start)
             grad = xs[i].grad if isinstance(xs[i], torch.Tensor) else None

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from . import launch
 from .common import (CheckError, InputError, UsageError, build, layer_names, pipeplan_binary,
                      ranks_export, read_json, write_json)
+from .tensors import rank_device, synchronize, to_device
 
 CHECK_TOLERANCE = 1e-9
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
@@ -47,15 +48,6 @@ def backward_from_received(output, gradient):
     non-contiguous incoming gradient."""
     if output.requires_grad:
         torch.autograd.backward(output, gradient.contiguous())
-
-
-def _to(value, device, dtype):
-    if isinstance(value, torch.Tensor):
-        value = value.to(device)
-        return value.to(dtype) if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to(v, device, dtype) for v in value)
-    return value
 
 
 def _cat(values):
@@ -123,8 +115,8 @@ class Rank:
                     self.groups[group] = handle
 
     def data(self, iteration, m):
-        return _to(self.make_micro_batch(self.batch_size, iteration * self.M + m), self.device,
-                   self.dtype)
+        return to_device(self.make_micro_batch(self.batch_size, iteration * self.M + m),
+                         self.device, self.dtype)
 
     def iteration(self, iteration, progress):
         """Runs every operation once; returns (seconds from start to the last operation's end,
@@ -157,7 +149,7 @@ class Rank:
                     outputs.pop(m).backward()
                 else:
                     backward_from_received(outputs.pop(m), gradients.pop(m))
-                self._sync()
+                synchronize(self.device)
                 busy += time.perf_counter() - began
             elif kind == "send":
                 progress.busy(i)
@@ -191,7 +183,7 @@ class Rank:
         for i, _, work in sends:
             progress.wait(i)
             work.wait()
-        self._sync()
+        synchronize(self.device)
         elapsed = time.perf_counter() - start
         progress.outside()
         return elapsed, busy, loss
@@ -208,30 +200,17 @@ class Rank:
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
 
-    def _sync(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def gradients(self):
         return {name: (p.grad.detach().cpu().clone() if p.grad is not None
                        else torch.zeros_like(p).cpu())
                 for name, p in self.stage.named_parameters()}
 
 
-def _device(backend):
-    if backend == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        return device
-    return torch.device("cpu")
-
-
 def rank_main(rank, world_size, progress, payload):
     """What every rank runs: K iterations of its operations, then rank 0 gathers the
     figures (and the gradients of the first iteration, for --check) and makes the report."""
     ranks = payload["ranks"]
-    device = _device(payload["backend"])
+    device = rank_device(payload["backend"], rank)
     dtype = torch.float64 if payload["check"] else torch.float32
     me = Rank(ranks[rank], payload, device, dtype)
     me.make_groups(ranks)
@@ -300,7 +279,7 @@ def check(payload, figures):
     single-process float64 iteration on the same global batch (all micro-batches at once)."""
     model, make_micro_batch, loss_fn = build(payload["factory"])
     model.double()
-    batches = [_to(make_micro_batch(payload["batch_size"], m), torch.device("cpu"),
+    batches = [to_device(make_micro_batch(payload["batch_size"], m), torch.device("cpu"),
                    torch.float64) for m in range(payload["micro_batches"])]
     inputs = _cat([b[0] for b in batches])
     targets = _cat([b[1] for b in batches])

@@ -104,7 +104,8 @@ class EndToEndTest(unittest.TestCase):
         for layer in layers[1:5]:
             self.assertGreater(layer["stash_bytes"], hidden.numel() * 4)
         self.assertEqual(layers[0]["stash_bytes"], BATCH_SIZE * 16 * 8)
-        self.assertEqual(self.gpt["profile"], {"batch_size": BATCH_SIZE, "device": "cpu (1 thread)"})
+        self.assertEqual(self.gpt["profile"],
+                         {"batch_size": BATCH_SIZE, "device": "cpu (1 thread)"})
 
     def test_probed_topologies_are_valid(self):
         for ranks, topology in ((2, self.topo2), (4, self.topo4)):
