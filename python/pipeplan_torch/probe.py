@@ -3,6 +3,7 @@ sweep of message sizes, written as a pipeplan topo.json with explicit GPUs and l
 
 import socket
 import statistics
+import sys
 import time
 
 import torch
@@ -150,3 +151,8 @@ def probe(args):
     else:
         result = launch.spawn(probe_rank, args.ranks, payload, args.threads, Describe(args.ranks))
     write_json(args.output, result)
+    links = result["links"]
+    sys.stderr.write(
+        f"pipeplan_torch: {args.ranks} ranks, {len(links)} link{'s' if len(links) > 1 else ''}: "
+        f"slowest {min(l['bandwidth'] for l in links) / 1e9:.3g} GB/s, largest latency "
+        f"{max(l['latency'] for l in links) * 1e3:.3g} ms\n")

@@ -3,6 +3,7 @@ model built by a factory, written as a pipeplan model.json."""
 
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -144,3 +145,9 @@ def profile(args):
                                   "repeat": args.repeat, "torch": torch.__version__}
     result["layers"] = layers
     write_json(args.output, result)
+    sys.stderr.write(
+        f"pipeplan_torch: {result['name']}: {len(layers)} layers, forward "
+        f"{sum(l['forward_ms'] for l in layers):.4g} ms and backward "
+        f"{sum(l['backward_ms'] for l in layers):.4g} ms per micro-batch of {args.batch_size} "
+        f"on {result['profile']['device']}, "
+        f"{sum(l['parameter_bytes'] for l in layers)} bytes of parameters\n")

@@ -313,7 +313,9 @@ def check(payload, figures):
 
 
 def summary(result):
-    lines = [f"pipeplan_torch: {len(result['ranks'])} ranks, {result['iterations']} iterations "
+    ranks, iterations = len(result["ranks"]), result["iterations"]
+    lines = [f"pipeplan_torch: {ranks} rank{'s' if ranks > 1 else ''}, {iterations} "
+             f"iteration{'s' if iterations > 1 else ''} "
              f"({result['dtype']}): measured {result['measured_ms']:.4g} ms per iteration, "
              f"plan estimate {result['estimate_ms']:.4g} ms"
              + (f" ({100 * result['error']:+.0f}%)" if result["error"] is not None else "")]
