@@ -30,9 +30,11 @@ class Progress:
         self.outside()
 
     def _set(self, index, state):
+        # The watchdog reads index, state, then since, while this writes since first and the
+        # state last: a state it sees is never paired with an older operation's start.
+        self.table[self.base + 2] = time.monotonic()
         self.table[self.base] = float(index)
         self.table[self.base + 1] = state
-        self.table[self.base + 2] = time.monotonic()
 
     def busy(self, index):
         self._set(index, BUSY)
@@ -85,7 +87,8 @@ def _child(rank, world_size, store_path, table, messages, threads, target, paylo
         messages.put(("error", e.code, str(e)))
     except Exception as e:  # a bug or a failing model: one line, the details on stderr
         traceback.print_exc()
-        messages.put(("error", 1, f"rank {rank}: {type(e).__name__}: {e}"))
+        first_line = (str(e).splitlines() or [""])[0]
+        messages.put(("error", 1, f"rank {rank}: {type(e).__name__}: {first_line}"))
 
 
 def spawn(target, world_size, payload, threads, describe):
@@ -96,7 +99,6 @@ def spawn(target, world_size, payload, threads, describe):
     import torch.multiprocessing as mp
 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
     # Forked ranks start at once, with torch already imported; CUDA needs fresh processes.
     context = mp.get_context("spawn" if payload["backend"] == "nccl" else "fork")
     folder = tempfile.mkdtemp(prefix="pipeplan_torch-")

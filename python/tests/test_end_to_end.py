@@ -216,12 +216,31 @@ class EndToEndTest(unittest.TestCase):
         self.assertTrue(report["check"]["passed"])
         self.assertEqual(len(report["ranks"]), 2)
 
+    def not_separable_plan(self):
+        """The fixture model, profiled and planned in two stages on two ranks, once."""
+        model = self.path("not_separable.model.json")
+        plan_file = self.path("not_separable.plan.json")
+        if not os.path.exists(plan_file):
+            profile(os.path.join(support.FIXTURES, "not_separable.py") + ":build", model)
+            support.plan(model, self.topo2, plan_file, "--planner", "uniform")
+        return model, plan_file
+
+    def test_a_failing_layer_ends_the_run(self):
+        model, plan_file = self.not_separable_plan()
+        tag = uuid.uuid4().hex
+        result = support.tool(
+            "run", plan_file, model, self.topo2, "--module",
+            os.path.join(support.FIXTURES, "not_separable.py") + ":fails_in_the_last_layer",
+            "--iterations", "1", PIPEPLAN_TORCH_TEST=tag)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(result.stderr.splitlines()[-1],
+                         "pipeplan_torch: error: rank 1: RuntimeError: the last layer fails")
+        self.assertIn("Traceback", result.stderr)
+        self.assertEqual(processes_tagged(tag), [])
+
     def test_check_names_the_first_gradient_that_differs(self):
         factory = os.path.join(support.FIXTURES, "not_separable.py") + ":build"
-        model = self.path("not_separable.model.json")
-        profile(factory, model)
-        plan_file = self.path("not_separable.plan.json")
-        support.plan(model, self.topo2, plan_file, "--planner", "uniform")
+        model, plan_file = self.not_separable_plan()
         report_file = self.path("not_separable.report.json")
         result = support.tool("run", plan_file, model, self.topo2, "--module", factory,
                               "--iterations", "1", "--check", "-o", report_file)
