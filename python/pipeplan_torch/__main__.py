@@ -1,0 +1,73 @@
+"""python3 -m pipeplan_torch profile|probe|run: see docs/torch.md."""
+
+import argparse
+import sys
+
+from .common import PROG, Error, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def parser():
+    p = _Parser(prog=f"python3 -m {PROG}", description="PyTorch in the loop for pipeplan.")
+    commands = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    prof = commands.add_parser("profile", help="per-layer profile of a model -> model.json")
+    prof.add_argument("factory", metavar="MODULE:FACTORY")
+    prof.add_argument("--batch-size", type=int, default=8)
+    prof.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    prof.add_argument("--warmup", type=int, default=3)
+    prof.add_argument("--repeat", type=int, default=20)
+    prof.add_argument("--micro-batches", type=int, help="written as the model's micro_batches")
+    prof.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
+    prof.add_argument("-o", "--output", required=True, metavar="MODEL")
+
+    probe = commands.add_parser("probe", help="measure point-to-point links -> topo.json")
+    probe.add_argument("--ranks", type=int, required=True)
+    probe.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    probe.add_argument("--memory", help="every GPU's memory, as in topo.json (\"16 GiB\")")
+    probe.add_argument("--repeat", type=int, default=10)
+    probe.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    probe.add_argument("--timeout", type=float, default=60.0)
+    probe.add_argument("-o", "--output", required=True, metavar="TOPO")
+
+    run = commands.add_parser("run", help="execute a plan's per-rank operations")
+    run.add_argument("plan", metavar="PLAN")
+    run.add_argument("model", metavar="MODEL")
+    run.add_argument("topology", metavar="TOPO")
+    run.add_argument("--module", required=True, metavar="MODULE:FACTORY")
+    run.add_argument("--iterations", type=int, default=3)
+    run.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    run.add_argument("--check", action="store_true",
+                     help="compare the loss and gradients with single-process float64 training")
+    run.add_argument("--timeout", type=float, default=60.0,
+                     help="seconds a rank may wait in one operation (default 60)")
+    run.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    run.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    run.add_argument("-o", "--output", metavar="REPORT")
+    return p
+
+
+def main(argv=None):
+    try:
+        args = parser().parse_args(argv)
+        if args.command == "profile":
+            from .profile import profile
+            profile(args)
+        elif args.command == "probe":
+            from .probe import probe
+            probe(args)
+        else:
+            from .run import run
+            run(args)
+    except Error as e:
+        sys.stderr.write(f"{PROG}: error: {e}\n")
+        return e.code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""run: execute a plan's per-rank operations (`pipeplan export --format ranks`) with autograd
+and torch.distributed, time it against the plan's estimate, and --check it against
+single-process float64 training."""
+
+import collections
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import launch
+from .common import (CheckError, InputError, UsageError, build, layer_names, pipeplan_binary,
+                     ranks_export, read_json, write_json)
+from .tensors import rank_device, synchronize, to_device
+
+CHECK_TOLERANCE = 1e-9
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
+_MAX_DIMS = 8
+_KINDS = {"activation": 0, "gradient": 1}
+
+
+def tag(kind, micro_batch, part):
+    """The point-to-point tag of a transfer (part 0: the activation's shape header, 1: the
+    data), so that a receive only ever matches the transfer it names."""
+    return (2 * micro_batch + _KINDS[kind]) * 2 + part
+
+
+def header(t):
+    """dtype code, number of dimensions, then the shape: what a receiver needs to allocate."""
+    if t.dtype not in _DTYPES or t.dim() > _MAX_DIMS:
+        raise InputError(f"cannot send a {t.dtype} tensor of {t.dim()} dimensions between stages")
+    values = [_DTYPES.index(t.dtype), t.dim()] + list(t.shape)
+    return torch.tensor(values + [0] * (2 + _MAX_DIMS - len(values)), dtype=torch.int64)
+
+
+def from_header(h):
+    values = h.tolist()
+    return _DTYPES[values[0]], values[2:2 + values[1]]
+
+
+def backward_from_received(output, gradient):
+    """Backward of a stage from the gradient its successor sent. The gradient is made
+    contiguous first: Debian's torch 1.13 computes wrong float32 GELU gradients from a
+    non-contiguous incoming gradient."""
+    if output.requires_grad:
+        torch.autograd.backward(output, gradient.contiguous())
+
+
+def _cat(values):
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(values)
+    return type(first)(_cat(list(parts)) for parts in zip(*values))
+
+
+def describe_operation(op):
+    if op["op"] in ("forward", "backward"):
+        return f"{op['op']} micro-batch {op['micro_batch']}"
+    if op["op"] == "send":
+        return f"send {op['kind']} micro-batch {op['micro_batch']} to rank {op['peer']}"
+    if op["op"] == "recv":
+        return f"recv {op['kind']} micro-batch {op['micro_batch']} from rank {op['peer']}"
+    return "allreduce over ranks " + ", ".join(str(r) for r in op["ranks"])
+
+
+class Describe:
+    """Names rank r's operation i for the watchdog."""
+
+    def __init__(self, ranks):
+        self.ranks = ranks
+
+    def __call__(self, rank, index):
+        entry = self.ranks[rank]
+        where = f"rank {rank} ({entry['gpu']}, stage {entry['stage']})"
+        ops = entry["operations"]
+        if 0 <= index < len(ops):
+            return f"{where} waits in operation {index}, {describe_operation(ops[index])}"
+        return f"{where} waits outside the plan's operations"
+
+
+class Rank:
+    """One rank of the plan: its stage (the factory's model cut to the stage's layers) and the
+    execution of its operations."""
+
+    def __init__(self, entry, payload, device, dtype):
+        self.entry = entry
+        self.ops = entry["operations"]
+        self.M = payload["micro_batches"]
+        self.batch_size = payload["batch_size"]
+        self.device, self.dtype = device, dtype
+        model, self.make_micro_batch, self.loss_fn = build(payload["factory"])
+        names = layer_names(model)
+        first, last = entry["layers"]["first"], entry["layers"]["last"]
+        if names[first:last + 1] != entry["layers"]["names"]:
+            raise InputError(f"{payload['model']}: the plan's layers {first}-{last} are named "
+                             f"{entry['layers']['names']}, the factory's {names[first:last + 1]}")
+        children = dict(model.named_children())
+        self.stage = torch.nn.Sequential(collections.OrderedDict(
+            (name, children[name]) for name in names[first:last + 1])).to(device, dtype)
+        self.first = entry["stage"] == 0
+        self.last = last == len(names) - 1
+        self.optimizer = torch.optim.SGD(self.stage.parameters(), lr=payload["lr"])
+        self.groups = {}
+
+    def make_groups(self, ranks):
+        # Every rank creates every group, in the same order (torch.distributed requires it).
+        for group in sorted({tuple(e["data_parallel_group"]["ranks"]) for e in ranks}):
+            if len(group) > 1:
+                handle = dist.new_group(list(group))
+                if self.entry["rank"] in group:
+                    self.groups[group] = handle
+
+    def data(self, iteration, m):
+        return to_device(self.make_micro_batch(self.batch_size, iteration * self.M + m),
+                         self.device, self.dtype)
+
+    def iteration(self, iteration, progress):
+        """Runs every operation once; returns (seconds from start to the last operation's end,
+        busy seconds, this rank's share of the loss or None)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        # Per micro-batch: the stage's input (received, or the data), its output (the loss on
+        # the last stage), the gradient received for that output; and the sends in flight.
+        inputs, outputs, gradients, sends = {}, {}, {}, []
+        busy = 0.0
+        loss = 0.0 if self.last else None
+        progress.outside()
+        dist.barrier()
+        start = time.perf_counter()
+        for i, op in enumerate(self.ops):
+            kind, m = op["op"], op.get("micro_batch")
+            if kind in ("forward", "backward"):
+                progress.busy(i)
+                began = time.perf_counter()
+                if kind == "forward":
+                    if self.first:
+                        x = self.data(iteration, m)[0]
+                    else:
+                        x = inputs[m]
+                    y = self.stage(x)
+                    if self.last:
+                        y = self.loss_fn(y, self.data(iteration, m)[1]) / self.M
+                        loss += y.item()
+                    outputs[m] = y
+                elif self.last:
+                    outputs.pop(m).backward()
+                else:
+                    backward_from_received(outputs.pop(m), gradients.pop(m))
+                synchronize(self.device)
+                busy += time.perf_counter() - began
+            elif kind == "send":
+                progress.busy(i)
+                # Each tensor stays referenced until its send completed.
+                if op["kind"] == "activation":
+                    t = outputs[m].detach().contiguous()
+                    h = header(t).to(self.device)
+                    sends.append((i, h, dist.isend(h, op["peer"], tag=tag("activation", m, 0))))
+                else:
+                    x = inputs.pop(m)
+                    t = x.grad if x.grad is not None else torch.zeros_like(x)
+                    t = t.contiguous()
+                sends.append((i, t, dist.isend(t, op["peer"], tag=tag(op["kind"], m, 1))))
+            elif kind == "recv":
+                progress.wait(i)
+                if op["kind"] == "activation":
+                    h = torch.empty(2 + _MAX_DIMS, dtype=torch.int64, device=self.device)
+                    dist.recv(h, op["peer"], tag=tag("activation", m, 0))
+                    dtype, shape = from_header(h)
+                    x = torch.empty(shape, dtype=dtype, device=self.device)
+                    dist.recv(x, op["peer"], tag=tag("activation", m, 1))
+                    inputs[m] = x.requires_grad_(x.is_floating_point())
+                else:
+                    y = outputs[m]
+                    g = torch.empty(y.shape, dtype=y.dtype, device=self.device)
+                    dist.recv(g, op["peer"], tag=tag("gradient", m, 1))
+                    gradients[m] = g
+            elif kind == "allreduce":
+                progress.wait(i)
+                self._allreduce(self.groups[tuple(op["ranks"])])
+        for i, _, work in sends:
+            progress.wait(i)
+            work.wait()
+        synchronize(self.device)
+        elapsed = time.perf_counter() - start
+        progress.outside()
+        return elapsed, busy, loss
+
+    def _allreduce(self, group):
+        params = list(self.stage.parameters())
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        dist.all_reduce(flat, group=group)
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    def gradients(self):
+        return {name: (p.grad.detach().cpu().clone() if p.grad is not None
+                       else torch.zeros_like(p).cpu())
+                for name, p in self.stage.named_parameters()}
+
+
+def rank_main(rank, world_size, progress, payload):
+    """What every rank runs: K iterations of its operations, then rank 0 gathers the
+    figures (and the gradients of the first iteration, for --check) and makes the report."""
+    ranks = payload["ranks"]
+    device = rank_device(payload["backend"], rank)
+    dtype = torch.float64 if payload["check"] else torch.float32
+    me = Rank(ranks[rank], payload, device, dtype)
+    me.make_groups(ranks)
+    control = dist.new_group(backend="gloo") if payload["backend"] != "gloo" else None
+    figures = {"elapsed": [], "busy": [], "loss": [], "gradients": None}
+    for iteration in range(payload["iterations"]):
+        elapsed, busy, loss = me.iteration(iteration, progress)
+        figures["elapsed"].append(elapsed)
+        figures["busy"].append(busy)
+        figures["loss"].append(loss)
+        if iteration == 0 and payload["check"]:
+            figures["gradients"] = me.gradients()
+        me.optimizer.step()
+    if device.type == "cuda":
+        figures["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+    else:
+        figures["peak_memory_bytes"] = None
+    gathered = [None] * world_size if rank == 0 else None
+    dist.gather_object(figures, gathered, dst=0, group=control)
+    if rank != 0:
+        return None
+    return report(payload, gathered)
+
+
+def _measured(values):
+    # The first iteration warms up (allocations, gloo connections); the median of the rest.
+    return statistics.median(values[1:] if len(values) > 1 else values)
+
+
+def report(payload, figures):
+    ranks = payload["ranks"]
+    iterations = payload["iterations"]
+    elapsed = [max(f["elapsed"][k] for f in figures) * 1e3 for k in range(iterations)]
+    losses = [sum(f["loss"][k] for f in figures if f["loss"][k] is not None)
+              for k in range(iterations)]
+    measured = _measured(elapsed)
+    estimate = payload["iteration_ms"]
+    out = {
+        "schema": "pipeplan-torch/run/v1",
+        "plan": payload["plan"],
+        "planner": payload["planner"],
+        "schedule_policy": payload["schedule_policy"],
+        "micro_batches": payload["micro_batches"],
+        "batch_size": payload["batch_size"],
+        "backend": payload["backend"],
+        "threads": payload["threads"],
+        "dtype": "float64" if payload["check"] else "float32",
+        "iterations": iterations,
+        "estimate_ms": estimate,
+        "measured_ms": round(measured, 4),
+        "error": round((measured - estimate) / estimate, 4) if estimate > 0 else None,
+        "iteration_ms": [round(v, 4) for v in elapsed],
+        "losses": losses,
+        "ranks": [{"rank": e["rank"], "gpu": e["gpu"], "stage": e["stage"],
+                   "operations": len(e["operations"]),
+                   "busy_ms": round(_measured(f["busy"]) * 1e3, 4),
+                   "planned_busy_ms": payload["planned_busy_ms"].get(e["gpu"]),
+                   "peak_memory_bytes": f["peak_memory_bytes"]} for e, f in zip(ranks, figures)],
+        "check": check(payload, figures) if payload["check"] else None,
+    }
+    return out
+
+
+def check(payload, figures):
+    """Compares the first iteration's loss and every gradient of every rank with one
+    single-process float64 iteration on the same global batch (all micro-batches at once)."""
+    model, make_micro_batch, loss_fn = build(payload["factory"])
+    model.double()
+    batches = [to_device(make_micro_batch(payload["batch_size"], m), torch.device("cpu"),
+                   torch.float64) for m in range(payload["micro_batches"])]
+    inputs = _cat([b[0] for b in batches])
+    targets = _cat([b[1] for b in batches])
+    reference_loss = loss_fn(model(inputs), targets)
+    reference_loss.backward()
+    loss = sum(f["loss"][0] for f in figures if f["loss"][0] is not None)
+    worst = abs(loss - reference_loss.item()) / max(abs(reference_loss.item()), sys.float_info.min)
+    mismatch = None
+    if worst > CHECK_TOLERANCE:
+        mismatch = (f"the loss {loss:.12g} differs from single-process float64 training's "
+                    f"{reference_loss.item():.12g}")
+    count = 0
+    for name, parameter in model.named_parameters():
+        reference = parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
+        scale = reference.abs().max().item()
+        for entry, f in zip(payload["ranks"], figures):
+            if name not in f["gradients"]:
+                continue
+            count += 1
+            difference = (f["gradients"][name] - reference).abs().max().item()
+            relative = difference / scale if scale > 0 else (math.inf if difference > 0 else 0.0)
+            worst = max(worst, relative)
+            if relative > CHECK_TOLERANCE and mismatch is None:
+                mismatch = (f"the gradient of {name} on rank {entry['rank']} ({entry['gpu']}, "
+                            f"stage {entry['stage']}) differs from single-process float64 "
+                            f"training: relative difference {relative:.3g} > "
+                            f"{CHECK_TOLERANCE:g}")
+    return {"passed": mismatch is None, "loss": loss, "reference_loss": reference_loss.item(),
+            "gradients_compared": count, "max_relative_difference": worst,
+            "tolerance": CHECK_TOLERANCE, "mismatch": mismatch}
+
+
+def summary(result):
+    ranks, iterations = len(result["ranks"]), result["iterations"]
+    lines = [f"pipeplan_torch: {ranks} rank{'s' if ranks > 1 else ''}, {iterations} "
+             f"iteration{'s' if iterations > 1 else ''} "
+             f"({result['dtype']}): measured {result['measured_ms']:.4g} ms per iteration, "
+             f"plan estimate {result['estimate_ms']:.4g} ms"
+             + (f" ({100 * result['error']:+.0f}%)" if result["error"] is not None else "")]
+    for r in result["ranks"]:
+        planned = r["planned_busy_ms"]
+        lines.append(f"  rank {r['rank']} ({r['gpu']}, stage {r['stage']}): busy "
+                     f"{r['busy_ms']:.4g} ms"
+                     + (f" (plan {planned:.4g} ms)" if planned is not None else "")
+                     + f", {r['operations']} operations"
+                     + (f", peak memory {r['peak_memory_bytes']} bytes"
+                        if r["peak_memory_bytes"] is not None else ""))
+    c = result["check"]
+    if c is not None and c["passed"]:
+        lines.append(f"  check passed: the loss and {c['gradients_compared']} gradients equal "
+                     f"single-process float64 training (largest relative difference "
+                     f"{c['max_relative_difference']:.2g})")
+    return "\n".join(lines) + "\n"
+
+
+def run(args):
+    if args.iterations < 1:
+        raise UsageError("--iterations must be >= 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be > 0")
+    if args.backend == "nccl" and not torch.cuda.is_available():
+        raise UsageError("--backend nccl: no CUDA device is available")
+    pipeplan_binary()
+    plan = read_json(args.plan, "plan")
+    model = read_json(args.model, "model")
+    ranks = ranks_export(args.plan, args.model, args.topology)
+    batch_size = model.get("profile", {}).get("batch_size")
+    if not isinstance(batch_size, int):
+        raise InputError(f"{args.model}: /profile/batch_size: run needs the micro-batch size "
+                         "the model was profiled with")
+    payload = {
+        "factory": args.module, "model": args.model, "plan": args.plan, "ranks": ranks,
+        "micro_batches": plan["micro_batches"], "batch_size": batch_size,
+        "iteration_ms": plan["iteration_ms"], "planner": plan.get("planner"),
+        "schedule_policy": plan.get("schedule_policy"), "iterations": args.iterations,
+        "backend": args.backend, "check": args.check, "timeout": args.timeout, "lr": args.lr,
+        "threads": args.threads,
+        "planned_busy_ms": {g["id"]: g.get("busy_ms") for g in plan.get("gpus", [])},
+    }
+    describe = Describe(ranks)
+    if launch.under_torchrun():
+        if int(os.environ["WORLD_SIZE"]) != len(ranks):
+            raise UsageError(f"the plan uses {len(ranks)} GPUs, torchrun started "
+                             f"{os.environ['WORLD_SIZE']} ranks")
+        result = launch.join_torchrun(rank_main, payload, args.threads, describe)
+        if result is None:
+            return
+    else:
+        result = launch.spawn(rank_main, len(ranks), payload, args.threads, describe)
+    write_json(args.output, result)
+    sys.stderr.write(summary(result))
+    if result["check"] is not None and not result["check"]["passed"]:
+        raise CheckError("--check: " + result["check"]["mismatch"])

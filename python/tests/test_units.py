@@ -1,0 +1,214 @@
+"""pipeplan_torch without processes: factories, transfers, the GELU guard, the probe's fit,
+the watchdog's message and the command line's errors."""
+
+import os
+import shutil
+import stat
+import tempfile
+import unittest
+
+import torch
+
+from pipeplan_torch import common, launch, probe, run
+
+from . import support
+
+torch.set_num_threads(1)
+FIXTURE = os.path.join(support.FIXTURES, "not_separable.py")
+
+
+class FactoryTest(unittest.TestCase):
+    def test_loads_a_file_and_a_module(self):
+        model, make_micro_batch, loss_fn = common.build(support.GPT)
+        self.assertEqual(common.layer_names(model),
+                         ["embed", "block0", "block1", "block2", "block3", "head"])
+        model2, _, _ = common.build("tests.fixtures.not_separable:build")
+        self.assertEqual(common.layer_names(model2), ["first", "normalise", "last"])
+
+    def test_same_weights_every_time(self):
+        first, _, _ = common.build(support.CNN)
+        second, _, _ = common.build(support.CNN)
+        for (name, a), (_, b) in zip(first.named_parameters(), second.named_parameters()):
+            self.assertTrue(torch.equal(a, b), name)
+
+    def test_errors(self):
+        cases = [
+            ("gpt.py", common.UsageError,
+             "gpt.py: expected MODULE:FACTORY, for example examples/torch/gpt.py:build"),
+            ("missing/model.py:build", common.InputError,
+             "missing/model.py:build: no such file missing/model.py"),
+            ("no_such_module_xyz:build", common.InputError,
+             "no_such_module_xyz:build: cannot import no_such_module_xyz: "
+             "No module named 'no_such_module_xyz'"),
+            (FIXTURE + ":absent", common.InputError,
+             f"{FIXTURE}:absent: {FIXTURE} has no function absent"),
+            (FIXTURE + ":not_sequential", common.InputError,
+             f"{FIXTURE}:not_sequential: must return (torch.nn.Sequential, make_micro_batch, "
+             "loss_fn)"),
+        ]
+        for spec, error, message in cases:
+            with self.subTest(spec=spec):
+                with self.assertRaises(error) as caught:
+                    common.build(spec)
+                self.assertEqual(str(caught.exception), message)
+
+
+class WriteJsonTest(unittest.TestCase):
+    def setUp(self):
+        self.folder = tempfile.mkdtemp(prefix="pipeplan_torch-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.folder)
+
+    def test_a_pipe_is_written_not_replaced(self):
+        fifo = os.path.join(self.folder, "out")
+        os.mkfifo(fifo)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer need not wait
+        try:
+            common.write_json(fifo, {"a": 1})
+            self.assertEqual(os.read(reader, 1000), b'{\n  "a": 1\n}\n')
+        finally:
+            os.close(reader)
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+
+    def test_a_link_keeps_pointing_at_its_target(self):
+        target = os.path.join(self.folder, "target.json")
+        link = os.path.join(self.folder, "link.json")
+        with open(target, "w", encoding="utf-8") as f:
+            f.write("old")
+        os.chmod(target, 0o600)
+        os.symlink(target, link)
+        common.write_json(link, [1])
+        self.assertTrue(os.path.islink(link))
+        with open(target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "[\n  1\n]\n")
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o600)
+        self.assertEqual(sorted(os.listdir(self.folder)), ["link.json", "target.json"])
+
+    def test_a_directory_is_refused(self):
+        with self.assertRaises(common.OutputError) as caught:
+            common.write_json(self.folder, [])
+        self.assertEqual(str(caught.exception), f"{self.folder}: cannot write: is a directory")
+
+
+class TransferTest(unittest.TestCase):
+    def test_header_round_trip(self):
+        for t in (torch.zeros(4, 16, 32), torch.zeros(3, dtype=torch.float64),
+                  torch.zeros(2, 3, 4, 5, dtype=torch.int64)):
+            self.assertEqual(run.from_header(run.header(t)), (t.dtype, list(t.shape)))
+
+    def test_header_refuses_unknown_dtypes(self):
+        with self.assertRaises(common.InputError) as caught:
+            run.header(torch.zeros(2, dtype=torch.complex64))
+        self.assertEqual(str(caught.exception),
+                         "cannot send a torch.complex64 tensor of 1 dimensions between stages")
+
+    def test_tags_are_distinct(self):
+        tags = {run.tag(kind, m, part) for kind in ("activation", "gradient")
+                for m in range(64) for part in (0, 1)}
+        self.assertEqual(len(tags), 2 * 64 * 2)
+
+
+class GeluTest(unittest.TestCase):
+    """Debian's torch 1.13 computes wrong float32 GELU gradients from a non-contiguous
+    incoming gradient; backward_from_received must not."""
+
+    def setUp(self):
+        generator = torch.Generator().manual_seed(5)
+        self.x = torch.randn(4, 8, 16, generator=generator)
+        self.gradient = torch.randn(4, 16, 8, generator=generator).transpose(1, 2)
+        self.assertFalse(self.gradient.is_contiguous())
+        x64 = self.x.double().requires_grad_()
+        torch.nn.functional.gelu(x64).backward(self.gradient.double())
+        self.expected = x64.grad
+
+    def input_gradient(self, backward):
+        x = self.x.clone().requires_grad_()
+        backward(torch.nn.functional.gelu(x), self.gradient)
+        return x.grad
+
+    def test_received_gradient_made_contiguous(self):
+        got = self.input_gradient(run.backward_from_received)
+        self.assertLess((got.double() - self.expected).abs().max().item(), 1e-5)
+        raw = self.input_gradient(torch.autograd.backward)
+        if (raw.double() - self.expected).abs().max().item() < 1e-5:
+            self.skipTest(f"torch {torch.__version__} computes GELU gradients right from "
+                          "non-contiguous gradients too, so this test cannot tell")
+
+
+class ProbeFitTest(unittest.TestCase):
+    def test_recovers_latency_and_bandwidth(self):
+        sizes = list(probe.SIZES_BYTES)
+        latency, bandwidth = 3e-5, 2e9
+        round_trips = [2 * latency + s / bandwidth for s in sizes]
+        got_latency, got_bandwidth = probe.one_way(sizes, round_trips)
+        self.assertAlmostEqual(got_latency, latency, delta=1e-12)
+        self.assertAlmostEqual(got_bandwidth / bandwidth, 1.0, delta=1e-9)
+
+    def test_flat_sweep_keeps_largest_throughput(self):
+        sizes = [1000, 2000]
+        self.assertEqual(probe.one_way(sizes, [1e-3, 1e-3]), (0.0005, 2e6 / 1.0))
+
+
+class WatchdogTest(unittest.TestCase):
+    ranks = [
+        {"rank": 0, "gpu": "cpu0", "stage": 0, "operations": [
+            {"op": "forward", "micro_batch": 0},
+            {"op": "recv", "kind": "gradient", "micro_batch": 0, "peer": 1}]},
+        {"rank": 1, "gpu": "cpu1", "stage": 1, "operations": [
+            {"op": "recv", "kind": "activation", "micro_batch": 1, "peer": 0},
+            {"op": "allreduce", "ranks": [1, 2]}]},
+        {"rank": 2, "gpu": "cpu2", "stage": 1, "operations": []},
+    ]
+
+    def test_names_every_waiting_rank(self):
+        table = [0.0] * 9
+        progress = [launch.Progress(table, r) for r in range(3)]
+        progress[0].wait(1)
+        progress[1].wait(0)
+        progress[2].busy(0)
+        describe = run.Describe(self.ranks)
+        self.assertIsNone(launch.stuck_message(table, 3, 5.0, describe))
+        table[2] -= 6.0  # rank 0 has waited 6 s
+        self.assertEqual(
+            launch.stuck_message(table, 3, 5.0, describe),
+            "watchdog: no progress in 5 s: rank 0 (cpu0, stage 0) waits in operation 1, recv "
+            "gradient micro-batch 0 from rank 1; rank 1 (cpu1, stage 1) waits in operation 0, "
+            "recv activation micro-batch 1 from rank 0")
+
+    def test_busy_and_outside_ranks_never_stuck(self):
+        table = [0.0] * 9
+        progress = [launch.Progress(table, r) for r in range(3)]
+        progress[0].busy(0)
+        for r in range(3):
+            table[r * 3 + 2] -= 100.0
+        self.assertIsNone(launch.stuck_message(table, 3, 5.0, run.Describe(self.ranks)))
+
+
+class CommandLineTest(unittest.TestCase):
+    def assert_fails(self, argv, code, message, **env):
+        result = support.tool(*argv, **env)
+        self.assertEqual(result.returncode, code, result.stderr)
+        self.assertEqual(result.stderr, f"pipeplan_torch: error: {message}\n")
+
+    def test_usage_errors(self):
+        self.assert_fails(["run", "p.json"], 2,
+                          "the following arguments are required: MODEL, TOPO, --module")
+        self.assert_fails(["probe", "--ranks", "1", "-o", "t.json"], 2,
+                          "--ranks must be >= 2 (a probe measures pairs)")
+
+    def test_missing_binary(self):
+        self.assert_fails(["run", "p.json", "m.json", "t.json", "--module", support.GPT], 2,
+                          "cannot find pipeplan: set $PIPEPLAN_BIN or put pipeplan on PATH",
+                          PIPEPLAN_BIN="", PATH="/nonexistent")
+
+    def test_export_errors_pass_through(self):
+        missing = os.path.join(support.FIXTURES, "no-such-plan.json")
+        result = support.tool("run", missing, missing, missing, "--module", support.GPT)
+        self.assertEqual(result.returncode, 3)
+        self.assertTrue(result.stderr.startswith(f"pipeplan_torch: error: {missing}: cannot "
+                                                 "read the plan"), result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
