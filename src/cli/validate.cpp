@@ -140,7 +140,7 @@ int run_validate(const ValidateOptions& options, Context& context) {
   context.say(model_summary(model_source.name, model));
   if (!options.topology.empty()) {
     io::Source topology_source = context.read(options.topology);
-    topology::Topology topo = topology::read_topology(topology_source);
+    topology::Topology topo = topology::read_topology(topology_source, model.profile_device);
     context.say(topology_summary(topology_source.name, topo));
   }
   return 0;
