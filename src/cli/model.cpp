@@ -60,16 +60,14 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
     int* target;
     const char* option;
   };
-  for (const Field& field : {Field{options.given_layers, options.layers, &config.layers, "--layers"},
-                             Field{options.given_hidden, options.hidden, &config.hidden, "--hidden"},
-                             Field{options.given_heads, options.heads, &config.heads, "--heads"},
-                             Field{options.given_kv_heads, options.kv_heads, &config.kv_heads,
-                                   "--kv-heads"},
-                             Field{options.given_ffn_hidden, options.ffn_hidden,
-                                   &config.ffn_hidden, "--ffn-hidden"},
-                             Field{options.given_sequence, options.sequence, &config.sequence,
-                                   "--sequence"},
-                             Field{options.given_vocab, options.vocab, &config.vocab, "--vocab"}}) {
+  for (const Field& field :
+       {Field{options.given_layers, options.layers, &config.layers, "--layers"},
+        Field{options.given_hidden, options.hidden, &config.hidden, "--hidden"},
+        Field{options.given_heads, options.heads, &config.heads, "--heads"},
+        Field{options.given_kv_heads, options.kv_heads, &config.kv_heads, "--kv-heads"},
+        Field{options.given_ffn_hidden, options.ffn_hidden, &config.ffn_hidden, "--ffn-hidden"},
+        Field{options.given_sequence, options.sequence, &config.sequence, "--sequence"},
+        Field{options.given_vocab, options.vocab, &config.vocab, "--vocab"}}) {
     if (field.given) *field.target = field.value;
     const bool optional = field.target == &config.kv_heads || field.target == &config.ffn_hidden;
     if (!optional && *field.target == 0 && !field.given) {
@@ -112,13 +110,13 @@ int run_transformer(const TransformerOptions& options, Context& context) {
     backward_ms += layer.backward_ms;
     parameter_bytes += layer.parameter_bytes;
   }
-  std::string line =
-      "model \"" + model.name + "\": " + std::to_string(config.layers) + " decoder layers, " +
-      report::format_bytes(parameter_bytes) + " of " +
-      std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
-      report::format_ms(forward_ms) + " and backward " + report::format_ms(backward_ms) +
-      " per micro-batch of " + std::to_string(config.micro_batch_size) + " on one " +
-      config.gpu + ", tensor-parallel degrees " + join_degrees(config.degrees);
+  std::string line = "model \"" + model.name + "\": " + std::to_string(config.layers) +
+                     " decoder layers, " + report::format_bytes(parameter_bytes) + " of " +
+                     std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
+                     report::format_ms(forward_ms) + " and backward " +
+                     report::format_ms(backward_ms) + " per micro-batch of " +
+                     std::to_string(config.micro_batch_size) + " on one " + config.gpu +
+                     ", tensor-parallel degrees " + join_degrees(config.degrees);
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
   context.say(line);
   return 0;
@@ -169,7 +167,8 @@ int run_gpus(bool json, Context& context) {
                   tflops(gpu.fp8_tflops).c_str());
     out << row;
   }
-  out << "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus --json.\n";
+  out << "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
+         "--json.\n";
   context.emit(std::nullopt, out.str());
   return 0;
 }
@@ -185,20 +184,22 @@ void add_model_command(CLI::App& app, Action& action) {
   for (const auto& preset : model::transformer_presets()) {
     preset_names += (preset_names.empty() ? "" : ", ") + preset.name;
   }
-  CLI::App* transformer = sub->add_subcommand(
-      "transformer", "A decoder-only transformer's v2 model.json, costed analytically "
-                     "(docs/transformer-model.md)");
+  CLI::App* transformer =
+      sub->add_subcommand("transformer",
+                          "A decoder-only transformer's v2 model.json, costed analytically "
+                          "(docs/transformer-model.md)");
   transformer->add_option("--preset", options->preset, "A published shape: " + preset_names);
   CLI::Option* layers = transformer->add_option("--layers", options->layers, "Decoder layers");
   CLI::Option* hidden = transformer->add_option("--hidden", options->hidden, "Hidden size");
   CLI::Option* heads = transformer->add_option("--heads", options->heads, "Attention heads");
-  CLI::Option* kv_heads = transformer->add_option(
-      "--kv-heads", options->kv_heads, "Key/value heads (grouped-query attention; default: --heads)");
+  CLI::Option* kv_heads =
+      transformer->add_option("--kv-heads", options->kv_heads,
+                              "Key/value heads (grouped-query attention; default: --heads)");
   CLI::Option* ffn_hidden = transformer->add_option(
       "--ffn-hidden", options->ffn_hidden,
       "FFN size (default: 4 x hidden for gelu, Llama's 8/3 x hidden rounded up to 256 for swiglu)");
-  CLI::Option* sequence = transformer->add_option("--sequence", options->sequence,
-                                                  "Sequence length, tokens");
+  CLI::Option* sequence =
+      transformer->add_option("--sequence", options->sequence, "Sequence length, tokens");
   CLI::Option* vocab = transformer->add_option("--vocab", options->vocab, "Vocabulary size");
   transformer
       ->add_option("--ffn", options->ffn,
@@ -243,9 +244,8 @@ void add_model_command(CLI::App& app, Action& action) {
   auto json = std::make_shared<bool>(false);
   CLI::App* gpus = sub->add_subcommand("gpus", "List the GPU catalogue");
   gpus->add_flag("--json", *json, "Print the catalogue as JSON, with aliases and sources");
-  gpus->callback([json, &action] {
-    action = [json](Context& context) { return run_gpus(*json, context); };
-  });
+  gpus->callback(
+      [json, &action] { action = [json](Context& context) { return run_gpus(*json, context); }; });
 }
 
 }  // namespace pipeplan::cli

@@ -28,49 +28,116 @@ std::string normalise(std::string_view text) {
 // Dense (no structured sparsity) peaks. Memory: the datasheet's "GB" of HBM, which is built of
 // binary-sized stacks, read as GiB, except where the datasheet gives the usable size.
 std::vector<GpuType> make_catalogue() {
-  std::vector<GpuType> gpus;
-  gpus.push_back({"V100-32GB", {"V100", "V100-SXM2", "V100-SXM2-32GB"}, 32 * kGiB, 900e9, 15.7, 0,
-                  0, 125, 0,
-                  "https://images.nvidia.com/content/technologies/volta/pdf/"
-                  "volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"});
-  gpus.push_back({"A100-40GB", {"A100-SXM4-40GB"}, 40 * kGiB, 1555e9, 19.5, 156, 312, 312, 0,
-                  "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-                  "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM)"});
-  gpus.push_back({"A100-80GB", {"A100", "A100-SXM4-80GB"}, 80 * kGiB, 2039e9, 19.5, 156, 312, 312,
-                  0,
-                  "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-                  "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM)"});
-  gpus.push_back({"H100-SXM", {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"}, 80 * kGiB,
-                  3.35e12, 67, 494.7, 989.4, 989.4, 1978.9,
-                  "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
-                  " (H100 SXM; the datasheet's tensor figures are with sparsity, halved here)"});
-  gpus.push_back({"H200", {"H200-SXM", "H200-141GB"}, 141 * kGiB, 4.8e12, 67, 494.7, 989.4, 989.4,
-                  1978.9,
-                  "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures "
-                  "halved)"});
-  gpus.push_back({"GH200", {"GH200-96GB"}, 96 * kGiB, 4.0e12, 67, 494.7, 989.4, 989.4, 1978.9,
-                  "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 "
-                  "with 96 GB HBM3; sparse figures halved)"});
-  gpus.push_back({"B200", {"B200-SXM", "B200-180GB"}, 180 * kGiB, 8.0e12, 75, 1100, 2250, 2250,
-                  4500,
-                  "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU: the 8-GPU "
-                  "figures divided by 8, sparse figures halved; 1,440 GB over 8 GPUs)"});
-  gpus.push_back({"MI300X", {"MI300X-192GB"}, 192 * kGiB, 5.3e12, 163.4, 653.7, 1307.4, 1307.4,
-                  2614.9,
-                  "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/"
-                  "data-sheets/amd-instinct-mi300x-data-sheet.pdf (dense peaks)"});
-  return gpus;
+  const std::string kA100Source =
+      "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+      "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM)";
+  return {
+      {.name = "V100-32GB",
+       .aliases = {"V100", "V100-SXM2", "V100-SXM2-32GB"},
+       .memory_bytes = 32 * kGiB,
+       .memory_bandwidth_bytes_per_s = 900e9,
+       .fp32_tflops = 15.7,
+       .tf32_tflops = 0,
+       .bf16_tflops = 0,
+       .fp16_tflops = 125,
+       .fp8_tflops = 0,
+       .source = "https://images.nvidia.com/content/technologies/volta/pdf/"
+                 "volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"},
+      {.name = "A100-40GB",
+       .aliases = {"A100-SXM4-40GB"},
+       .memory_bytes = 40 * kGiB,
+       .memory_bandwidth_bytes_per_s = 1555e9,
+       .fp32_tflops = 19.5,
+       .tf32_tflops = 156,
+       .bf16_tflops = 312,
+       .fp16_tflops = 312,
+       .fp8_tflops = 0,
+       .source = kA100Source},
+      {.name = "A100-80GB",
+       .aliases = {"A100", "A100-SXM4-80GB"},
+       .memory_bytes = 80 * kGiB,
+       .memory_bandwidth_bytes_per_s = 2039e9,
+       .fp32_tflops = 19.5,
+       .tf32_tflops = 156,
+       .bf16_tflops = 312,
+       .fp16_tflops = 312,
+       .fp8_tflops = 0,
+       .source = kA100Source},
+      {.name = "H100-SXM",
+       .aliases = {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"},
+       .memory_bytes = 80 * kGiB,
+       .memory_bandwidth_bytes_per_s = 3.35e12,
+       .fp32_tflops = 67,
+       .tf32_tflops = 494.7,
+       .bf16_tflops = 989.4,
+       .fp16_tflops = 989.4,
+       .fp8_tflops = 1978.9,
+       .source =
+           "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet (H100 "
+           "SXM; the datasheet's tensor figures are with sparsity, halved here)"},
+      {.name = "H200",
+       .aliases = {"H200-SXM", "H200-141GB"},
+       .memory_bytes = 141 * kGiB,
+       .memory_bandwidth_bytes_per_s = 4.8e12,
+       .fp32_tflops = 67,
+       .tf32_tflops = 494.7,
+       .bf16_tflops = 989.4,
+       .fp16_tflops = 989.4,
+       .fp8_tflops = 1978.9,
+       .source =
+           "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures halved)"},
+      {.name = "GH200",
+       .aliases = {"GH200-96GB"},
+       .memory_bytes = 96 * kGiB,
+       .memory_bandwidth_bytes_per_s = 4.0e12,
+       .fp32_tflops = 67,
+       .tf32_tflops = 494.7,
+       .bf16_tflops = 989.4,
+       .fp16_tflops = 989.4,
+       .fp8_tflops = 1978.9,
+       .source =
+           "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 with 96 "
+           "GB HBM3; sparse figures halved)"},
+      {.name = "B200",
+       .aliases = {"B200-SXM", "B200-180GB"},
+       .memory_bytes = 180 * kGiB,
+       .memory_bandwidth_bytes_per_s = 8.0e12,
+       .fp32_tflops = 75,
+       .tf32_tflops = 1100,
+       .bf16_tflops = 2250,
+       .fp16_tflops = 2250,
+       .fp8_tflops = 4500,
+       .source =
+           "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU: the 8-GPU figures "
+           "divided by 8, sparse figures halved; 1,440 GB over 8 GPUs)"},
+      {.name = "MI300X",
+       .aliases = {"MI300X-192GB"},
+       .memory_bytes = 192 * kGiB,
+       .memory_bandwidth_bytes_per_s = 5.3e12,
+       .fp32_tflops = 163.4,
+       .tf32_tflops = 653.7,
+       .bf16_tflops = 1307.4,
+       .fp16_tflops = 1307.4,
+       .fp8_tflops = 2614.9,
+       .source = "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
+                 "amd-instinct-mi300x-data-sheet.pdf (dense peaks)"},
+  };
 }
 
 }  // namespace
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFp32: return "fp32";
-    case DType::kTf32: return "tf32";
-    case DType::kBf16: return "bf16";
-    case DType::kFp16: return "fp16";
-    case DType::kFp8: return "fp8";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kTf32:
+      return "tf32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kFp8:
+      return "fp8";
   }
   return "fp32";
 }
@@ -114,11 +181,16 @@ std::string catalogue_names() {
 
 double peak_flops_per_s(const GpuType& gpu, DType dtype) {
   switch (dtype) {
-    case DType::kFp32: return gpu.fp32_tflops * 1e12;
-    case DType::kTf32: return gpu.tf32_tflops * 1e12;
-    case DType::kBf16: return gpu.bf16_tflops * 1e12;
-    case DType::kFp16: return gpu.fp16_tflops * 1e12;
-    case DType::kFp8: return gpu.fp8_tflops * 1e12;
+    case DType::kFp32:
+      return gpu.fp32_tflops * 1e12;
+    case DType::kTf32:
+      return gpu.tf32_tflops * 1e12;
+    case DType::kBf16:
+      return gpu.bf16_tflops * 1e12;
+    case DType::kFp16:
+      return gpu.fp16_tflops * 1e12;
+    case DType::kFp8:
+      return gpu.fp8_tflops * 1e12;
   }
   return 0;
 }

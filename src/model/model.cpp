@@ -57,17 +57,16 @@ std::vector<double> read_per_degree(const io::ObjectReader& object, std::string_
   values.reserve(entries.size());
   for (const io::Node& entry : entries) values.push_back(nonnegative(entry));
   if (values.front() != own) {
-    entries.front().fail("must equal the layer's " + std::string(field) + " (" +
-                         number_text(own) + ") at degree 1, got " +
-                         io::describe_value(entries.front().json()));
+    entries.front().fail("must equal the layer's " + std::string(field) + " (" + number_text(own) +
+                         ") at degree 1, got " + io::describe_value(entries.front().json()));
   }
   return values;
 }
 
 TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
-  io::ObjectReader object(node, {"degrees", "allreduce_bytes", "allreduces_forward",
-                                 "allreduces_backward", "forward_ms", "backward_ms",
-                                 "parameter_bytes", "stash_bytes", "update_ms"});
+  io::ObjectReader object(
+      node, {"degrees", "allreduce_bytes", "allreduces_forward", "allreduces_backward",
+             "forward_ms", "backward_ms", "parameter_bytes", "stash_bytes", "update_ms"});
   TensorParallel split;
   split.degrees = read_degrees(object.required("degrees"));
   split.allreduce_bytes = nonnegative(object.required("allreduce_bytes"));
@@ -88,8 +87,7 @@ TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
 
 Layer read_layer(const io::Node& node) {
   io::ObjectReader object(node, {"name", "forward_ms", "backward_ms", "activation_bytes",
-                                 "parameter_bytes", "stash_bytes", "update_ms",
-                                 "tensor_parallel"});
+                                 "parameter_bytes", "stash_bytes", "update_ms", "tensor_parallel"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
   layer.forward_ms = nonnegative(object.required("forward_ms"));
@@ -129,8 +127,8 @@ void check_totals(const Model& model, const io::Node& layers) {
     update_ms += largest(layer, update_ms_at);
     if (layer.tensor_parallel) {
       const TensorParallel& split = *layer.tensor_parallel;
-      allreduce_bytes += split.allreduce_bytes *
-                         std::max(split.allreduces_forward, split.allreduces_backward);
+      allreduce_bytes +=
+          split.allreduce_bytes * std::max(split.allreduces_forward, split.allreduces_backward);
     }
   }
   auto check = [&](double total, const char* what) {
@@ -193,17 +191,22 @@ bool lists_degree(const Layer& layer, int t) {
 Model read_model(const io::Source& source) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
-  std::initializer_list<std::string_view> known_keys = {
-      "schema", "name", "micro_batches", "profile", "parameter_memory_factor",
-      "sharded_memory_factor", "input_bytes", "layers"};
+  std::initializer_list<std::string_view> known_keys = {"schema",
+                                                        "name",
+                                                        "micro_batches",
+                                                        "profile",
+                                                        "parameter_memory_factor",
+                                                        "sharded_memory_factor",
+                                                        "input_bytes",
+                                                        "layers"};
   hint_topology_file(root, known_keys);
   io::ObjectReader object(root, known_keys);
   Model model;
   if (auto schema = object.optional("schema")) {
     std::string text = schema->as_string();
     if (text != kModelSchema && text != kModelSchemaV2) {
-      std::string hint = text.rfind("pipeplan/topology/", 0) == 0 ? " (is this a topology file?)"
-                                                                  : "";
+      std::string hint =
+          text.rfind("pipeplan/topology/", 0) == 0 ? " (is this a topology file?)" : "";
       schema->fail(std::string("must be \"") + kModelSchema + "\" or \"" + kModelSchemaV2 +
                    "\", got " + io::describe_value(schema->json()) + hint);
     }

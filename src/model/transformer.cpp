@@ -89,13 +89,13 @@ std::vector<Op> attention_core_ops(const Shape& x) {
   const double scores = x.b * heads * x.s * x.s;  // elements of the s x s matrices
   if (x.flash) {
     // One fused kernel: both products, reading Q, K, V and writing the output once.
-    return {{4 * x.b * heads * x.s * x.s * x.d,
-             x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads)}};
+    return {
+        {4 * x.b * heads * x.s * x.s * x.d, x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads)}};
   }
   return {
       {2 * scores * x.d, x.vb * (x.b * x.s * x.d * (heads + kv_heads) + scores)},  // Q K^T
-      memory_op(2 * x.vb * scores),                                               // softmax
-      memory_op((2 * x.vb + 1) * scores),                                         // dropout
+      memory_op(2 * x.vb * scores),                                                // softmax
+      memory_op((2 * x.vb + 1) * scores),                                          // dropout
       {2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads))},  // P V
   };
 }
@@ -106,19 +106,19 @@ std::vector<Op> decoder_ops(const Shape& x) {
   const double q = x.a * x.d, kv = 2 * x.g * x.d;
   const double up = x.swiglu ? 2 * x.f : x.f;
   std::vector<Op> ops = {
-      memory_op(2 * x.vb * rows * x.h),                       // input norm
-      gemm(tokens, x.h, (q + kv) / x.t, x.vb),                 // QKV (column-parallel)
+      memory_op(2 * x.vb * rows * x.h),         // input norm
+      gemm(tokens, x.h, (q + kv) / x.t, x.vb),  // QKV (column-parallel)
   };
   std::vector<Op> core = attention_core_ops(x);
   ops.insert(ops.end(), core.begin(), core.end());
   std::vector<Op> rest = {
-      gemm(tokens, q / x.t, x.h, x.vb),                        // projection (row-parallel)
-      memory_op((3 * x.vb + 1) * rows * x.h),                  // dropout and residual
-      memory_op(2 * x.vb * rows * x.h),                        // post-attention norm
-      gemm(tokens, x.h, up / x.t, x.vb),                       // MLP up (column-parallel)
-      memory_op(x.vb * (up + x.f) / x.t * tokens),             // GeLU or SwiGLU
-      gemm(tokens, x.f / x.t, x.h, x.vb),                      // MLP down (row-parallel)
-      memory_op((3 * x.vb + 1) * rows * x.h),                  // dropout and residual
+      gemm(tokens, q / x.t, x.h, x.vb),             // projection (row-parallel)
+      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
+      memory_op(2 * x.vb * rows * x.h),             // post-attention norm
+      gemm(tokens, x.h, up / x.t, x.vb),            // MLP up (column-parallel)
+      memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU or SwiGLU
+      gemm(tokens, x.f / x.t, x.h, x.vb),           // MLP down (row-parallel)
+      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
   };
   ops.insert(ops.end(), rest.begin(), rest.end());
   return ops;
@@ -128,25 +128,21 @@ std::vector<Op> embedding_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;
   const double positions = x.swiglu ? 0 : 3 * x.vb * tokens * x.h;  // read, add, write
-  return {memory_op(2 * x.vb * tokens * x.h + positions),  // gather the rows
-          memory_op((2 * x.vb + 1) * rows * x.h)};         // dropout
+  return {memory_op(2 * x.vb * tokens * x.h + positions),           // gather the rows
+          memory_op((2 * x.vb + 1) * rows * x.h)};                  // dropout
 }
 
 std::vector<Op> output_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;
-  return {memory_op(2 * x.vb * rows * x.h),                 // final norm
-          gemm(tokens, x.h, x.v / x.t, x.vb),               // logits (vocabulary-parallel)
-          memory_op((x.vb + 8) * tokens * x.v / x.t)};      // softmax cross-entropy in fp32
+  return {memory_op(2 * x.vb * rows * x.h),             // final norm
+          gemm(tokens, x.h, x.v / x.t, x.vb),           // logits (vocabulary-parallel)
+          memory_op((x.vb + 8) * tokens * x.v / x.t)};  // softmax cross-entropy in fp32
 }
 
-double embedding_parameters(const Shape& x) {
-  return x.v * x.h / x.t + (x.swiglu ? 0 : x.s * x.h);
-}
+double embedding_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? 0 : x.s * x.h); }
 
-double output_parameters(const Shape& x) {
-  return x.v * x.h / x.t + (x.swiglu ? x.h : 2 * x.h);
-}
+double output_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? x.h : 2 * x.h); }
 
 double update_ms_of(const TransformerConfig& config, const GpuType& gpu, double parameters) {
   return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters);
@@ -174,6 +170,7 @@ TransformerConfig shape(std::string name, int layers, int hidden, int heads, int
 }  // namespace
 
 const std::vector<TransformerPreset>& transformer_presets() {
+  // shape(name, L, h, a, g (0: a), F (0: the default), s, V, ffn)
   static const std::vector<TransformerPreset> presets = {
       {"gpt3-175b", shape("gpt3-175b", 96, 12288, 96, 0, 0, 2048, 50257, Ffn::kGelu),
        "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1"},
@@ -221,8 +218,8 @@ std::pair<TransformerConfig, std::string> complete_transformer_config(Transforme
   }
   if (config.kv_heads == 0) config.kv_heads = config.heads;
   if (config.kv_heads < 0 || config.heads % config.kv_heads != 0) {
-    return fail("--kv-heads", "must divide --heads (" + std::to_string(config.heads) +
-                                  "), got " + std::to_string(config.kv_heads));
+    return fail("--kv-heads", "must divide --heads (" + std::to_string(config.heads) + "), got " +
+                                  std::to_string(config.kv_heads));
   }
   if (config.ffn_hidden == 0) {
     if (config.ffn == Ffn::kGelu) {
@@ -236,8 +233,8 @@ std::pair<TransformerConfig, std::string> complete_transformer_config(Transforme
   if (config.ffn_hidden < 1) return fail("--ffn-hidden", "must be at least 1");
   const GpuType* gpu = hardware::find_gpu(config.gpu);
   if (gpu == nullptr) {
-    return fail("--gpu", "unknown GPU \"" + config.gpu + "\" (known: " +
-                             hardware::catalogue_names() + ")");
+    return fail("--gpu",
+                "unknown GPU \"" + config.gpu + "\" (known: " + hardware::catalogue_names() + ")");
   }
   config.gpu = gpu->name;
   if (hardware::peak_flops_per_s(*gpu, config.dtype) <= 0) {
@@ -263,17 +260,16 @@ std::pair<TransformerConfig, std::string> complete_transformer_config(Transforme
         return fail("--degrees", "must be at most " + std::to_string(kMaxTensorParallelDegree));
       }
       if (!divides_all(t)) {
-        return fail("--degrees", std::to_string(t) +
-                                     " must divide --heads, --kv-heads and --ffn-hidden (" +
-                                     std::to_string(config.heads) + ", " +
-                                     std::to_string(config.kv_heads) + ", " +
-                                     std::to_string(config.ffn_hidden) + ")");
+        return fail("--degrees",
+                    std::to_string(t) + " must divide --heads, --kv-heads and --ffn-hidden (" +
+                        std::to_string(config.heads) + ", " + std::to_string(config.kv_heads) +
+                        ", " + std::to_string(config.ffn_hidden) + ")");
       }
     }
   }
   if (config.name.empty()) {
-    config.name = "transformer-L" + std::to_string(config.layers) + "-h" +
-                  std::to_string(config.hidden);
+    config.name =
+        "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
   }
   return {config, ""};
 }
@@ -332,8 +328,8 @@ double operation_ms(const GpuType& gpu, DType dtype, double flops, double bytes)
   return ms;
 }
 
-TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config,
-                                              TransformerPart part, int t) {
+TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, TransformerPart part,
+                                              int t) {
   const GpuType& gpu = *hardware::find_gpu(config.gpu);
   const Shape x = shape_of(config, t);
   const double weight_bytes = x.vb;  // weights in the training format
@@ -415,7 +411,8 @@ Model transformer_model(const TransformerConfig& config) {
   };
   // Vocabulary-parallel embedding: one all-reduce of its output in the forward. The output
   // layer: the conjugate, one all-reduce of its input's gradient in the backward.
-  model.layers.push_back(make_layer("embedding", TransformerPart::kEmbedding, boundary_bytes, 1, 0));
+  model.layers.push_back(
+      make_layer("embedding", TransformerPart::kEmbedding, boundary_bytes, 1, 0));
   for (int l = 0; l < config.layers; ++l) {
     model.layers.push_back(
         make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder, boundary_bytes, 2, 2));

@@ -703,8 +703,8 @@ TypedFields read_typed_fields(const io::ObjectReader& object,
   const std::string name = type_node->as_nonempty_string();
   const hardware::GpuType* type = hardware::find_gpu(name);
   if (type == nullptr) {
-    type_node->fail("unknown GPU type " + io::quote_for_message(name) + " (known: " +
-                    hardware::catalogue_names() + ")");
+    type_node->fail("unknown GPU type " + io::quote_for_message(name) +
+                    " (known: " + hardware::catalogue_names() + ")");
   }
   if (!fields.memory_bytes) fields.memory_bytes = type->memory_bytes;
   if (speed_node) return fields;
@@ -769,7 +769,8 @@ void hint_model_file(const io::Node& root, std::initializer_list<std::string_vie
 
 }  // namespace
 
-Topology read_topology(const io::Source& source, const std::optional<std::string>& profiled_device) {
+Topology read_topology(const io::Source& source,
+                       const std::optional<std::string>& profiled_device) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
   std::initializer_list<std::string_view> known_keys = {"schema",  "name", "nodes",

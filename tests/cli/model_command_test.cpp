@@ -48,7 +48,8 @@ TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
   EXPECT_EQ(result.out, "");
   EXPECT_EQ(result.err.rfind("model \"llama3-8b\": 32 decoder layers, ", 0), 0u) << result.err;
   EXPECT_NE(result.err.find(" per micro-batch of 1 on one H100-SXM, tensor-parallel degrees 1, 2, "
-                            "4, 8 -> " + file),
+                            "4, 8 -> " +
+                            file),
             std::string::npos)
       << result.err;
   const model::Model model = model::read_model(io::source_from_text("llama.json", contents(file)));
@@ -64,9 +65,9 @@ TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
 }
 
 TEST_F(ModelCommandTest, ExplicitShapeAndOverrides) {
-  auto result = run_cli({"model", "transformer", "--layers", "2", "--hidden", "64", "--heads",
-                         "4", "--sequence", "16", "--vocab", "100", "--degrees", "1,2", "--name",
-                         "tiny", "--quiet"});
+  auto result = run_cli({"model", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
+                         "--sequence", "16", "--vocab", "100", "--degrees", "1,2", "--name", "tiny",
+                         "--quiet"});
   ASSERT_EQ(result.code, 0) << result.err;
   const model::Model model = model::read_model(io::source_from_text("out", result.out));
   EXPECT_EQ(model.name, "tiny");
@@ -139,6 +140,30 @@ TEST_F(ModelCommandTest, TopologyTypesTakeTheirSpeedFromTheModelsGpu) {
       << validate.err;
   auto plan = run_cli({"plan", model, topo, "-q", "-o", path("plan.json")});
   EXPECT_EQ(plan.code, 0) << plan.err;
+}
+
+TEST_F(ModelCommandTest, TheShippedDgxA100TopologyTakesSpeedAndMemoryFromItsType) {
+  const std::string topo =
+      std::string(PIPEPLAN_SOURCE_DIR) + "/examples/topologies/llm/dgx-a100-8x8.json";
+  for (const char* gpu : {"A100-80GB", "H100-SXM"}) {
+    const std::string model = path(std::string(gpu) + ".json");
+    ASSERT_EQ(
+        run_cli({"model", "transformer", "--preset", "llama3-8b", "--gpu", gpu, "-q", "-o", model})
+            .code,
+        0);
+    auto validate = run_cli({"validate", model, topo});
+    ASSERT_EQ(validate.code, 0) << validate.err;
+    const double speed = hardware::training_peak_flops_per_s(*hardware::find_gpu("A100-80GB")) /
+                         hardware::training_peak_flops_per_s(*hardware::find_gpu(gpu));
+    EXPECT_NE(validate.err.find(": topology \"8x DGX A100 (64 A100-80GB), NVSwitch inside, 8x HDR "
+                                "InfiniBand between\", 64 GPUs on 8 nodes, pair bandwidth " +
+                                report::format_bandwidth(25e9) + " to " +
+                                report::format_bandwidth(300e9) + ", speed " +
+                                report::format_number(speed) + ", memory " +
+                                report::format_bytes(80.0 * (1 << 30)) + "\n"),
+              std::string::npos)
+        << validate.err;
+  }
 }
 
 }  // namespace

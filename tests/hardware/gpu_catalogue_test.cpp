@@ -45,7 +45,8 @@ TEST(GpuCatalogueTest, PeaksPerFormat) {
   EXPECT_EQ(dtype_name(DType::kFp8), "fp8");
   EXPECT_EQ(activation_value_bytes(DType::kFp8), 2);
   EXPECT_EQ(activation_value_bytes(DType::kTf32), 4);
-  EXPECT_EQ(catalogue_names(), "V100-32GB, A100-40GB, A100-80GB, H100-SXM, H200, GH200, B200, MI300X");
+  EXPECT_EQ(catalogue_names(),
+            "V100-32GB, A100-40GB, A100-80GB, H100-SXM, H200, GH200, B200, MI300X");
 }
 
 }  // namespace

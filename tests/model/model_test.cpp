@@ -151,7 +151,8 @@ TEST(ModelTest, TotalComputeSumsForwardAndBackward) {
 // A one-layer model whose layer carries `split` as its tensor_parallel object.
 std::string with_split(const std::string& split, const std::string& top = "") {
   return "{" + top + R"("layers": [{"forward_ms": 12, "backward_ms": 24, "activation_bytes": 8,
-    "parameter_bytes": 400, "stash_bytes": 40, "tensor_parallel": )" + split + "}]}";
+    "parameter_bytes": 400, "stash_bytes": 40, "tensor_parallel": )" +
+         split + "}]}";
 }
 
 // The spec's decoder7 example, a layer without tensor_parallel, and one with defaults.
@@ -206,8 +207,8 @@ TEST(ModelV2Test, DefaultsOfTheNewFields) {
   EXPECT_FALSE(uses_v2_fields(read(R"({"schema": "pipeplan/model/v2",
     "layers": [{"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1}]})")));
   // An update time only inside the per-degree array still means update tasks.
-  EXPECT_TRUE(has_updates(read(with_split(
-      R"({"degrees": [1, 2], "allreduce_bytes": 0, "update_ms": [0, 1]})"))));
+  EXPECT_TRUE(has_updates(
+      read(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 0, "update_ms": [0, 1]})"))));
 }
 
 TEST(ModelV2Test, RejectsBadTensorParallelFields) {
@@ -240,9 +241,9 @@ TEST(ModelV2Test, RejectsBadTensorParallelFields) {
   EXPECT_EQ(read_error(with_split(
                 R"({"degrees": [1, 2], "allreduce_bytes": 1, "forward_ms": [12, 6, 3]})")),
             at + "/forward_ms: must have one entry per degree (2), got 3");
-  EXPECT_EQ(read_error(with_split(
-                R"({"degrees": [1, 2], "allreduce_bytes": 1, "forward_ms": [11, 6]})")),
-            at + "/forward_ms/0: must equal the layer's forward_ms (12) at degree 1, got 11");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "forward_ms": [11, 6]})")),
+      at + "/forward_ms/0: must equal the layer's forward_ms (12) at degree 1, got 11");
   EXPECT_EQ(read_error(with_split(
                 R"({"degrees": [1, 2], "allreduce_bytes": 1, "backward_ms": [24, -1]})")),
             at + "/backward_ms/1: must be a finite number >= 0, got -1");
@@ -250,15 +251,15 @@ TEST(ModelV2Test, RejectsBadTensorParallelFields) {
                 R"({"degrees": [1, 2], "allreduce_bytes": 1, "parameter_bytes": [401, 200]})")),
             at + "/parameter_bytes/0: must equal the layer's parameter_bytes (400) at degree 1, "
                  "got 401");
-  EXPECT_EQ(read_error(with_split(
-                R"({"degrees": [1, 2], "allreduce_bytes": 1, "stash_bytes": [8, 4]})")),
-            at + "/stash_bytes/0: must equal the layer's stash_bytes (40) at degree 1, got 8");
-  EXPECT_EQ(read_error(with_split(
-                R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": [1, 0.5]})")),
-            at + "/update_ms/0: must equal the layer's update_ms (0) at degree 1, got 1");
-  EXPECT_EQ(read_error(with_split(
-                R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": {"1": 0}})")),
-            at + "/update_ms: must be an array, got object");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "stash_bytes": [8, 4]})")),
+      at + "/stash_bytes/0: must equal the layer's stash_bytes (40) at degree 1, got 8");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": [1, 0.5]})")),
+      at + "/update_ms/0: must equal the layer's update_ms (0) at degree 1, got 1");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": {"1": 0}})")),
+      at + "/update_ms: must be an array, got object");
 }
 
 TEST(ModelV2Test, RejectsBadTopLevelFields) {
@@ -306,7 +307,7 @@ TEST(ModelV2Test, PerGpuValuesAtADegree) {
   const Model model = read(kThreeLayers);
   const Layer& decoder = model.layers[0];
   EXPECT_EQ(forward_ms_at(decoder, 1), 12.0);
-  EXPECT_EQ(forward_ms_at(decoder, 4), 3.4);       // from the array
+  EXPECT_EQ(forward_ms_at(decoder, 4), 3.4);  // from the array
   EXPECT_EQ(backward_ms_at(decoder, 8), 3.7);
   EXPECT_EQ(parameter_bytes_at(decoder, 4), 402653184.0 / 4);  // own field / t
   EXPECT_EQ(stash_bytes_at(decoder, 2), 427819008.0 / 2);
@@ -333,7 +334,8 @@ TEST(ModelV2Test, PerGpuValuesAtADegree) {
     (void)forward_ms_at(head, 4);
     ADD_FAILURE() << "no error";
   } catch (const InternalError& error) {
-    EXPECT_STREQ(error.what(), "internal error: layer head does not allow tensor-parallel degree 4");
+    EXPECT_STREQ(error.what(),
+                 "internal error: layer head does not allow tensor-parallel degree 4");
   }
 }
 

@@ -103,10 +103,30 @@ TEST(TransformerTest, CompletesDefaults) {
   EXPECT_EQ(complete_transformer_config(llama2).first.ffn_hidden, 4 * 4096);
 }
 
+TEST(TransformerTest, BytesOfTheLlamaStyleModel) {
+  const TransformerConfig config = llama_style();
+  const Model model = transformer_model(config);
+  ASSERT_EQ(model.layers.size(), 3u);
+  // One all-reduce and one boundary: b s h values of 2 bytes; token ids: 8 bytes each.
+  EXPECT_EQ(model.layers[1].tensor_parallel->allreduce_bytes, 2.0 * 1 * 32 * 128);
+  EXPECT_EQ(model.layers[1].activation_bytes, 2.0 * 1 * 32 * 128);
+  EXPECT_EQ(model.input_bytes, 8.0 * 32);
+  // No learned positions, RMSNorm: embedding V h / t, output V h / t + h (2-byte weights).
+  EXPECT_EQ(parameter_bytes_at(model.layers[0], 2), 2 * (1000.0 * 128 / 2));
+  EXPECT_EQ(parameter_bytes_at(model.layers[2], 2), 2 * (1000.0 * 128 / 2 + 128));
+  EXPECT_EQ(model.layers[1].parameter_bytes, 2 * decoder_parameters(config, 1));
+  // The embedding keeps its 1-byte dropout mask; with sequence parallelism split by t.
+  EXPECT_EQ(stash_bytes_at(model.layers[0], 2), 32.0 * 128);
+  TransformerConfig parallel = config;
+  parallel.sequence_parallel = true;
+  EXPECT_EQ(stash_bytes_at(transformer_model(parallel).layers[0], 2), 32.0 * 128 / 2);
+}
+
 TEST(TransformerTest, RejectsInconsistentShapes) {
   TransformerConfig config = gpt_style();
   config.heads = 3;
-  EXPECT_EQ(complete_transformer_config(config).second, "--heads: must divide --hidden (64), got 3");
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--heads: must divide --hidden (64), got 3");
   config = gpt_style();
   config.kv_heads = 3;
   EXPECT_EQ(complete_transformer_config(config).second,

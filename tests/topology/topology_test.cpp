@@ -486,11 +486,11 @@ const char* const kMixed = R"({"nodes": [
 TEST(TopologyGpuTypeTest, DefaultsSpeedAndMemoryFromTheCatalogue) {
   const Topology topo = read_with(kMixed, "A100-80GB");
   ASSERT_EQ(topo.size(), 4);
-  EXPECT_EQ(topo.gpu(0).speed, 1.0);                       // the profiled GPU itself
-  EXPECT_EQ(topo.gpu(0).memory_bytes, 80.0 * (1 << 30));   // the type's memory
-  EXPECT_DOUBLE_EQ(topo.gpu(2).speed, 989.4 / 312);        // bf16 peaks
-  EXPECT_EQ(topo.gpu(2).memory_bytes, 40.0 * (1 << 30));   // given memory wins
-  EXPECT_EQ(topo.gpu(3).speed, 0.5);                       // given speed wins
+  EXPECT_EQ(topo.gpu(0).speed, 1.0);                      // the profiled GPU itself
+  EXPECT_EQ(topo.gpu(0).memory_bytes, 80.0 * (1 << 30));  // the type's memory
+  EXPECT_DOUBLE_EQ(topo.gpu(2).speed, 989.4 / 312);       // bf16 peaks
+  EXPECT_EQ(topo.gpu(2).memory_bytes, 40.0 * (1 << 30));  // given memory wins
+  EXPECT_EQ(topo.gpu(3).speed, 0.5);                      // given speed wins
   // Relative to a V100 (fp16 peak, 125 TFLOP/s), an A100 is 312 / 125.
   EXPECT_DOUBLE_EQ(read_with(kMixed, "Tesla V100-SXM2-32GB").gpu(0).speed, 312.0 / 125);
 }
@@ -517,9 +517,9 @@ TEST(TopologyGpuTypeTest, ExplainsWhySpeedCannotDefault) {
 }
 
 TEST(TopologyGpuTypeTest, WithoutTypeNothingChanges) {
-  const Topology topo =
-      read_with(R"({"gpus": [{"id": "g"}, {"id": "h", "speed": 2}], "network": {"bandwidth": 1,
-      "latency": 0}})", "A100-80GB");
+  const char* const text = R"({"gpus": [{"id": "g"}, {"id": "h", "speed": 2}],
+    "network": {"bandwidth": 1, "latency": 0}})";
+  const Topology topo = read_with(text, "A100-80GB");
   EXPECT_EQ(topo.gpu(0).speed, 1.0);
   EXPECT_FALSE(topo.gpu(0).memory_bytes.has_value());
   EXPECT_EQ(topo.gpu(1).speed, 2.0);

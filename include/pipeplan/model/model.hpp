@@ -143,18 +143,18 @@ std::vector<int> stage_degrees(const Model& model, int first, int last);
 /// `2 (t-1)/t * forward_allreduce_bytes / beta + 2 (t-1) * lambda * forward_allreduces` (spec
 /// 8.3 summed over the layers), and the same with the backward figures.
 struct StageCost {
-  double forward_ms = 0;                ///< Sum of `forward_ms_at`, ms.
-  double backward_ms = 0;               ///< Sum of `backward_ms_at`, ms.
-  double parameter_bytes = 0;           ///< W_s: sum of `parameter_bytes_at`, bytes.
-  double stash_bytes = 0;               ///< Y_s: sum of `stash_bytes_at`, bytes.
-  double max_stash_bytes = 0;           ///< Largest `stash_bytes_at` of one layer, bytes.
-  double update_ms = 0;                 ///< Sum of `update_ms_at`, ms.
-  double recompute_input_bytes = 0;     ///< Sum of the layers' inputs (the `activation_bytes`
-                                        ///< of the layer before each, `input_bytes` for layer 0).
-  double forward_allreduce_bytes = 0;   ///< Sum over split layers of count x bytes, forward.
-  std::int64_t forward_allreduces = 0;  ///< All-reduces of one forward.
-  double backward_allreduce_bytes = 0;  ///< Sum over split layers of count x bytes, backward.
-  std::int64_t backward_allreduces = 0; ///< All-reduces of one backward.
+  double forward_ms = 0;                 ///< Sum of `forward_ms_at`, ms.
+  double backward_ms = 0;                ///< Sum of `backward_ms_at`, ms.
+  double parameter_bytes = 0;            ///< W_s: sum of `parameter_bytes_at`, bytes.
+  double stash_bytes = 0;                ///< Y_s: sum of `stash_bytes_at`, bytes.
+  double max_stash_bytes = 0;            ///< Largest `stash_bytes_at` of one layer, bytes.
+  double update_ms = 0;                  ///< Sum of `update_ms_at`, ms.
+  double recompute_input_bytes = 0;      ///< Sum of the layers' inputs (the `activation_bytes`
+                                         ///< of the layer before each, `input_bytes` for layer 0).
+  double forward_allreduce_bytes = 0;    ///< Sum over split layers of count x bytes, forward.
+  std::int64_t forward_allreduces = 0;   ///< All-reduces of one forward.
+  double backward_allreduce_bytes = 0;   ///< Sum over split layers of count x bytes, backward.
+  std::int64_t backward_allreduces = 0;  ///< All-reduces of one backward.
 };
 
 /// `StageCost` of layers `first..last` at degree `t`. O(layers x degrees).

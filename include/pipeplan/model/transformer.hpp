@@ -21,29 +21,29 @@ enum class Ffn { kGelu, kSwiglu };
 
 /// A decoder-only transformer and how it is trained.
 struct TransformerConfig {
-  std::string name;                ///< Model name written to the profile (empty: generated).
-  int layers = 0;                  ///< L, decoder layers (>= 1).
-  int hidden = 0;                  ///< h, hidden size (>= 1, a multiple of `heads`).
-  int heads = 0;                   ///< a, attention heads (>= 1).
-  int kv_heads = 0;                ///< g, key/value heads (0: `heads`, i.e. no grouping).
-  int ffn_hidden = 0;              ///< F, FFN size (0: 4h for GeLU, Llama's rounding for SwiGLU).
-  int sequence = 0;                ///< s, sequence length, tokens (>= 1).
-  int vocab = 0;                   ///< V, vocabulary size (>= 1).
-  Ffn ffn = Ffn::kGelu;            ///< FFN kind and architecture family.
-  int micro_batch_size = 1;        ///< b, sequences per micro-batch (>= 1).
+  std::string name;          ///< Model name written to the profile (empty: generated).
+  int layers = 0;            ///< L, decoder layers (>= 1).
+  int hidden = 0;            ///< h, hidden size (>= 1, a multiple of `heads`).
+  int heads = 0;             ///< a, attention heads (>= 1).
+  int kv_heads = 0;          ///< g, key/value heads (0: `heads`, i.e. no grouping).
+  int ffn_hidden = 0;        ///< F, FFN size (0: 4h for GeLU, Llama's rounding for SwiGLU).
+  int sequence = 0;          ///< s, sequence length, tokens (>= 1).
+  int vocab = 0;             ///< V, vocabulary size (>= 1).
+  Ffn ffn = Ffn::kGelu;      ///< FFN kind and architecture family.
+  int micro_batch_size = 1;  ///< b, sequences per micro-batch (>= 1).
   hardware::DType dtype = hardware::DType::kBf16;  ///< Training number format.
-  std::string gpu = "A100-80GB";   ///< Catalogue GPU that speed 1.0 stands for.
-  bool sequence_parallel = false;  ///< Megatron sequence parallelism (Korthikanti et al.).
+  std::string gpu = "A100-80GB";                   ///< Catalogue GPU that speed 1.0 stands for.
+  bool sequence_parallel = false;    ///< Megatron sequence parallelism (Korthikanti et al.).
   bool selective_recompute = false;  ///< Recompute the attention core in the backward.
-  bool flash_attention = false;    ///< Fused attention: no s x s tensors stored or moved.
-  std::vector<int> degrees;        ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
+  bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
+  std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
 };
 
 /// A named, published configuration.
 struct TransformerPreset {
-  std::string name;           ///< e.g. `gpt3-175b`.
-  TransformerConfig config;   ///< Its shape (training options at their defaults).
-  std::string source;         ///< Where the shape is published.
+  std::string name;          ///< e.g. `gpt3-175b`.
+  TransformerConfig config;  ///< Its shape (training options at their defaults).
+  std::string source;        ///< Where the shape is published.
 };
 
 /// Every preset, in a fixed order.
@@ -56,14 +56,6 @@ const TransformerPreset* find_transformer_preset(std::string_view name);
 /// first problem as a message naming the option (`--heads: must divide --hidden (4096), got 3`).
 /// The second member is empty on success.
 std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config);
-
-/// Counts of one decoder layer for one micro-batch, whole (t = 1) unless stated.
-struct DecoderCounts {
-  double forward_flops = 0;      ///< Forward FLOPs of the whole layer.
-  double parameters = 0;         ///< Parameters (weights and biases) of the whole layer.
-  double stash_bytes = 0;        ///< Activation bytes kept for the backward (Korthikanti).
-  double allreduce_bytes = 0;    ///< One tensor-parallel all-reduce: b s h values, bytes.
-};
 
 /// Forward FLOPs of one decoder layer for one micro-batch: `2 b s h (h + 2 g d)` (QKV, d = h/a),
 /// `4 b s^2 h` (scores and attention over values), `2 b s h^2` (output projection), `4 b s h F`
@@ -91,8 +83,8 @@ struct TransformerLayerCosts {
 enum class TransformerPart { kEmbedding, kDecoder, kOutput };
 
 /// The costs of `part` at degree `t` for a completed config (`complete_transformer_config`).
-TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config,
-                                              TransformerPart part, int t);
+TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, TransformerPart part,
+                                              int t);
 
 /// Time of one operation on `gpu`, ms: `flops / (peak x matrix efficiency(flops))` plus
 /// `bytes / (bandwidth x memory efficiency(bytes))` (Calculon's "no overlap" mode).
