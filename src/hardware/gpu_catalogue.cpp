@@ -2,8 +2,9 @@
 
 #include "pipeplan/hardware/gpu_catalogue.hpp"
 
-#include <array>
 #include <cctype>
+#include <string>
+#include <utility>
 
 namespace pipeplan::hardware {
 namespace {
@@ -25,102 +26,60 @@ std::string normalise(std::string_view text) {
   return out;
 }
 
-// Dense (no structured sparsity) peaks. Memory: the datasheet's "GB" of HBM, which is built of
-// binary-sized stacks, read as GiB, except where the datasheet gives the usable size.
+// Dense (no structured sparsity) peaks of one GPU generation, TFLOP/s: FP32 (no tensor
+// cores), TF32, BF16, FP16, FP8; 0 where unsupported.
+struct Peaks {
+  double fp32, tf32, bf16, fp16, fp8;
+};
+
+constexpr Peaks kVolta{15.7, 0, 0, 125, 0};                    // V100 SXM2
+constexpr Peaks kAmpere{19.5, 156, 312, 312, 0};               // A100 SXM
+constexpr Peaks kHopper{67, 494.7, 989.4, 989.4, 1978.9};      // H100 SXM, H200, GH200
+constexpr Peaks kBlackwell{75, 1100, 2250, 2250, 4500};        // B200 (HGX, 1000 W)
+constexpr Peaks kCdna3{163.4, 653.7, 1307.4, 1307.4, 2614.9};  // MI300X
+
+GpuType entry(std::string name, std::vector<std::string> aliases, double memory_bytes,
+              double bandwidth_bytes_per_s, const Peaks& peaks, std::string source) {
+  return {.name = std::move(name),
+          .aliases = std::move(aliases),
+          .memory_bytes = memory_bytes,
+          .memory_bandwidth_bytes_per_s = bandwidth_bytes_per_s,
+          .fp32_tflops = peaks.fp32,
+          .tf32_tflops = peaks.tf32,
+          .bf16_tflops = peaks.bf16,
+          .fp16_tflops = peaks.fp16,
+          .fp8_tflops = peaks.fp8,
+          .source = std::move(source)};
+}
+
+// Memory: the datasheet's "GB" of HBM, which is built of binary-sized stacks, read as GiB;
+// B200 is the usable 180 GB of a DGX/HGX B200. NVIDIA's Hopper and Blackwell datasheets quote
+// tensor figures with sparsity; the peaks above are half of them.
 std::vector<GpuType> make_catalogue() {
-  const std::string kA100Source =
+  const std::string a100_source =
       "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
       "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (SXM)";
   return {
-      {.name = "V100-32GB",
-       .aliases = {"V100", "V100-SXM2", "V100-SXM2-32GB"},
-       .memory_bytes = 32 * kGiB,
-       .memory_bandwidth_bytes_per_s = 900e9,
-       .fp32_tflops = 15.7,
-       .tf32_tflops = 0,
-       .bf16_tflops = 0,
-       .fp16_tflops = 125,
-       .fp8_tflops = 0,
-       .source = "https://images.nvidia.com/content/technologies/volta/pdf/"
-                 "volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"},
-      {.name = "A100-40GB",
-       .aliases = {"A100-SXM4-40GB"},
-       .memory_bytes = 40 * kGiB,
-       .memory_bandwidth_bytes_per_s = 1555e9,
-       .fp32_tflops = 19.5,
-       .tf32_tflops = 156,
-       .bf16_tflops = 312,
-       .fp16_tflops = 312,
-       .fp8_tflops = 0,
-       .source = kA100Source},
-      {.name = "A100-80GB",
-       .aliases = {"A100", "A100-SXM4-80GB"},
-       .memory_bytes = 80 * kGiB,
-       .memory_bandwidth_bytes_per_s = 2039e9,
-       .fp32_tflops = 19.5,
-       .tf32_tflops = 156,
-       .bf16_tflops = 312,
-       .fp16_tflops = 312,
-       .fp8_tflops = 0,
-       .source = kA100Source},
-      {.name = "H100-SXM",
-       .aliases = {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"},
-       .memory_bytes = 80 * kGiB,
-       .memory_bandwidth_bytes_per_s = 3.35e12,
-       .fp32_tflops = 67,
-       .tf32_tflops = 494.7,
-       .bf16_tflops = 989.4,
-       .fp16_tflops = 989.4,
-       .fp8_tflops = 1978.9,
-       .source =
-           "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet (H100 "
-           "SXM; the datasheet's tensor figures are with sparsity, halved here)"},
-      {.name = "H200",
-       .aliases = {"H200-SXM", "H200-141GB"},
-       .memory_bytes = 141 * kGiB,
-       .memory_bandwidth_bytes_per_s = 4.8e12,
-       .fp32_tflops = 67,
-       .tf32_tflops = 494.7,
-       .bf16_tflops = 989.4,
-       .fp16_tflops = 989.4,
-       .fp8_tflops = 1978.9,
-       .source =
-           "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures halved)"},
-      {.name = "GH200",
-       .aliases = {"GH200-96GB"},
-       .memory_bytes = 96 * kGiB,
-       .memory_bandwidth_bytes_per_s = 4.0e12,
-       .fp32_tflops = 67,
-       .tf32_tflops = 494.7,
-       .bf16_tflops = 989.4,
-       .fp16_tflops = 989.4,
-       .fp8_tflops = 1978.9,
-       .source =
-           "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 with 96 "
-           "GB HBM3; sparse figures halved)"},
-      {.name = "B200",
-       .aliases = {"B200-SXM", "B200-180GB"},
-       .memory_bytes = 180 * kGiB,
-       .memory_bandwidth_bytes_per_s = 8.0e12,
-       .fp32_tflops = 75,
-       .tf32_tflops = 1100,
-       .bf16_tflops = 2250,
-       .fp16_tflops = 2250,
-       .fp8_tflops = 4500,
-       .source =
-           "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU: the 8-GPU figures "
-           "divided by 8, sparse figures halved; 1,440 GB over 8 GPUs)"},
-      {.name = "MI300X",
-       .aliases = {"MI300X-192GB"},
-       .memory_bytes = 192 * kGiB,
-       .memory_bandwidth_bytes_per_s = 5.3e12,
-       .fp32_tflops = 163.4,
-       .tf32_tflops = 653.7,
-       .bf16_tflops = 1307.4,
-       .fp16_tflops = 1307.4,
-       .fp8_tflops = 2614.9,
-       .source = "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
-                 "amd-instinct-mi300x-data-sheet.pdf (dense peaks)"},
+      entry("V100-32GB", {"V100", "V100-SXM2", "V100-SXM2-32GB"}, 32 * kGiB, 900e9, kVolta,
+            "https://images.nvidia.com/content/technologies/volta/pdf/"
+            "volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"),
+      entry("A100-40GB", {"A100-SXM4-40GB"}, 40 * kGiB, 1555e9, kAmpere, a100_source),
+      entry("A100-80GB", {"A100", "A100-SXM4-80GB"}, 80 * kGiB, 2039e9, kAmpere, a100_source),
+      entry("H100-SXM", {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"}, 80 * kGiB, 3.35e12,
+            kHopper,
+            "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet "
+            "(H100 SXM; sparse tensor figures halved)"),
+      entry("H200", {"H200-SXM", "H200-141GB"}, 141 * kGiB, 4.8e12, kHopper,
+            "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures halved)"),
+      entry("GH200", {"GH200-96GB"}, 96 * kGiB, 4.0e12, kHopper,
+            "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 with "
+            "96 GB HBM3; sparse figures halved)"),
+      entry("B200", {"B200-SXM", "B200-180GB"}, 180 * kGiB, 8.0e12, kBlackwell,
+            "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200 per GPU: the 8-GPU "
+            "figures divided by 8, sparse figures halved; 1,440 GB over 8 GPUs)"),
+      entry("MI300X", {"MI300X-192GB"}, 192 * kGiB, 5.3e12, kCdna3,
+            "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
+            "amd-instinct-mi300x-data-sheet.pdf (dense peaks)"),
   };
 }
 
