@@ -40,6 +40,7 @@ void add_plan_command(CLI::App& app, Action& action);
 void add_simulate_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
+void add_model_command(CLI::App& app, Action& action);
 
 /// Most micro-batches a plan may have: keeps the task count (4 S M) within int range and the
 /// schedule within memory.

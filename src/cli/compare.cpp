@@ -258,7 +258,8 @@ int run_compare(const CompareOptions& options, Context& context) {
     throw UsageError("MODEL and TOPO cannot both be - (standard input)");
   }
   model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology = topology::read_topology(context.read(options.topology));
+  topology::Topology topology =
+      topology::read_topology(context.read(options.topology), model.profile_device);
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
   // Every planner with its default policy; spp also under the fixed policies, right after it.

@@ -38,7 +38,8 @@ int run_export(const ExportOptions& options, Context& context) {
   report::PlanView view;
   if (options.model) {
     const model::Model model = model::read_model(context.read(*options.model));
-    const topology::Topology topology = topology::read_topology(context.read(*options.topology));
+    const topology::Topology topology =
+        topology::read_topology(context.read(*options.topology), model.profile_device);
     const Plan plan = simulate::check_plan(report::read_plan(context.read(options.plan), topology),
                                            model, topology);
     view = report::make_view(plan, model, topology, *options.model);

@@ -167,7 +167,8 @@ std::string difference(const std::string& existing_text,
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
   model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology = topology::read_topology(context.read(options.topology));
+  topology::Topology topology =
+      topology::read_topology(context.read(options.topology), model.profile_device);
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);

@@ -23,7 +23,8 @@ int run_simulate(const SimulateOptions& options, Context& context) {
     throw UsageError("at most one of PLAN, MODEL and TOPO can be - (standard input)");
   }
   model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology = topology::read_topology(context.read(options.topology));
+  topology::Topology topology =
+      topology::read_topology(context.read(options.topology), model.profile_device);
   simulate::StatedPlan stated = report::read_plan(context.read(options.plan), topology);
   Plan plan = simulate::check_plan(stated, model, topology);
   if (options.json) {

@@ -1,4 +1,5 @@
-// Reading and writing model profiles (spec section 1). O(layers).
+// Reading and writing model profiles (spec sections 1 and 8.1), and the per-GPU values of a
+// layer at a tensor-parallel degree (8.1). O(layers x degrees).
 
 #include "pipeplan/model/model.hpp"
 
@@ -7,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 
 namespace pipeplan::model {
@@ -17,9 +19,75 @@ constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 // A finite number >= 0, with -0 folded into 0 so that it never prints as "-0".
 double nonnegative(const io::Node& node) { return node.as_nonnegative() + 0.0; }
 
+// A number for a message, as the writer prints it (`400`, `6.3`).
+std::string number_text(double value) { return io::json_number(value).dump(); }
+
+// `degrees`: integers, strictly ascending, starting at 1.
+std::vector<int> read_degrees(const io::Node& node) {
+  std::vector<io::Node> entries = node.elements();
+  if (entries.empty()) node.fail("must list the allowed degrees, starting at 1");
+  std::vector<int> degrees;
+  degrees.reserve(entries.size());
+  for (const io::Node& entry : entries) {
+    const int degree = static_cast<int>(entry.as_integer(1, kMaxTensorParallelDegree));
+    if (degrees.empty() && degree != 1) {
+      entry.fail("must be 1 (every layer may run on one GPU), got " + std::to_string(degree));
+    }
+    if (!degrees.empty() && degree <= degrees.back()) {
+      entry.fail("must be larger than the degree before it (" + std::to_string(degrees.back()) +
+                 "), got " + std::to_string(degree));
+    }
+    degrees.push_back(degree);
+  }
+  return degrees;
+}
+
+// An optional per-degree array: one finite number >= 0 per degree, the first equal to the
+// layer's own field `own` (named `field`).
+std::vector<double> read_per_degree(const io::ObjectReader& object, std::string_view field,
+                                    std::size_t degree_count, double own) {
+  auto node = object.optional(field);
+  if (!node) return {};
+  std::vector<io::Node> entries = node->elements();
+  if (entries.size() != degree_count) {
+    node->fail("must have one entry per degree (" + std::to_string(degree_count) + "), got " +
+               std::to_string(entries.size()));
+  }
+  std::vector<double> values;
+  values.reserve(entries.size());
+  for (const io::Node& entry : entries) values.push_back(nonnegative(entry));
+  if (values.front() != own) {
+    entries.front().fail("must equal the layer's " + std::string(field) + " (" + number_text(own) +
+                         ") at degree 1, got " + io::describe_value(entries.front().json()));
+  }
+  return values;
+}
+
+TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
+  io::ObjectReader object(
+      node, {"degrees", "allreduce_bytes", "allreduces_forward", "allreduces_backward",
+             "forward_ms", "backward_ms", "parameter_bytes", "stash_bytes", "update_ms"});
+  TensorParallel split;
+  split.degrees = read_degrees(object.required("degrees"));
+  split.allreduce_bytes = nonnegative(object.required("allreduce_bytes"));
+  if (auto count = object.optional("allreduces_forward")) {
+    split.allreduces_forward = static_cast<int>(count->as_integer(0, kMaxAllreducesPerPass));
+  }
+  if (auto count = object.optional("allreduces_backward")) {
+    split.allreduces_backward = static_cast<int>(count->as_integer(0, kMaxAllreducesPerPass));
+  }
+  const std::size_t n = split.degrees.size();
+  split.forward_ms = read_per_degree(object, "forward_ms", n, layer.forward_ms);
+  split.backward_ms = read_per_degree(object, "backward_ms", n, layer.backward_ms);
+  split.parameter_bytes = read_per_degree(object, "parameter_bytes", n, layer.parameter_bytes);
+  split.stash_bytes = read_per_degree(object, "stash_bytes", n, layer.stash_bytes);
+  split.update_ms = read_per_degree(object, "update_ms", n, layer.update_ms);
+  return split;
+}
+
 Layer read_layer(const io::Node& node) {
   io::ObjectReader object(node, {"name", "forward_ms", "backward_ms", "activation_bytes",
-                                 "parameter_bytes", "stash_bytes"});
+                                 "parameter_bytes", "stash_bytes", "update_ms", "tensor_parallel"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
   layer.forward_ms = nonnegative(object.required("forward_ms"));
@@ -30,17 +98,38 @@ Layer read_layer(const io::Node& node) {
   }
   layer.stash_bytes = layer.activation_bytes;
   if (auto stash = object.optional("stash_bytes")) layer.stash_bytes = nonnegative(*stash);
+  if (auto update = object.optional("update_ms")) layer.update_ms = nonnegative(*update);
+  if (auto split = object.optional("tensor_parallel")) {
+    layer.tensor_parallel = read_tensor_parallel(*split, layer);
+  }
   return layer;
 }
 
-// Every value is finite, but their sums (which the execution model adds up) must be too.
+// The largest value of one per-GPU figure over the layer's degrees.
+double largest(const Layer& layer, double (*at)(const Layer&, int)) {
+  double most = at(layer, 1);
+  if (layer.tensor_parallel) {
+    for (int t : layer.tensor_parallel->degrees) most = std::max(most, at(layer, t));
+  }
+  return most;
+}
+
+// Every value is finite, but their sums (which the execution model adds up) must be too, at
+// every degree: each layer is counted at its largest per-degree value.
 void check_totals(const Model& model, const io::Node& layers) {
   double compute_ms = 0, parameter_bytes = 0, stash_bytes = 0, activation_bytes = 0;
+  double update_ms = 0, allreduce_bytes = 0;
   for (const Layer& layer : model.layers) {
-    compute_ms += layer.forward_ms + layer.backward_ms;
-    parameter_bytes += layer.parameter_bytes;
-    stash_bytes += layer.stash_bytes;
+    compute_ms += largest(layer, forward_ms_at) + largest(layer, backward_ms_at);
+    parameter_bytes += largest(layer, parameter_bytes_at);
+    stash_bytes += largest(layer, stash_bytes_at);
     activation_bytes += layer.activation_bytes;
+    update_ms += largest(layer, update_ms_at);
+    if (layer.tensor_parallel) {
+      const TensorParallel& split = *layer.tensor_parallel;
+      allreduce_bytes +=
+          split.allreduce_bytes * std::max(split.allreduces_forward, split.allreduces_backward);
+    }
   }
   auto check = [&](double total, const char* what) {
     if (!std::isfinite(total)) layers.fail(std::string("too large: ") + what + " is not finite");
@@ -50,6 +139,9 @@ void check_totals(const Model& model, const io::Node& layers) {
         "parameter_memory_factor times the sum of parameter_bytes");
   check(stash_bytes, "the sum of stash_bytes");
   check(activation_bytes, "the sum of activation_bytes");
+  check(activation_bytes + model.input_bytes, "input_bytes plus the sum of activation_bytes");
+  check(update_ms, "the sum of update_ms");
+  check(allreduce_bytes, "the sum of tensor-parallel all-reduce bytes");
 }
 
 // When the first unknown key of the root is a topology's, the user probably swapped the files.
@@ -67,22 +159,56 @@ void hint_topology_file(const io::Node& root, std::initializer_list<std::string_
   }
 }
 
+// The index of degree `t` in the layer's `degrees`; an `InternalError` when it is not listed.
+std::size_t degree_index(const Layer& layer, int t) {
+  const std::vector<int>& degrees = layer.tensor_parallel->degrees;
+  auto it = std::lower_bound(degrees.begin(), degrees.end(), t);
+  if (it == degrees.end() || *it != t) {
+    throw InternalError("layer " + (layer.name.empty() ? std::string("(unnamed)") : layer.name) +
+                        " does not allow tensor-parallel degree " + std::to_string(t));
+  }
+  return static_cast<std::size_t>(it - degrees.begin());
+}
+
+// The per-GPU value at degree `t`: the layer's own field when it is not split, else the
+// per-degree array's entry, else the field divided by t.
+double at_degree(const Layer& layer, int t, double own,
+                 std::vector<double> TensorParallel::*per_degree) {
+  if (t < 1) throw InternalError("tensor-parallel degree " + std::to_string(t) + " is below 1");
+  if (!layer.tensor_parallel || t == 1) return own;
+  const std::size_t index = degree_index(layer, t);
+  const std::vector<double>& values = (*layer.tensor_parallel).*per_degree;
+  return values.empty() ? own / t : values[index];
+}
+
+bool lists_degree(const Layer& layer, int t) {
+  const std::vector<int>& degrees = layer.tensor_parallel->degrees;
+  return std::binary_search(degrees.begin(), degrees.end(), t);
+}
+
 }  // namespace
 
 Model read_model(const io::Source& source) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
-  std::initializer_list<std::string_view> known_keys = {
-      "schema", "name", "micro_batches", "profile", "parameter_memory_factor", "layers"};
+  std::initializer_list<std::string_view> known_keys = {"schema",
+                                                        "name",
+                                                        "micro_batches",
+                                                        "profile",
+                                                        "parameter_memory_factor",
+                                                        "sharded_memory_factor",
+                                                        "input_bytes",
+                                                        "layers"};
   hint_topology_file(root, known_keys);
   io::ObjectReader object(root, known_keys);
   Model model;
   if (auto schema = object.optional("schema")) {
     std::string text = schema->as_string();
-    if (text != kModelSchema) {
-      std::string hint = text == "pipeplan/topology/v1" ? " (is this a topology file?)" : "";
-      schema->fail(std::string("must be \"") + kModelSchema + "\", got " +
-                   io::describe_value(schema->json()) + hint);
+    if (text != kModelSchema && text != kModelSchemaV2) {
+      std::string hint =
+          text.rfind("pipeplan/topology/", 0) == 0 ? " (is this a topology file?)" : "";
+      schema->fail(std::string("must be \"") + kModelSchema + "\" or \"" + kModelSchemaV2 +
+                   "\", got " + io::describe_value(schema->json()) + hint);
     }
   }
   if (auto name = object.optional("name")) model.name = name->as_nonempty_string();
@@ -101,6 +227,15 @@ Model read_model(const io::Source& source) {
   if (auto factor = object.optional("parameter_memory_factor")) {
     model.parameter_memory_factor = nonnegative(*factor);
   }
+  if (auto factor = object.optional("sharded_memory_factor")) {
+    model.sharded_memory_factor = nonnegative(*factor);
+    if (*model.sharded_memory_factor > model.parameter_memory_factor) {
+      factor->fail("must be at most parameter_memory_factor (" +
+                   number_text(model.parameter_memory_factor) + "), got " +
+                   io::describe_value(factor->json()));
+    }
+  }
+  if (auto input = object.optional("input_bytes")) model.input_bytes = nonnegative(*input);
   io::Node layers = object.required("layers");
   std::vector<io::Node> elements = layers.elements();
   if (elements.empty()) layers.fail("must list at least one layer");
@@ -122,10 +257,39 @@ Model read_model(const io::Source& source) {
   return model;
 }
 
+namespace {
+
+nlohmann::ordered_json numbers_to_json(const std::vector<double>& values) {
+  std::vector<nlohmann::ordered_json> out;
+  out.reserve(values.size());
+  for (double value : values) out.push_back(io::json_number(value));
+  return io::json_array(std::move(out));
+}
+
+nlohmann::ordered_json tensor_parallel_to_json(const TensorParallel& split) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  std::vector<nlohmann::ordered_json> degrees(split.degrees.begin(), split.degrees.end());
+  out["degrees"] = io::json_array(std::move(degrees));
+  out["allreduce_bytes"] = io::json_number(split.allreduce_bytes);
+  if (split.allreduces_forward != 2) out["allreduces_forward"] = split.allreduces_forward;
+  if (split.allreduces_backward != 2) out["allreduces_backward"] = split.allreduces_backward;
+  auto optional_array = [&](const char* key, const std::vector<double>& values) {
+    if (!values.empty()) out[key] = numbers_to_json(values);
+  };
+  optional_array("forward_ms", split.forward_ms);
+  optional_array("backward_ms", split.backward_ms);
+  optional_array("parameter_bytes", split.parameter_bytes);
+  optional_array("stash_bytes", split.stash_bytes);
+  optional_array("update_ms", split.update_ms);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::ordered_json model_to_json(const Model& model) {
   using io::json_number;
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  out["schema"] = kModelSchema;
+  out["schema"] = uses_v2_fields(model) ? kModelSchemaV2 : kModelSchema;
   if (!model.name.empty()) out["name"] = model.name;
   if (model.micro_batches) out["micro_batches"] = *model.micro_batches;
   if (model.profile_batch_size || model.profile_device) {
@@ -135,6 +299,10 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     out["profile"] = profile;
   }
   out["parameter_memory_factor"] = json_number(model.parameter_memory_factor);
+  if (model.sharded_memory_factor) {
+    out["sharded_memory_factor"] = json_number(*model.sharded_memory_factor);
+  }
+  if (model.input_bytes != 0) out["input_bytes"] = json_number(model.input_bytes);
   std::vector<nlohmann::ordered_json> layers;
   layers.reserve(model.layers.size());
   for (const Layer& layer : model.layers) {
@@ -147,6 +315,10 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     if (layer.stash_bytes != layer.activation_bytes) {
       entry["stash_bytes"] = json_number(layer.stash_bytes);
     }
+    if (layer.update_ms != 0) entry["update_ms"] = json_number(layer.update_ms);
+    if (layer.tensor_parallel) {
+      entry["tensor_parallel"] = tensor_parallel_to_json(*layer.tensor_parallel);
+    }
     layers.push_back(std::move(entry));
   }
   out["layers"] = io::json_array(std::move(layers));
@@ -157,6 +329,112 @@ double total_compute_ms(const Model& model) {
   double total = 0;
   for (const Layer& layer : model.layers) total += layer.forward_ms + layer.backward_ms;
   return total;
+}
+
+bool uses_v2_fields(const Model& model) {
+  if (model.sharded_memory_factor || model.input_bytes != 0) return true;
+  return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
+    return layer.update_ms != 0 || layer.tensor_parallel.has_value();
+  });
+}
+
+double sharded_factor(const Model& model) {
+  return model.sharded_memory_factor.value_or(std::max(0.0, model.parameter_memory_factor - 2));
+}
+
+bool has_updates(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const Layer& layer) { return largest(layer, update_ms_at) > 0; });
+}
+
+bool is_split(const Layer& layer, int t) {
+  return layer.tensor_parallel.has_value() && t > 1 && lists_degree(layer, t);
+}
+
+double forward_ms_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.forward_ms, &TensorParallel::forward_ms);
+}
+
+double backward_ms_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.backward_ms, &TensorParallel::backward_ms);
+}
+
+double parameter_bytes_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.parameter_bytes, &TensorParallel::parameter_bytes);
+}
+
+double stash_bytes_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.stash_bytes, &TensorParallel::stash_bytes);
+}
+
+double update_ms_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.update_ms, &TensorParallel::update_ms);
+}
+
+int allreduces_forward_at(const Layer& layer, int t) {
+  return is_split(layer, t) ? layer.tensor_parallel->allreduces_forward : 0;
+}
+
+int allreduces_backward_at(const Layer& layer, int t) {
+  return is_split(layer, t) ? layer.tensor_parallel->allreduces_backward : 0;
+}
+
+double allreduce_bytes(const Layer& layer) {
+  return layer.tensor_parallel ? layer.tensor_parallel->allreduce_bytes : 0;
+}
+
+bool stage_allows_degree(const Model& model, int first, int last, int t) {
+  if (t == 1) return true;
+  if (t < 1) return false;
+  bool any_split = false;
+  for (int l = first; l <= last; ++l) {
+    const Layer& layer = model.layers.at(static_cast<std::size_t>(l));
+    if (!layer.tensor_parallel) continue;
+    if (!lists_degree(layer, t)) return false;
+    any_split = true;
+  }
+  return any_split;
+}
+
+std::vector<int> stage_degrees(const Model& model, int first, int last) {
+  // The candidates are the degrees of the first layer that has tensor_parallel.
+  for (int l = first; l <= last; ++l) {
+    const Layer& layer = model.layers.at(static_cast<std::size_t>(l));
+    if (!layer.tensor_parallel) continue;
+    std::vector<int> allowed;
+    for (int t : layer.tensor_parallel->degrees) {
+      if (stage_allows_degree(model, l, last, t)) allowed.push_back(t);
+    }
+    return allowed;
+  }
+  return {1};
+}
+
+StageCost stage_cost(const Model& model, int first, int last, int t) {
+  if (!stage_allows_degree(model, first, last, t)) {
+    throw InternalError("layers " + std::to_string(first) + " to " + std::to_string(last) +
+                        " do not allow tensor-parallel degree " + std::to_string(t));
+  }
+  StageCost cost;
+  for (int l = first; l <= last; ++l) {
+    const Layer& layer = model.layers[static_cast<std::size_t>(l)];
+    cost.forward_ms += forward_ms_at(layer, t);
+    cost.backward_ms += backward_ms_at(layer, t);
+    cost.parameter_bytes += parameter_bytes_at(layer, t);
+    const double stash = stash_bytes_at(layer, t);
+    cost.stash_bytes += stash;
+    cost.max_stash_bytes = std::max(cost.max_stash_bytes, stash);
+    cost.update_ms += update_ms_at(layer, t);
+    cost.recompute_input_bytes +=
+        l == 0 ? model.input_bytes : model.layers[static_cast<std::size_t>(l - 1)].activation_bytes;
+    const int forward = allreduces_forward_at(layer, t);
+    const int backward = allreduces_backward_at(layer, t);
+    cost.forward_allreduces += forward;
+    cost.backward_allreduces += backward;
+    cost.forward_allreduce_bytes += forward * allreduce_bytes(layer);
+    cost.backward_allreduce_bytes += backward * allreduce_bytes(layer);
+  }
+  return cost;
 }
 
 }  // namespace pipeplan::model

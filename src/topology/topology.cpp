@@ -35,6 +35,7 @@
 #include <unordered_map>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/hardware/gpu_catalogue.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/io/units.hpp"
 
@@ -684,6 +685,44 @@ std::optional<double> read_memory(const std::optional<io::Node>& node) {
   return io::read_quantity(*node, io::QuantityKind::kMemory) + 0.0;  // folds -0
 }
 
+// A GPU's (or shorthand node's) `memory` and `speed`, which a catalogue `type` defaults: the
+// type's memory, and its speed relative to the model's profiled device.
+struct TypedFields {
+  std::optional<double> memory_bytes;
+  double speed = 1.0;
+};
+
+TypedFields read_typed_fields(const io::ObjectReader& object,
+                              const std::optional<std::string>& profiled_device) {
+  TypedFields fields;
+  fields.memory_bytes = read_memory(object.optional("memory"));
+  auto speed_node = object.optional("speed");
+  if (speed_node) fields.speed = read_speed(*speed_node);
+  auto type_node = object.optional("type");
+  if (!type_node) return fields;
+  const std::string name = type_node->as_nonempty_string();
+  const hardware::GpuType* type = hardware::find_gpu(name);
+  if (type == nullptr) {
+    type_node->fail("unknown GPU type " + io::quote_for_message(name) +
+                    " (known: " + hardware::catalogue_names() + ")");
+  }
+  if (!fields.memory_bytes) fields.memory_bytes = type->memory_bytes;
+  if (speed_node) return fields;
+  if (!profiled_device) {
+    type_node->fail("cannot default \"speed\": the model has no profile.device to relate " +
+                    type->name + " to; give \"speed\"");
+  }
+  const hardware::GpuType* reference = hardware::find_gpu(*profiled_device);
+  if (reference == nullptr) {
+    type_node->fail("cannot default \"speed\": the model's profile.device " +
+                    io::quote_for_message(*profiled_device) +
+                    " is not a catalogue GPU (see pipeplan model gpus); give \"speed\"");
+  }
+  fields.speed =
+      hardware::training_peak_flops_per_s(*type) / hardware::training_peak_flops_per_s(*reference);
+  return fields;
+}
+
 // A node name or GPU id: non-empty and at most kMaxNameBytes long.
 std::string read_name(const io::Node& node) {
   std::string name = node.as_nonempty_string();
@@ -730,7 +769,8 @@ void hint_model_file(const io::Node& root, std::initializer_list<std::string_vie
 
 }  // namespace
 
-Topology read_topology(const io::Source& source) {
+Topology read_topology(const io::Source& source,
+                       const std::optional<std::string>& profiled_device) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
   std::initializer_list<std::string_view> known_keys = {"schema",  "name", "nodes",
@@ -740,7 +780,7 @@ Topology read_topology(const io::Source& source) {
   if (auto schema = object.optional("schema")) {
     std::string text = schema->as_string();
     if (text != kTopologySchema) {
-      std::string hint = text == "pipeplan/model/v1" ? " (is this a model file?)" : "";
+      std::string hint = text.rfind("pipeplan/model/", 0) == 0 ? " (is this a model file?)" : "";
       schema->fail(std::string("must be \"") + kTopologySchema + "\", got " +
                    io::describe_value(schema->json()) + hint);
     }
@@ -756,7 +796,8 @@ Topology read_topology(const io::Source& source) {
 
   if (auto nodes_node = object.optional("nodes")) {
     for (const io::Node& entry : nodes_node->elements()) {
-      io::ObjectReader shorthand(entry, {"name", "count", "gpus", "memory", "speed", "link"});
+      io::ObjectReader shorthand(entry,
+                                 {"name", "count", "gpus", "memory", "speed", "type", "link"});
       io::Node name_node = shorthand.required("name");
       std::string base = read_name(name_node);
       std::int64_t count = 1;
@@ -767,9 +808,7 @@ Topology read_topology(const io::Source& source) {
           static_cast<std::int64_t>(gpus.size()) + count * per_node > kMaxGpus) {
         entry.fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
       }
-      auto memory = read_memory(shorthand.optional("memory"));
-      double speed = 1.0;
-      if (auto speed_node = shorthand.optional("speed")) speed = read_speed(*speed_node);
+      const TypedFields typed = read_typed_fields(shorthand, profiled_device);
       std::optional<LinkSpec> link;
       if (auto link_node = shorthand.optional("link")) {
         link = read_link_spec(*link_node, {"bandwidth", "latency"});
@@ -786,8 +825,8 @@ Topology read_topology(const io::Source& source) {
           Gpu gpu;
           gpu.id = node_name + "/gpu" + std::to_string(j);
           gpu.node = node_name;
-          gpu.speed = speed;
-          gpu.memory_bytes = memory;
+          gpu.speed = typed.speed;
+          gpu.memory_bytes = typed.memory_bytes;
           auto [origin, fresh] = gpu_origin.emplace(gpu.id, GpuOrigin{entry.pointer(), true});
           if (!fresh) {
             name_node.fail("generated GPU id " + in_quotes(gpu.id) +
@@ -811,7 +850,7 @@ Topology read_topology(const io::Source& source) {
       gpus_node->fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
     }
     for (const io::Node& entry : entries) {
-      io::ObjectReader explicit_gpu(entry, {"id", "node", "memory", "speed"});
+      io::ObjectReader explicit_gpu(entry, {"id", "node", "memory", "speed", "type"});
       io::Node id_node = explicit_gpu.required("id");
       Gpu gpu;
       gpu.id = read_name(id_node);
@@ -848,8 +887,9 @@ Topology read_topology(const io::Source& source) {
         nodes.push_back(NodeInfo{NodeInfo::Kind::kOwn, std::nullopt, entry.pointer()});
         gpu_node.push_back(it->second);
       }
-      gpu.memory_bytes = read_memory(explicit_gpu.optional("memory"));
-      if (auto speed_node = explicit_gpu.optional("speed")) gpu.speed = read_speed(*speed_node);
+      const TypedFields typed = read_typed_fields(explicit_gpu, profiled_device);
+      gpu.memory_bytes = typed.memory_bytes;
+      gpu.speed = typed.speed;
       gpus.push_back(std::move(gpu));
     }
   }

@@ -19,8 +19,20 @@ bool same_layers(const model::Model& a, const model::Model& b) {
     const model::Layer& y = b.layers[i];
     if (x.name != y.name || x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms ||
         x.activation_bytes != y.activation_bytes || x.parameter_bytes != y.parameter_bytes ||
-        x.stash_bytes != y.stash_bytes) {
+        x.stash_bytes != y.stash_bytes || x.update_ms != y.update_ms ||
+        x.tensor_parallel.has_value() != y.tensor_parallel.has_value()) {
       return false;
+    }
+    if (x.tensor_parallel) {
+      const model::TensorParallel& p = *x.tensor_parallel;
+      const model::TensorParallel& q = *y.tensor_parallel;
+      if (p.degrees != q.degrees || p.allreduce_bytes != q.allreduce_bytes ||
+          p.allreduces_forward != q.allreduces_forward ||
+          p.allreduces_backward != q.allreduces_backward || p.forward_ms != q.forward_ms ||
+          p.backward_ms != q.backward_ms || p.parameter_bytes != q.parameter_bytes ||
+          p.stash_bytes != q.stash_bytes || p.update_ms != q.update_ms) {
+        return false;
+      }
     }
   }
   return true;
@@ -60,7 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::expect_only(
       {}, [&] { again = model::read_model(io::source_from_text("again.json", written)); });
   if (!fuzz::same_layers(model, again) || again.micro_batches != model.micro_batches ||
-      again.name != model.name || again.parameter_memory_factor != model.parameter_memory_factor) {
+      again.name != model.name || again.parameter_memory_factor != model.parameter_memory_factor ||
+      again.sharded_memory_factor != model.sharded_memory_factor ||
+      again.input_bytes != model.input_bytes) {
     fuzz::bug("the model changed when written and read back");
   }
   return 0;

@@ -146,5 +146,259 @@ TEST(ModelTest, TotalComputeSumsForwardAndBackward) {
   EXPECT_DOUBLE_EQ(total_compute_ms(model), 3.75);
 }
 
+// ---- The additions of spec 8.1.
+
+// A one-layer model whose layer carries `split` as its tensor_parallel object.
+std::string with_split(const std::string& split, const std::string& top = "") {
+  return "{" + top + R"("layers": [{"forward_ms": 12, "backward_ms": 24, "activation_bytes": 8,
+    "parameter_bytes": 400, "stash_bytes": 40, "tensor_parallel": )" +
+         split + "}]}";
+}
+
+// The spec's decoder7 example, a layer without tensor_parallel, and one with defaults.
+const char* const kThreeLayers = R"({"schema": "pipeplan/model/v2", "input_bytes": 64,
+  "sharded_memory_factor": 3, "layers": [
+  {"name": "decoder7", "forward_ms": 12.0, "backward_ms": 24.0, "activation_bytes": 25165824,
+   "parameter_bytes": 402653184, "stash_bytes": 427819008, "update_ms": 2,
+   "tensor_parallel": {"degrees": [1, 2, 4, 8], "allreduce_bytes": 25165824,
+                       "forward_ms": [12.0, 6.3, 3.4, 1.9], "backward_ms": [24.0, 12.5, 6.6, 3.7]}},
+  {"name": "norm", "forward_ms": 1, "backward_ms": 2, "activation_bytes": 100,
+   "parameter_bytes": 10, "update_ms": 0.5},
+  {"name": "head", "forward_ms": 8, "backward_ms": 16, "activation_bytes": 0,
+   "parameter_bytes": 800, "stash_bytes": 80,
+   "tensor_parallel": {"degrees": [1, 2], "allreduce_bytes": 1000, "allreduces_forward": 0,
+                       "allreduces_backward": 1, "update_ms": [0, 0.25]}}]})";
+
+TEST(ModelV2Test, ReadsTheSpecExample) {
+  const Model model = read(kThreeLayers);
+  EXPECT_EQ(model.input_bytes, 64);
+  EXPECT_EQ(model.sharded_memory_factor, 3);
+  EXPECT_EQ(sharded_factor(model), 3);
+  const Layer& decoder = model.layers[0];
+  EXPECT_EQ(decoder.update_ms, 2);
+  ASSERT_TRUE(decoder.tensor_parallel.has_value());
+  const TensorParallel& split = *decoder.tensor_parallel;
+  EXPECT_EQ(split.degrees, (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(split.allreduce_bytes, 25165824);
+  EXPECT_EQ(split.allreduces_forward, 2);
+  EXPECT_EQ(split.allreduces_backward, 2);
+  EXPECT_EQ(split.forward_ms, (std::vector<double>{12.0, 6.3, 3.4, 1.9}));
+  EXPECT_TRUE(split.parameter_bytes.empty());
+  EXPECT_FALSE(model.layers[1].tensor_parallel.has_value());
+  EXPECT_EQ(model.layers[2].tensor_parallel->allreduces_forward, 0);
+  EXPECT_EQ(model.layers[2].tensor_parallel->allreduces_backward, 1);
+  EXPECT_TRUE(uses_v2_fields(model));
+  EXPECT_TRUE(has_updates(model));
+}
+
+TEST(ModelV2Test, DefaultsOfTheNewFields) {
+  const Model model = read(R"({"parameter_memory_factor": 1.5, "layers": [{"forward_ms": 1,
+    "backward_ms": 1, "activation_bytes": 1}]})");
+  EXPECT_EQ(model.input_bytes, 0);
+  EXPECT_FALSE(model.sharded_memory_factor.has_value());
+  EXPECT_EQ(sharded_factor(model), 0);  // max(0, 1.5 - 2)
+  EXPECT_EQ(sharded_factor(read(with_split(R"({"degrees": [1], "allreduce_bytes": 0})"))), 2);
+  EXPECT_EQ(model.layers[0].update_ms, 0);
+  EXPECT_FALSE(uses_v2_fields(model));
+  EXPECT_FALSE(has_updates(model));
+  // The v1 schema string may carry v2 fields, and the v2 string may carry none.
+  EXPECT_TRUE(uses_v2_fields(read(R"({"schema": "pipeplan/model/v1", "input_bytes": 1,
+    "layers": [{"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1}]})")));
+  EXPECT_FALSE(uses_v2_fields(read(R"({"schema": "pipeplan/model/v2",
+    "layers": [{"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1}]})")));
+  // An update time only inside the per-degree array still means update tasks.
+  EXPECT_TRUE(has_updates(
+      read(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 0, "update_ms": [0, 1]})"))));
+}
+
+TEST(ModelV2Test, RejectsBadTensorParallelFields) {
+  const std::string at = "model.json: /layers/0/tensor_parallel";
+  EXPECT_EQ(read_error(with_split(R"({"allreduce_bytes": 1})")),
+            at + ": missing required key \"degrees\"");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [1]})")),
+            at + ": missing required key \"allreduce_bytes\"");
+  EXPECT_EQ(read_error(with_split(R"({"degree": [1], "allreduce_bytes": 1})")),
+            at + "/degree: unknown key (did you mean \"degrees\"?)");
+  EXPECT_EQ(read_error(with_split(R"([1, 2])")), at + ": must be an object, got array");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [], "allreduce_bytes": 1})")),
+            at + "/degrees: must list the allowed degrees, starting at 1");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [2, 4], "allreduce_bytes": 1})")),
+            at + "/degrees/0: must be 1 (every layer may run on one GPU), got 2");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [1, 4, 4], "allreduce_bytes": 1})")),
+            at + "/degrees/2: must be larger than the degree before it (4), got 4");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [1, 2.5], "allreduce_bytes": 1})")),
+            at + "/degrees/1: must be an integer from 1 to 65536, got 2.5");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [1, 131072], "allreduce_bytes": 1})")),
+            at + "/degrees/1: must be an integer from 1 to 65536, got 131072");
+  EXPECT_EQ(read_error(with_split(R"({"degrees": [1], "allreduce_bytes": -1})")),
+            at + "/allreduce_bytes: must be a finite number >= 0, got -1");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1], "allreduce_bytes": 1, "allreduces_forward": -1})")),
+      at + "/allreduces_forward: must be an integer from 0 to 1024, got -1");
+  EXPECT_EQ(read_error(with_split(
+                R"({"degrees": [1], "allreduce_bytes": 1, "allreduces_backward": 1.5})")),
+            at + "/allreduces_backward: must be an integer from 0 to 1024, got 1.5");
+  EXPECT_EQ(read_error(with_split(
+                R"({"degrees": [1, 2], "allreduce_bytes": 1, "forward_ms": [12, 6, 3]})")),
+            at + "/forward_ms: must have one entry per degree (2), got 3");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "forward_ms": [11, 6]})")),
+      at + "/forward_ms/0: must equal the layer's forward_ms (12) at degree 1, got 11");
+  EXPECT_EQ(read_error(with_split(
+                R"({"degrees": [1, 2], "allreduce_bytes": 1, "backward_ms": [24, -1]})")),
+            at + "/backward_ms/1: must be a finite number >= 0, got -1");
+  EXPECT_EQ(read_error(with_split(
+                R"({"degrees": [1, 2], "allreduce_bytes": 1, "parameter_bytes": [401, 200]})")),
+            at + "/parameter_bytes/0: must equal the layer's parameter_bytes (400) at degree 1, "
+                 "got 401");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "stash_bytes": [8, 4]})")),
+      at + "/stash_bytes/0: must equal the layer's stash_bytes (40) at degree 1, got 8");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": [1, 0.5]})")),
+      at + "/update_ms/0: must equal the layer's update_ms (0) at degree 1, got 1");
+  EXPECT_EQ(
+      read_error(with_split(R"({"degrees": [1, 2], "allreduce_bytes": 1, "update_ms": {"1": 0}})")),
+      at + "/update_ms: must be an array, got object");
+}
+
+TEST(ModelV2Test, RejectsBadTopLevelFields) {
+  const std::string layers =
+      R"("layers": [{"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1}])";
+  EXPECT_EQ(read_error("{\"sharded_memory_factor\": 5, " + layers + "}"),
+            "model.json: /sharded_memory_factor: must be at most parameter_memory_factor (4), "
+            "got 5");
+  EXPECT_EQ(read_error("{\"parameter_memory_factor\": 2.5, \"sharded_memory_factor\": 2.75, " +
+                       layers + "}"),
+            "model.json: /sharded_memory_factor: must be at most parameter_memory_factor (2.5), "
+            "got 2.75");
+  EXPECT_EQ(read_error("{\"sharded_memory_factor\": -1, " + layers + "}"),
+            "model.json: /sharded_memory_factor: must be a finite number >= 0, got -1");
+  EXPECT_EQ(read_error("{\"input_bytes\": \"1 MB\", " + layers + "}"),
+            "model.json: /input_bytes: must be a finite number >= 0, got string \"1 MB\"");
+  EXPECT_EQ(read_error(R"({"layers": [{"forward_ms": 1, "backward_ms": 1,
+    "activation_bytes": 1, "update_ms": -2}]})"),
+            "model.json: /layers/0/update_ms: must be a finite number >= 0, got -2");
+  EXPECT_EQ(read_error("{\"schema\": \"pipeplan/model/v3\", " + layers + "}"),
+            "model.json: /schema: must be \"pipeplan/model/v1\" or \"pipeplan/model/v2\", got "
+            "\"pipeplan/model/v3\"");
+  // A factor equal to parameter_memory_factor is allowed: the optimizer shards everything.
+  EXPECT_EQ(read("{\"sharded_memory_factor\": 4, " + layers + "}").sharded_memory_factor, 4);
+}
+
+TEST(ModelV2Test, RejectsPerDegreeTotalsThatOverflow) {
+  EXPECT_EQ(read_error(R"({"layers": [
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1,
+     "tensor_parallel": {"degrees": [1, 2], "allreduce_bytes": 0, "forward_ms": [1, 1e308],
+                         "backward_ms": [1, 1e308]}}]})"),
+            "model.json: /layers: too large: the sum of forward_ms and backward_ms over all "
+            "layers is not finite");
+  EXPECT_EQ(read_error(R"({"layers": [
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1, "update_ms": 1e308},
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1, "update_ms": 1e308}]})"),
+            "model.json: /layers: too large: the sum of update_ms is not finite");
+  EXPECT_EQ(read_error(R"({"input_bytes": 1e308, "layers": [
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1e308}]})"),
+            "model.json: /layers: too large: input_bytes plus the sum of activation_bytes is not "
+            "finite");
+}
+
+TEST(ModelV2Test, PerGpuValuesAtADegree) {
+  const Model model = read(kThreeLayers);
+  const Layer& decoder = model.layers[0];
+  EXPECT_EQ(forward_ms_at(decoder, 1), 12.0);
+  EXPECT_EQ(forward_ms_at(decoder, 4), 3.4);  // from the array
+  EXPECT_EQ(backward_ms_at(decoder, 8), 3.7);
+  EXPECT_EQ(parameter_bytes_at(decoder, 4), 402653184.0 / 4);  // own field / t
+  EXPECT_EQ(stash_bytes_at(decoder, 2), 427819008.0 / 2);
+  EXPECT_EQ(update_ms_at(decoder, 8), 0.25);
+  EXPECT_TRUE(is_split(decoder, 2));
+  EXPECT_FALSE(is_split(decoder, 1));
+  EXPECT_EQ(allreduces_forward_at(decoder, 4), 2);
+  EXPECT_EQ(allreduces_forward_at(decoder, 1), 0);
+  EXPECT_EQ(allreduce_bytes(decoder), 25165824);
+  // A layer without tensor_parallel runs whole at any stage degree, without all-reduces.
+  const Layer& norm = model.layers[1];
+  EXPECT_EQ(forward_ms_at(norm, 8), 1);
+  EXPECT_EQ(parameter_bytes_at(norm, 8), 10);
+  EXPECT_EQ(stash_bytes_at(norm, 8), 100);
+  EXPECT_EQ(update_ms_at(norm, 8), 0.5);
+  EXPECT_FALSE(is_split(norm, 8));
+  EXPECT_EQ(allreduces_backward_at(norm, 8), 0);
+  EXPECT_EQ(allreduce_bytes(norm), 0);
+  const Layer& head = model.layers[2];
+  EXPECT_EQ(update_ms_at(head, 2), 0.25);
+  EXPECT_EQ(allreduces_backward_at(head, 2), 1);
+  // A degree the layer does not list is a caller's bug.
+  try {
+    (void)forward_ms_at(head, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const InternalError& error) {
+    EXPECT_STREQ(error.what(),
+                 "internal error: layer head does not allow tensor-parallel degree 4");
+  }
+}
+
+TEST(ModelV2Test, DegreesAStageAllows) {
+  const Model model = read(kThreeLayers);
+  EXPECT_EQ(stage_degrees(model, 0, 0), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(stage_degrees(model, 1, 1), (std::vector<int>{1}));  // no split layer
+  EXPECT_EQ(stage_degrees(model, 0, 1), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(stage_degrees(model, 1, 2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(stage_degrees(model, 0, 2), (std::vector<int>{1, 2}));  // every split layer lists t
+  EXPECT_TRUE(stage_allows_degree(model, 1, 1, 1));
+  EXPECT_FALSE(stage_allows_degree(model, 1, 1, 2));
+  EXPECT_FALSE(stage_allows_degree(model, 0, 2, 4));
+  EXPECT_TRUE(stage_allows_degree(model, 0, 1, 8));
+  EXPECT_FALSE(stage_allows_degree(model, 0, 0, 3));
+}
+
+TEST(ModelV2Test, StageCostSumsPerGpuValues) {
+  const Model model = read(kThreeLayers);
+  const StageCost cost = stage_cost(model, 0, 2, 2);
+  EXPECT_DOUBLE_EQ(cost.forward_ms, 6.3 + 1 + 4);
+  EXPECT_DOUBLE_EQ(cost.backward_ms, 12.5 + 2 + 8);
+  EXPECT_DOUBLE_EQ(cost.parameter_bytes, 201326592 + 10 + 400);
+  EXPECT_DOUBLE_EQ(cost.stash_bytes, 213909504 + 100 + 40);
+  EXPECT_DOUBLE_EQ(cost.max_stash_bytes, 213909504);
+  EXPECT_DOUBLE_EQ(cost.update_ms, 1 + 0.5 + 0.25);
+  EXPECT_DOUBLE_EQ(cost.recompute_input_bytes, 64 + 25165824 + 100);  // input_bytes first
+  EXPECT_EQ(cost.forward_allreduces, 2);
+  EXPECT_DOUBLE_EQ(cost.forward_allreduce_bytes, 2 * 25165824.0);
+  EXPECT_EQ(cost.backward_allreduces, 3);
+  EXPECT_DOUBLE_EQ(cost.backward_allreduce_bytes, 2 * 25165824.0 + 1000);
+  const StageCost whole = stage_cost(model, 1, 2, 1);
+  EXPECT_DOUBLE_EQ(whole.forward_ms, 9);
+  EXPECT_DOUBLE_EQ(whole.recompute_input_bytes, 25165824 + 100);
+  EXPECT_EQ(whole.forward_allreduces + whole.backward_allreduces, 0);
+  EXPECT_DOUBLE_EQ(whole.update_ms, 0.5);
+  EXPECT_THROW((void)stage_cost(model, 1, 1, 2), InternalError);
+}
+
+TEST(ModelV2Test, WritesV2AndReadsItBack) {
+  const Model model = read(kThreeLayers);
+  const nlohmann::ordered_json json = model_to_json(model);
+  EXPECT_EQ(json["schema"], "pipeplan/model/v2");
+  EXPECT_EQ(json["sharded_memory_factor"], 3);
+  EXPECT_EQ(json["input_bytes"], 64);
+  EXPECT_FALSE(json["layers"][0]["tensor_parallel"].contains("allreduces_forward"));
+  EXPECT_EQ(json["layers"][2]["tensor_parallel"]["allreduces_forward"], 0);
+  EXPECT_FALSE(json["layers"][2]["tensor_parallel"].contains("forward_ms"));
+  EXPECT_FALSE(json["layers"][2].contains("update_ms"));
+  const std::string text = io::dump_json(json);
+  EXPECT_EQ(io::dump_json(model_to_json(read(text))), text);
+}
+
+TEST(ModelV2Test, WritesAModelWithoutV2FieldsAsV1) {
+  const std::string text = R"({"schema": "pipeplan/model/v2", "layers": [{"forward_ms": 1,
+    "backward_ms": 1, "activation_bytes": 1}]})";
+  const nlohmann::ordered_json json = model_to_json(read(text));
+  EXPECT_EQ(json["schema"], "pipeplan/model/v1");
+  EXPECT_EQ(io::dump_json(json),
+            "{\n  \"schema\": \"pipeplan/model/v1\",\n  \"parameter_memory_factor\": 4,\n"
+            "  \"layers\": [\n    {\n      \"forward_ms\": 1,\n      \"backward_ms\": 1,\n"
+            "      \"activation_bytes\": 1,\n      \"parameter_bytes\": 0\n    }\n  ]\n}\n");
+}
+
 }  // namespace
 }  // namespace pipeplan::model

@@ -462,5 +462,68 @@ TEST(TopologyTest, PathSearchesHaveALimit) {
   }
 }
 
+// ---- A GPU's catalogue `type`: memory and speed defaults, and the errors.
+
+Topology read_with(const std::string& text, const std::optional<std::string>& device) {
+  return read_topology(io::source_from_text("topo.json", text), device);
+}
+
+std::string read_error_with(const std::string& text, const std::optional<std::string>& device) {
+  try {
+    read_with(text, device);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+const char* const kMixed = R"({"nodes": [
+  {"name": "a", "gpus": 2, "type": "A100-80GB", "link": {"bandwidth": "300 GB/s", "latency": 0}},
+  {"name": "h", "gpus": 1, "type": "h100 sxm5", "memory": "40 GiB"}],
+  "gpus": [{"id": "v", "type": "V100", "speed": 0.5}],
+  "network": {"bandwidth": "25 GB/s", "latency": "5 us"}})";
+
+TEST(TopologyGpuTypeTest, DefaultsSpeedAndMemoryFromTheCatalogue) {
+  const Topology topo = read_with(kMixed, "A100-80GB");
+  ASSERT_EQ(topo.size(), 4);
+  EXPECT_EQ(topo.gpu(0).speed, 1.0);                      // the profiled GPU itself
+  EXPECT_EQ(topo.gpu(0).memory_bytes, 80.0 * (1 << 30));  // the type's memory
+  EXPECT_DOUBLE_EQ(topo.gpu(2).speed, 989.4 / 312);       // bf16 peaks
+  EXPECT_EQ(topo.gpu(2).memory_bytes, 40.0 * (1 << 30));  // given memory wins
+  EXPECT_EQ(topo.gpu(3).speed, 0.5);                      // given speed wins
+  // Relative to a V100 (fp16 peak, 125 TFLOP/s), an A100 is 312 / 125.
+  EXPECT_DOUBLE_EQ(read_with(kMixed, "Tesla V100-SXM2-32GB").gpu(0).speed, 312.0 / 125);
+}
+
+TEST(TopologyGpuTypeTest, ExplainsWhySpeedCannotDefault) {
+  EXPECT_EQ(read_error_with(kMixed, std::nullopt),
+            "topo.json: /nodes/0/type: cannot default \"speed\": the model has no profile.device "
+            "to relate A100-80GB to; give \"speed\"");
+  EXPECT_EQ(read_error_with(kMixed, "TITAN RTX"),
+            "topo.json: /nodes/0/type: cannot default \"speed\": the model's profile.device "
+            "\"TITAN RTX\" is not a catalogue GPU (see pipeplan model gpus); give \"speed\"");
+  // With a speed there is nothing to default: no profiled device is needed.
+  EXPECT_EQ(read_with(R"({"gpus": [{"id": "g", "type": "B200", "speed": 2}]})", std::nullopt)
+                .gpu(0)
+                .memory_bytes,
+            180.0 * (1 << 30));
+  EXPECT_EQ(read_error_with(R"({"gpus": [{"id": "g", "type": "A100-16GB", "speed": 1}]})", "A100"),
+            "topo.json: /gpus/0/type: unknown GPU type \"A100-16GB\" (known: V100-32GB, "
+            "A100-40GB, A100-80GB, H100-SXM, H200, GH200, B200, MI300X)");
+  EXPECT_EQ(read_error_with(R"({"gpus": [{"id": "g", "type": 100}]})", "A100"),
+            "topo.json: /gpus/0/type: must be a string, got number 100");
+  EXPECT_EQ(read_error_with(R"({"gpus": [{"id": "g", "typ": "A100"}]})", "A100"),
+            "topo.json: /gpus/0/typ: unknown key (did you mean \"type\"?)");
+}
+
+TEST(TopologyGpuTypeTest, WithoutTypeNothingChanges) {
+  const char* const text = R"({"gpus": [{"id": "g"}, {"id": "h", "speed": 2}],
+    "network": {"bandwidth": 1, "latency": 0}})";
+  const Topology topo = read_with(text, "A100-80GB");
+  EXPECT_EQ(topo.gpu(0).speed, 1.0);
+  EXPECT_FALSE(topo.gpu(0).memory_bytes.has_value());
+  EXPECT_EQ(topo.gpu(1).speed, 2.0);
+}
+
 }  // namespace
 }  // namespace pipeplan::topology

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// The model profile (spec section 1): a chain of layers with per-micro-batch forward and
-/// backward times at GPU speed 1.0, boundary activation sizes, parameter and stash sizes.
+/// The model profile (spec sections 1 and 8.1): a chain of layers with per-micro-batch forward
+/// and backward times at GPU speed 1.0, boundary activation sizes, parameter and stash sizes;
+/// optionally, per layer, how it splits over a tensor-parallel group and its optimizer step.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -13,13 +14,39 @@
 
 namespace pipeplan::model {
 
-/// The schema string of a model file.
+/// The schema string of a model file without any field of spec section 8.
 inline constexpr const char* kModelSchema = "pipeplan/model/v1";
+/// The schema string of a model file that may use the fields of spec section 8.1. Readers accept
+/// either string whatever the file uses; the writer writes this one only when a field needs it.
+inline constexpr const char* kModelSchemaV2 = "pipeplan/model/v2";
 
 /// Most micro-batches per iteration accepted anywhere (`micro_batches` in a model file, the
 /// `--micro-batches` flags): 2^20. Whether a plan with that many can be made is the planner's
 /// call (`planners::check_limits`); this bound keeps every count of tasks in 64-bit range.
 inline constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 20;
+
+/// Largest tensor-parallel degree a model file may list: 2^16, beyond any GPU count a topology
+/// may have (`topology::kMaxGpus`), so a degree is never the reason a plan is out of reach.
+inline constexpr int kMaxTensorParallelDegree = 1 << 16;
+
+/// Most all-reduces a layer may run per forward or backward (`allreduces_forward`,
+/// `allreduces_backward`): 2^10, far above Megatron's 2.
+inline constexpr int kMaxAllreducesPerPass = 1 << 10;
+
+/// How a layer splits over a tensor-parallel group of `t` GPUs (spec 8.1). The per-degree arrays
+/// are empty when the file leaves them out (the value at degree t is then the layer's own field
+/// divided by t), else aligned with `degrees`, entry 0 (degree 1) equal to the layer's field.
+struct TensorParallel {
+  std::vector<int> degrees;             ///< Allowed t: strictly ascending, starting at 1.
+  double allreduce_bytes = 0;           ///< Size of one tensor-parallel all-reduce, bytes.
+  int allreduces_forward = 2;           ///< All-reduces in one split forward.
+  int allreduces_backward = 2;          ///< All-reduces in one split backward.
+  std::vector<double> forward_ms;       ///< Per-GPU forward at each degree, ms at speed 1.0.
+  std::vector<double> backward_ms;      ///< Per-GPU backward at each degree, ms at speed 1.0.
+  std::vector<double> parameter_bytes;  ///< Per-GPU weights at each degree, bytes.
+  std::vector<double> stash_bytes;      ///< Per-GPU stash at each degree, bytes.
+  std::vector<double> update_ms;        ///< Per-GPU optimizer step at each degree, ms at speed 1.
+};
 
 /// One layer of the chain.
 struct Layer {
@@ -29,6 +56,8 @@ struct Layer {
   double activation_bytes = 0;  ///< Bytes crossing a stage boundary placed after this layer.
   double parameter_bytes = 0;   ///< Size of the layer's weights, bytes.
   double stash_bytes = 0;       ///< Activation memory kept per in-flight micro-batch, bytes.
+  double update_ms = 0;         ///< Optimizer step for the layer's weights at speed 1.0, ms.
+  std::optional<TensorParallel> tensor_parallel;  ///< Absent: the layer is never split.
 };
 
 /// A model profile.
@@ -36,23 +65,99 @@ struct Model {
   std::string name;                                ///< Empty when absent.
   std::optional<std::int64_t> micro_batches;       ///< M per iteration, if the file gives it.
   std::optional<std::int64_t> profile_batch_size;  ///< Informational: profiled micro-batch size.
-  std::optional<std::string> profile_device;       ///< Informational: profiled device.
+  std::optional<std::string> profile_device;       ///< Profiled device (a catalogue GPU names
+                                                   ///< the speed 1.0 of topology `type`s).
   double parameter_memory_factor = 4;              ///< Static bytes per parameter byte.
+  /// The part of `parameter_memory_factor` a sharded optimizer divides among a stage's
+  /// replicas; absent means `max(0, parameter_memory_factor - 2)` (see `sharded_factor`).
+  std::optional<double> sharded_memory_factor;
+  double input_bytes = 0;                          ///< One micro-batch's input to layer 0, bytes.
   std::vector<Layer> layers;                       ///< At least one, in execution order.
 };
 
-/// Reads and validates a `model.json` (spec section 1). Throws `InputError` naming the file
-/// and JSON pointer of the first problem. Beyond the spec: `micro_batches` is at most
-/// `kMaxMicroBatches`; the sums over all layers of forward plus backward time, of stash and of
-/// activation bytes, and the factor times the sum of parameter bytes must be finite; -0 reads
-/// as 0.
+/// Reads and validates a `model.json` (spec sections 1 and 8.1; schema v1 or v2). Throws
+/// `InputError` naming the file and JSON pointer of the first problem. Beyond the spec:
+/// `micro_batches` is at most `kMaxMicroBatches`, degrees at most `kMaxTensorParallelDegree`,
+/// all-reduce counts at most `kMaxAllreducesPerPass`; the sums over all layers of forward plus
+/// backward time, of stash, activation and update, and the factor times the sum of parameter
+/// bytes must be finite (each layer counted at its largest per-degree value); -0 reads as 0.
 Model read_model(const io::Source& source);
 
-/// The model as `model.json` (schema v1). Optional fields that are absent stay absent;
-/// `stash_bytes` is written only when it differs from `activation_bytes`.
+/// The model as `model.json`: schema v1 when no field of spec 8.1 is used (byte for byte what
+/// earlier versions wrote), else v2. Optional fields that are absent stay absent; `stash_bytes`
+/// is written only when it differs from `activation_bytes`, `update_ms` and `input_bytes` only
+/// when not 0, the all-reduce counts only when not 2.
 nlohmann::ordered_json model_to_json(const Model& model);
 
 /// Sum of forward plus backward time over all layers, ms at speed 1.0.
 double total_compute_ms(const Model& model);
+
+/// Whether the model uses any field of spec 8.1 (then it is written with schema v2).
+bool uses_v2_fields(const Model& model);
+
+/// `sharded_memory_factor`, or its default `max(0, parameter_memory_factor - 2)`.
+double sharded_factor(const Model& model);
+
+/// Whether some layer has an optimizer step above 0 at some degree (spec 8.3: then every stage
+/// runs update tasks).
+bool has_updates(const Model& model);
+
+// ---- Per-GPU values at a tensor-parallel degree (spec 8.1): the one definition that the
+// simulator, the bounds and the planners share. `t` is the degree of the stage that holds the
+// layer; it must be one the stage allows (`stage_allows_degree`). A layer without
+// `tensor_parallel` runs whole at any degree; a layer with it must list `t` (else
+// `InternalError`: a planner or a plan reader let through a degree the stage does not allow).
+
+/// Whether the layer is split at stage degree `t`: it has `tensor_parallel` and `t > 1`. Only a
+/// split layer runs tensor-parallel all-reduces.
+bool is_split(const Layer& layer, int t);
+/// Per-GPU forward time at degree `t`, ms at speed 1.0, all-reduces excluded.
+double forward_ms_at(const Layer& layer, int t);
+/// Per-GPU backward time at degree `t`, ms at speed 1.0, all-reduces excluded.
+double backward_ms_at(const Layer& layer, int t);
+/// Per-GPU weights at degree `t`, bytes.
+double parameter_bytes_at(const Layer& layer, int t);
+/// Per-GPU stash per in-flight micro-batch at degree `t`, bytes.
+double stash_bytes_at(const Layer& layer, int t);
+/// Per-GPU optimizer step at degree `t`, ms at speed 1.0 (before division among shards).
+double update_ms_at(const Layer& layer, int t);
+/// Tensor-parallel all-reduces in one forward at degree `t` (0 when not split).
+int allreduces_forward_at(const Layer& layer, int t);
+/// Tensor-parallel all-reduces in one backward at degree `t` (0 when not split).
+int allreduces_backward_at(const Layer& layer, int t);
+/// Bytes of one tensor-parallel all-reduce (0 when the layer has no `tensor_parallel`).
+double allreduce_bytes(const Layer& layer);
+
+/// Whether a stage of layers `first..last` (inclusive, valid indices) may run at degree `t`
+/// (spec 8.1): `t = 1` always; `t > 1` when at least one of its layers has `tensor_parallel` and
+/// every layer that has it lists `t`.
+bool stage_allows_degree(const Model& model, int first, int last, int t);
+
+/// Every degree `stage_allows_degree` accepts for layers `first..last`, ascending (always
+/// starting with 1). O(layers x degrees).
+std::vector<int> stage_degrees(const Model& model, int first, int last);
+
+/// The per-GPU figures of a stage of layers `first..last` at degree `t` (which the stage must
+/// allow), at speed 1.0. Tensor-parallel all-reduce time depends on the group's ring: with `beta`
+/// its smallest bandwidth and `lambda` its largest latency, the all-reduces of one forward take
+/// `2 (t-1)/t * forward_allreduce_bytes / beta + 2 (t-1) * lambda * forward_allreduces` (spec
+/// 8.3 summed over the layers), and the same with the backward figures.
+struct StageCost {
+  double forward_ms = 0;                 ///< Sum of `forward_ms_at`, ms.
+  double backward_ms = 0;                ///< Sum of `backward_ms_at`, ms.
+  double parameter_bytes = 0;            ///< W_s: sum of `parameter_bytes_at`, bytes.
+  double stash_bytes = 0;                ///< Y_s: sum of `stash_bytes_at`, bytes.
+  double max_stash_bytes = 0;            ///< Largest `stash_bytes_at` of one layer, bytes.
+  double update_ms = 0;                  ///< Sum of `update_ms_at`, ms.
+  double recompute_input_bytes = 0;      ///< Sum of the layers' inputs (the `activation_bytes`
+                                         ///< of the layer before each, `input_bytes` for layer 0).
+  double forward_allreduce_bytes = 0;    ///< Sum over split layers of count x bytes, forward.
+  std::int64_t forward_allreduces = 0;   ///< All-reduces of one forward.
+  double backward_allreduce_bytes = 0;   ///< Sum over split layers of count x bytes, backward.
+  std::int64_t backward_allreduces = 0;  ///< All-reduces of one backward.
+};
+
+/// `StageCost` of layers `first..last` at degree `t`. O(layers x degrees).
+StageCost stage_cost(const Model& model, int first, int last, int t);
 
 }  // namespace pipeplan::model

@@ -157,6 +157,13 @@ class Topology {
 /// and GPU ids at most `kMaxNameBytes` long; a GPU without `node` is a node of its own named
 /// after its id, so that name must not be another node's; latencies must stay finite in ms,
 /// also summed along a path.
-Topology read_topology(const io::Source& source);
+///
+/// A GPU (or shorthand node) may name a catalogue `type` (`pipeplan model gpus`); it then
+/// defaults `memory` to the type's and `speed` to the ratio of the type's 16-bit training peak
+/// (`hardware::training_peak_flops_per_s`) to that of `profiled_device`, the model's
+/// `profile.device` (matched by `hardware::find_gpu`). A type without `speed` when
+/// `profiled_device` is absent or not in the catalogue is an `InputError` at the `type`.
+Topology read_topology(const io::Source& source,
+                       const std::optional<std::string>& profiled_device = std::nullopt);
 
 }  // namespace pipeplan::topology

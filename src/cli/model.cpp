@@ -1,0 +1,251 @@
+// `pipeplan model transformer ...`: a v2 model.json for a decoder-only transformer, costed
+// analytically; `pipeplan model gpus`: the GPU catalogue.
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/model/transformer.hpp"
+#include "pipeplan/report/format.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+// Most decoder layers `model transformer` writes: far beyond any published model, and a bound
+// on the size of the file it writes.
+constexpr int kMaxTransformerLayers = 1 << 16;
+
+struct TransformerOptions {
+  std::string preset;
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, sequence = 0, vocab = 0;
+  std::string ffn;
+  int micro_batch_size = 1;
+  std::string dtype = "bf16";
+  std::string gpu = "A100-80GB";
+  bool sequence_parallel = false, selective_recompute = false, flash_attention = false;
+  std::vector<int> degrees;
+  std::int64_t micro_batches = 0;
+  std::string name;
+  std::string output;
+  // Which shape options the command line gave (they override the preset's).
+  bool given_layers = false, given_hidden = false, given_heads = false, given_kv_heads = false,
+       given_ffn_hidden = false, given_sequence = false, given_vocab = false;
+};
+
+model::TransformerConfig config_from(const TransformerOptions& options) {
+  model::TransformerConfig config;
+  if (!options.preset.empty()) {
+    const model::TransformerPreset* preset = model::find_transformer_preset(options.preset);
+    if (preset == nullptr) {
+      std::string names;
+      for (const auto& known : model::transformer_presets()) {
+        names += (names.empty() ? "" : ", ") + known.name;
+      }
+      throw UsageError("--preset: unknown preset \"" + options.preset + "\" (known: " + names +
+                       ")");
+    }
+    config = preset->config;
+  }
+  struct Field {
+    bool given;
+    int value;
+    int* target;
+    const char* option;
+  };
+  for (const Field& field :
+       {Field{options.given_layers, options.layers, &config.layers, "--layers"},
+        Field{options.given_hidden, options.hidden, &config.hidden, "--hidden"},
+        Field{options.given_heads, options.heads, &config.heads, "--heads"},
+        Field{options.given_kv_heads, options.kv_heads, &config.kv_heads, "--kv-heads"},
+        Field{options.given_ffn_hidden, options.ffn_hidden, &config.ffn_hidden, "--ffn-hidden"},
+        Field{options.given_sequence, options.sequence, &config.sequence, "--sequence"},
+        Field{options.given_vocab, options.vocab, &config.vocab, "--vocab"}}) {
+    if (field.given) *field.target = field.value;
+    const bool optional = field.target == &config.kv_heads || field.target == &config.ffn_hidden;
+    if (!optional && *field.target == 0 && !field.given) {
+      throw UsageError(std::string("missing ") + field.option + " (or give --preset)");
+    }
+  }
+  if (config.layers > kMaxTransformerLayers) {
+    throw UsageError("--layers: must be at most " + std::to_string(kMaxTransformerLayers));
+  }
+  if (options.ffn == "gelu") config.ffn = model::Ffn::kGelu;
+  if (options.ffn == "swiglu") config.ffn = model::Ffn::kSwiglu;
+  config.micro_batch_size = options.micro_batch_size;
+  config.dtype = *hardware::parse_dtype(options.dtype);  // CLI11 checked the name
+  config.gpu = options.gpu;
+  config.sequence_parallel = options.sequence_parallel;
+  config.selective_recompute = options.selective_recompute;
+  config.flash_attention = options.flash_attention;
+  config.degrees = options.degrees;
+  if (!options.name.empty()) config.name = options.name;
+  auto [completed, problem] = model::complete_transformer_config(config);
+  if (!problem.empty()) throw UsageError(problem);
+  return completed;
+}
+
+std::string join_degrees(const std::vector<int>& degrees) {
+  std::string out;
+  for (int t : degrees) out += (out.empty() ? "" : ", ") + std::to_string(t);
+  return out;
+}
+
+int run_transformer(const TransformerOptions& options, Context& context) {
+  const model::TransformerConfig config = config_from(options);
+  model::Model model = model::transformer_model(config);
+  if (options.micro_batches > 0) model.micro_batches = options.micro_batches;
+  context.emit(options.output, io::dump_json(model::model_to_json(model)));
+
+  double forward_ms = 0, backward_ms = 0, parameter_bytes = 0;
+  for (const model::Layer& layer : model.layers) {
+    forward_ms += layer.forward_ms;
+    backward_ms += layer.backward_ms;
+    parameter_bytes += layer.parameter_bytes;
+  }
+  std::string line = "model \"" + model.name + "\": " + std::to_string(config.layers) +
+                     " decoder layers, " + report::format_bytes(parameter_bytes) + " of " +
+                     std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
+                     report::format_ms(forward_ms) + " and backward " +
+                     report::format_ms(backward_ms) + " per micro-batch of " +
+                     std::to_string(config.micro_batch_size) + " on one " + config.gpu +
+                     ", tensor-parallel degrees " + join_degrees(config.degrees);
+  if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
+  context.say(line);
+  return 0;
+}
+
+std::string tflops(double value) {
+  if (value <= 0) return "-";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f", value);
+  return buffer;
+}
+
+int run_gpus(bool json, Context& context) {
+  const auto& catalogue = hardware::gpu_catalogue();
+  if (json) {
+    std::vector<nlohmann::ordered_json> entries;
+    for (const hardware::GpuType& gpu : catalogue) {
+      nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+      entry["name"] = gpu.name;
+      std::vector<nlohmann::ordered_json> aliases(gpu.aliases.begin(), gpu.aliases.end());
+      entry["aliases"] = io::json_array(std::move(aliases));
+      entry["memory_bytes"] = io::json_number(gpu.memory_bytes);
+      entry["memory_bandwidth_bytes_per_s"] = io::json_number(gpu.memory_bandwidth_bytes_per_s);
+      nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
+      peaks["fp32"] = io::json_number(gpu.fp32_tflops);
+      peaks["tf32"] = io::json_number(gpu.tf32_tflops);
+      peaks["bf16"] = io::json_number(gpu.bf16_tflops);
+      peaks["fp16"] = io::json_number(gpu.fp16_tflops);
+      peaks["fp8"] = io::json_number(gpu.fp8_tflops);
+      entry["dense_tflops"] = peaks;
+      entry["source"] = gpu.source;
+      entries.push_back(std::move(entry));
+    }
+    context.emit(std::nullopt, io::dump_json(io::json_array(std::move(entries))));
+    return 0;
+  }
+  std::ostringstream out;
+  char row[160];
+  std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", "gpu", "memory",
+                "bandwidth", "fp32", "tf32", "bf16", "fp16", "fp8");
+  out << row;
+  for (const hardware::GpuType& gpu : catalogue) {
+    std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", gpu.name.c_str(),
+                  report::format_bytes(gpu.memory_bytes).c_str(),
+                  report::format_bandwidth(gpu.memory_bandwidth_bytes_per_s).c_str(),
+                  tflops(gpu.fp32_tflops).c_str(), tflops(gpu.tf32_tflops).c_str(),
+                  tflops(gpu.bf16_tflops).c_str(), tflops(gpu.fp16_tflops).c_str(),
+                  tflops(gpu.fp8_tflops).c_str());
+    out << row;
+  }
+  out << "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
+         "--json.\n";
+  context.emit(std::nullopt, out.str());
+  return 0;
+}
+
+}  // namespace
+
+void add_model_command(CLI::App& app, Action& action) {
+  CLI::App* sub = app.add_subcommand("model", "Write model profiles without profiling");
+  sub->require_subcommand(1);
+
+  auto options = std::make_shared<TransformerOptions>();
+  std::string preset_names;
+  for (const auto& preset : model::transformer_presets()) {
+    preset_names += (preset_names.empty() ? "" : ", ") + preset.name;
+  }
+  CLI::App* transformer =
+      sub->add_subcommand("transformer",
+                          "A decoder-only transformer's v2 model.json, costed analytically "
+                          "(docs/transformer-model.md)");
+  transformer->add_option("--preset", options->preset, "A published shape: " + preset_names);
+  CLI::Option* layers = transformer->add_option("--layers", options->layers, "Decoder layers");
+  CLI::Option* hidden = transformer->add_option("--hidden", options->hidden, "Hidden size");
+  CLI::Option* heads = transformer->add_option("--heads", options->heads, "Attention heads");
+  CLI::Option* kv_heads =
+      transformer->add_option("--kv-heads", options->kv_heads,
+                              "Key/value heads (grouped-query attention; default: --heads)");
+  CLI::Option* ffn_hidden = transformer->add_option(
+      "--ffn-hidden", options->ffn_hidden,
+      "FFN size (default: 4 x hidden for gelu, Llama's 8/3 x hidden rounded up to 256 for swiglu)");
+  CLI::Option* sequence =
+      transformer->add_option("--sequence", options->sequence, "Sequence length, tokens");
+  CLI::Option* vocab = transformer->add_option("--vocab", options->vocab, "Vocabulary size");
+  transformer
+      ->add_option("--ffn", options->ffn,
+                   "gelu (GPT/OPT style: biases, LayerNorm, learned positions) or swiglu (Llama "
+                   "style); default: the preset's, else gelu")
+      ->check(CLI::IsMember({"gelu", "swiglu"}));
+  transformer->add_option("--micro-batch-size", options->micro_batch_size,
+                          "Sequences per micro-batch (default 1)");
+  transformer->add_option("--dtype", options->dtype, "Training number format (default bf16)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
+  transformer->add_option("--gpu", options->gpu,
+                          "Catalogue GPU the times are for (default A100-80GB; see model gpus)");
+  transformer->add_flag("--sequence-parallel", options->sequence_parallel,
+                        "Megatron sequence parallelism (norms and dropouts split too)");
+  transformer->add_flag("--selective-recompute", options->selective_recompute,
+                        "Recompute the attention core in the backward instead of storing it");
+  transformer->add_flag("--flash-attention", options->flash_attention,
+                        "Fused attention (no sequence x sequence tensors)");
+  transformer
+      ->add_option("--degrees", options->degrees,
+                   "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "
+                   "divide the heads and the FFN size)")
+      ->delimiter(',');
+  transformer
+      ->add_option("--micro-batches", options->micro_batches,
+                   "Micro-batches per iteration, written into the model")
+      ->check(CLI::Range(std::int64_t{1}, model::kMaxMicroBatches));
+  transformer->add_option("--name", options->name, "Model name (default: the preset's)");
+  transformer->add_option("-o,--output", options->output,
+                          "Write model.json here (atomically) instead of standard output");
+  transformer->callback([=, &action] {
+    options->given_layers = layers->count() > 0;
+    options->given_hidden = hidden->count() > 0;
+    options->given_heads = heads->count() > 0;
+    options->given_kv_heads = kv_heads->count() > 0;
+    options->given_ffn_hidden = ffn_hidden->count() > 0;
+    options->given_sequence = sequence->count() > 0;
+    options->given_vocab = vocab->count() > 0;
+    action = [options](Context& context) { return run_transformer(*options, context); };
+  });
+
+  auto json = std::make_shared<bool>(false);
+  CLI::App* gpus = sub->add_subcommand("gpus", "List the GPU catalogue");
+  gpus->add_flag("--json", *json, "Print the catalogue as JSON, with aliases and sources");
+  gpus->callback(
+      [json, &action] { action = [json](Context& context) { return run_gpus(*json, context); }; });
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,424 @@
+// Analytic costs of a decoder-only transformer: FLOPs (Narayanan et al. 2021, appendix),
+// activation memory (Korthikanti et al. 2022, Table 2), operation times with Calculon's
+// size-dependent efficiencies (Isaev et al. 2023). docs/transformer-model.md states every
+// formula. O(L x degrees).
+
+#include "pipeplan/model/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipeplan::model {
+namespace {
+
+using hardware::DType;
+using hardware::GpuType;
+
+// Adam's memory traffic per parameter in one step, bytes: it reads the fp32 master weight, the
+// gradient and both moments and writes the master weight, both moments and the training copy
+// (4 + 2 + 4 + 4 read, 4 + 4 + 4 + 2 written in mixed precision; 16 + 12 in fp32).
+constexpr double kAdamBytesPerParameter = 28;
+
+// Token ids are 64-bit integers (Megatron's first-stage `8 s b` term).
+constexpr double kTokenIdBytes = 8;
+
+// Calculon's efficiency tables (calculon-ai/calculon, systems/a100_80g.json and
+// h100_80g_nvl8.json): matrix operations by GFLOP, memory traffic by MB.
+double matrix_efficiency(double flops) {
+  const double gflops = flops / 1e9;
+  if (gflops >= 128) return 0.95;
+  if (gflops >= 16) return 0.9;
+  if (gflops >= 1) return 0.6;
+  return 0.1;
+}
+
+double memory_efficiency(double bytes) {
+  const double megabytes = bytes / 1e6;
+  if (megabytes >= 100) return 0.9;
+  if (megabytes >= 10) return 0.75;
+  if (megabytes >= 1) return 0.6;
+  return 0.3;
+}
+
+// The shape in doubles, so that no product overflows an int.
+struct Shape {
+  double b, s, h, a, g, d, f, v, t, vb;
+  bool swiglu, sp, flash, selective;
+};
+
+Shape shape_of(const TransformerConfig& config, int t) {
+  Shape x{};
+  x.b = config.micro_batch_size;
+  x.s = config.sequence;
+  x.h = config.hidden;
+  x.a = config.heads;
+  x.g = config.kv_heads;
+  x.d = x.h / x.a;
+  x.f = config.ffn_hidden;
+  x.v = config.vocab;
+  x.t = t;
+  x.vb = hardware::activation_value_bytes(config.dtype);
+  x.swiglu = config.ffn == Ffn::kSwiglu;
+  x.sp = config.sequence_parallel;
+  x.flash = config.flash_attention;
+  x.selective = config.selective_recompute;
+  return x;
+}
+
+// A matrix multiplication (M x K) by (K x N): its FLOPs and the bytes it reads and writes.
+struct Op {
+  double flops = 0;
+  double bytes = 0;
+};
+
+Op gemm(double m, double k, double n, double value_bytes) {
+  return {2 * m * k * n, value_bytes * (m * k + k * n + m * n)};
+}
+
+Op memory_op(double bytes) { return {0, bytes}; }
+
+double ms_of(const GpuType& gpu, DType dtype, const std::vector<Op>& ops) {
+  double total = 0;
+  for (const Op& op : ops) total += operation_ms(gpu, dtype, op.flops, op.bytes);
+  return total;
+}
+
+// The attention core (scores, softmax, dropout, weighted values) of one GPU's heads.
+std::vector<Op> attention_core_ops(const Shape& x) {
+  const double heads = x.a / x.t, kv_heads = x.g / x.t;
+  const double scores = x.b * heads * x.s * x.s;  // elements of the s x s matrices
+  if (x.flash) {
+    // One fused kernel: both products, reading Q, K, V and writing the output once.
+    return {
+        {4 * x.b * heads * x.s * x.s * x.d, x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads)}};
+  }
+  return {
+      {2 * scores * x.d, x.vb * (x.b * x.s * x.d * (heads + kv_heads) + scores)},  // Q K^T
+      memory_op(2 * x.vb * scores),                                                // softmax
+      memory_op((2 * x.vb + 1) * scores),                                          // dropout
+      {2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads))},  // P V
+  };
+}
+
+std::vector<Op> decoder_ops(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const double rows = x.sp ? tokens / x.t : tokens;  // rows of the norms, dropouts, residuals
+  const double q = x.a * x.d, kv = 2 * x.g * x.d;
+  const double up = x.swiglu ? 2 * x.f : x.f;
+  std::vector<Op> ops = {
+      memory_op(2 * x.vb * rows * x.h),         // input norm
+      gemm(tokens, x.h, (q + kv) / x.t, x.vb),  // QKV (column-parallel)
+  };
+  std::vector<Op> core = attention_core_ops(x);
+  ops.insert(ops.end(), core.begin(), core.end());
+  std::vector<Op> rest = {
+      gemm(tokens, q / x.t, x.h, x.vb),             // projection (row-parallel)
+      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
+      memory_op(2 * x.vb * rows * x.h),             // post-attention norm
+      gemm(tokens, x.h, up / x.t, x.vb),            // MLP up (column-parallel)
+      memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU or SwiGLU
+      gemm(tokens, x.f / x.t, x.h, x.vb),           // MLP down (row-parallel)
+      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
+  };
+  ops.insert(ops.end(), rest.begin(), rest.end());
+  return ops;
+}
+
+std::vector<Op> embedding_ops(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const double rows = x.sp ? tokens / x.t : tokens;
+  const double positions = x.swiglu ? 0 : 3 * x.vb * tokens * x.h;  // read, add, write
+  return {memory_op(2 * x.vb * tokens * x.h + positions),           // gather the rows
+          memory_op((2 * x.vb + 1) * rows * x.h)};                  // dropout
+}
+
+std::vector<Op> output_ops(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const double rows = x.sp ? tokens / x.t : tokens;
+  return {memory_op(2 * x.vb * rows * x.h),             // final norm
+          gemm(tokens, x.h, x.v / x.t, x.vb),           // logits (vocabulary-parallel)
+          memory_op((x.vb + 8) * tokens * x.v / x.t)};  // softmax cross-entropy in fp32
+}
+
+double embedding_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? 0 : x.s * x.h); }
+
+double output_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? x.h : 2 * x.h); }
+
+double update_ms_of(const TransformerConfig& config, const GpuType& gpu, double parameters) {
+  return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters);
+}
+
+std::string option_error(const char* option, const std::string& message) {
+  return std::string(option) + ": " + message;
+}
+
+TransformerConfig shape(std::string name, int layers, int hidden, int heads, int kv_heads,
+                        int ffn_hidden, int sequence, int vocab, Ffn ffn) {
+  TransformerConfig config;
+  config.name = std::move(name);
+  config.layers = layers;
+  config.hidden = hidden;
+  config.heads = heads;
+  config.kv_heads = kv_heads;
+  config.ffn_hidden = ffn_hidden;
+  config.sequence = sequence;
+  config.vocab = vocab;
+  config.ffn = ffn;
+  return config;
+}
+
+}  // namespace
+
+const std::vector<TransformerPreset>& transformer_presets() {
+  // shape(name, L, h, a, g (0: a), F (0: the default), s, V, ffn)
+  static const std::vector<TransformerPreset> presets = {
+      {"gpt3-175b", shape("gpt3-175b", 96, 12288, 96, 0, 0, 2048, 50257, Ffn::kGelu),
+       "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1"},
+      {"gpt3-13b", shape("gpt3-13b", 40, 5120, 40, 0, 0, 2048, 50257, Ffn::kGelu),
+       "Brown et al. 2020, Table 2.1 (d_model 5140 there; 5120 = 40 heads x 128 as Megatron "
+       "runs it)"},
+      {"mt-nlg-530b", shape("mt-nlg-530b", 105, 20480, 128, 0, 0, 2048, 50257, Ffn::kGelu),
+       "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, "
+       "section 3"},
+      {"llama3-8b", shape("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, Ffn::kSwiglu),
+       "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+      {"llama3-70b", shape("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
+       "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+      {"opt-350m", shape("opt-350m", 24, 1024, 16, 0, 0, 2048, 50272, Ffn::kGelu),
+       "Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, Table 1"},
+      {"opt-1.3b", shape("opt-1.3b", 24, 2048, 32, 0, 0, 2048, 50272, Ffn::kGelu),
+       "Zhang et al. 2022, Table 1"},
+  };
+  return presets;
+}
+
+const TransformerPreset* find_transformer_preset(std::string_view name) {
+  for (const TransformerPreset& preset : transformer_presets()) {
+    if (preset.name == name) return &preset;
+  }
+  return nullptr;
+}
+
+std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config) {
+  auto fail = [&](const char* option, const std::string& message) {
+    return std::make_pair(config, option_error(option, message));
+  };
+  auto at_least_one = [](int value) { return value >= 1; };
+  if (!at_least_one(config.layers)) return fail("--layers", "must be at least 1");
+  if (!at_least_one(config.hidden)) return fail("--hidden", "must be at least 1");
+  if (!at_least_one(config.heads)) return fail("--heads", "must be at least 1");
+  if (!at_least_one(config.sequence)) return fail("--sequence", "must be at least 1");
+  if (!at_least_one(config.vocab)) return fail("--vocab", "must be at least 1");
+  if (!at_least_one(config.micro_batch_size)) {
+    return fail("--micro-batch-size", "must be at least 1");
+  }
+  if (config.hidden % config.heads != 0) {
+    return fail("--heads", "must divide --hidden (" + std::to_string(config.hidden) + "), got " +
+                               std::to_string(config.heads));
+  }
+  if (config.kv_heads == 0) config.kv_heads = config.heads;
+  if (config.kv_heads < 0 || config.heads % config.kv_heads != 0) {
+    return fail("--kv-heads", "must divide --heads (" + std::to_string(config.heads) + "), got " +
+                                  std::to_string(config.kv_heads));
+  }
+  if (config.ffn_hidden == 0) {
+    if (config.ffn == Ffn::kGelu) {
+      config.ffn_hidden = 4 * config.hidden;
+    } else {
+      // Llama's rule: two thirds of 4h, rounded up to a multiple of 256.
+      const int two_thirds = static_cast<int>(8LL * config.hidden / 3);
+      config.ffn_hidden = (two_thirds + 255) / 256 * 256;
+    }
+  }
+  if (config.ffn_hidden < 1) return fail("--ffn-hidden", "must be at least 1");
+  const GpuType* gpu = hardware::find_gpu(config.gpu);
+  if (gpu == nullptr) {
+    return fail("--gpu",
+                "unknown GPU \"" + config.gpu + "\" (known: " + hardware::catalogue_names() + ")");
+  }
+  config.gpu = gpu->name;
+  if (hardware::peak_flops_per_s(*gpu, config.dtype) <= 0) {
+    return fail("--dtype", gpu->name + " has no " +
+                               std::string(hardware::dtype_name(config.dtype)) +
+                               " peak in the catalogue");
+  }
+  auto divides_all = [&](int t) {
+    return config.heads % t == 0 && config.kv_heads % t == 0 && config.ffn_hidden % t == 0;
+  };
+  if (config.degrees.empty()) {
+    for (int t : {1, 2, 4, 8}) {
+      if (divides_all(t)) config.degrees.push_back(t);
+    }
+  } else {
+    if (config.degrees.front() != 1) {
+      return fail("--degrees", "must start at 1, got " + std::to_string(config.degrees.front()));
+    }
+    for (std::size_t i = 1; i < config.degrees.size(); ++i) {
+      const int t = config.degrees[i];
+      if (t <= config.degrees[i - 1]) return fail("--degrees", "must be strictly ascending");
+      if (t > kMaxTensorParallelDegree) {
+        return fail("--degrees", "must be at most " + std::to_string(kMaxTensorParallelDegree));
+      }
+      if (!divides_all(t)) {
+        return fail("--degrees",
+                    std::to_string(t) + " must divide --heads, --kv-heads and --ffn-hidden (" +
+                        std::to_string(config.heads) + ", " + std::to_string(config.kv_heads) +
+                        ", " + std::to_string(config.ffn_hidden) + ")");
+      }
+    }
+  }
+  if (config.name.empty()) {
+    config.name =
+        "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
+  }
+  return {config, ""};
+}
+
+double decoder_forward_flops(const TransformerConfig& config) {
+  const Shape x = shape_of(config, 1);
+  const double tokens = x.b * x.s;
+  const double qkv = 2 * tokens * x.h * (x.a * x.d + 2 * x.g * x.d);
+  const double attention = 4 * x.b * x.s * x.s * x.a * x.d;
+  const double projection = 2 * tokens * x.a * x.d * x.h;
+  const double mlp = (x.swiglu ? 6 : 4) * tokens * x.h * x.f;
+  return qkv + attention + projection + mlp;
+}
+
+double decoder_parameters(const TransformerConfig& config, int t) {
+  const Shape x = shape_of(config, t);
+  const double q = x.a * x.d, kv = 2 * x.g * x.d;
+  if (x.swiglu) {
+    // QKV, projection, gate and up, down; two RMSNorm scales.
+    return (x.h * (q + kv) + q * x.h + 3 * x.h * x.f) / x.t + 2 * x.h;
+  }
+  // The same with biases (split with their columns; the row-parallel ones whole) and two
+  // LayerNorms with scale and shift.
+  const double split = x.h * (q + kv) + (q + kv) + q * x.h + 2 * x.h * x.f + x.f;
+  return split / x.t + 2 * x.h + 4 * x.h;
+}
+
+double decoder_stash_bytes(const TransformerConfig& config, int t) {
+  const Shape x = shape_of(config, t);
+  const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
+  // Outside the tensor-parallel regions: the two norms' inputs, the inputs of QKV and of the
+  // MLP, and the two dropout masks (1 byte each). Split by t only with sequence parallelism.
+  const double replicated = 4 * x.vb * sbh + 2 * sbh;
+  // Inside: Q, K, V (K and V with g of the a heads), the projection's input, and the MLP's
+  // activation inputs and output.
+  const double split = x.vb * sbh * (2 + 2 * x.g / x.a) + (x.swiglu ? 3 : 2) * x.vb * sbf;
+  // The s x s tensors: softmax output, dropout mask and output; gone with selective
+  // recomputation, replaced by the fp32 log-sum-exp with fused attention.
+  double scores = (2 * x.vb + 1) * x.a * x.s * x.s * x.b;
+  if (x.flash) {
+    scores = 4 * x.a * x.s * x.b;
+  } else if (x.selective) {
+    scores = 0;
+  }
+  return (x.sp ? replicated / x.t : replicated) + split / x.t + scores / x.t;
+}
+
+double operation_ms(const GpuType& gpu, DType dtype, double flops, double bytes) {
+  double ms = 0;
+  if (flops > 0) {
+    ms += flops / (hardware::peak_flops_per_s(gpu, dtype) * matrix_efficiency(flops)) * 1e3;
+  }
+  if (bytes > 0) {
+    ms += bytes / (gpu.memory_bandwidth_bytes_per_s * memory_efficiency(bytes)) * 1e3;
+  }
+  return ms;
+}
+
+TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, TransformerPart part,
+                                              int t) {
+  const GpuType& gpu = *hardware::find_gpu(config.gpu);
+  const Shape x = shape_of(config, t);
+  const double weight_bytes = x.vb;  // weights in the training format
+  const double tokens = x.b * x.s;
+  const double rows = x.sp ? tokens / x.t : tokens;
+  TransformerLayerCosts costs;
+  double parameters = 0;
+  switch (part) {
+    case TransformerPart::kEmbedding: {
+      costs.forward_ms = ms_of(gpu, config.dtype, embedding_ops(x));
+      costs.backward_ms = 2 * costs.forward_ms;
+      parameters = embedding_parameters(x);
+      costs.stash_bytes = rows * x.h;  // the dropout mask
+      break;
+    }
+    case TransformerPart::kDecoder: {
+      costs.forward_ms = ms_of(gpu, config.dtype, decoder_ops(x));
+      costs.backward_ms = 2 * costs.forward_ms;
+      if (x.selective && !x.flash) {
+        costs.backward_ms += ms_of(gpu, config.dtype, attention_core_ops(x));
+      }
+      parameters = decoder_parameters(config, t);
+      costs.stash_bytes = decoder_stash_bytes(config, t);
+      break;
+    }
+    case TransformerPart::kOutput: {
+      costs.forward_ms = ms_of(gpu, config.dtype, output_ops(x));
+      costs.backward_ms = 2 * costs.forward_ms;
+      parameters = output_parameters(x);
+      // The norm's and the logits' inputs, and the fp32 logits (Megatron's 4 s b h (1 + V/h)).
+      costs.stash_bytes = 2 * x.vb * rows * x.h + 4 * tokens * x.v / x.t;
+      break;
+    }
+  }
+  costs.parameter_bytes = parameters * weight_bytes;
+  costs.update_ms = update_ms_of(config, gpu, parameters);
+  return costs;
+}
+
+Model transformer_model(const TransformerConfig& config) {
+  const Shape x = shape_of(config, 1);
+  const double boundary_bytes = x.vb * x.b * x.s * x.h;
+  const bool mixed = x.vb == 2;
+  Model model;
+  model.name = config.name;
+  model.profile_batch_size = config.micro_batch_size;
+  model.profile_device = config.gpu;
+  // Mixed-precision Adam: 16-bit weights and gradients, fp32 master weights and two moments:
+  // 16 bytes per parameter, 8 per 2-byte weight byte, 6 of them (master and moments) shardable.
+  // In fp32: weights, gradients and two moments, 4 per weight byte, 2 shardable.
+  model.parameter_memory_factor = mixed ? 8 : 4;
+  model.sharded_memory_factor = mixed ? 6 : 2;
+  model.input_bytes = kTokenIdBytes * x.b * x.s;
+  auto make_layer = [&](std::string name, TransformerPart part, double activation_bytes,
+                        int allreduces_forward, int allreduces_backward) {
+    Layer layer;
+    layer.name = std::move(name);
+    TensorParallel split;
+    split.degrees = config.degrees;
+    split.allreduce_bytes = boundary_bytes;
+    split.allreduces_forward = allreduces_forward;
+    split.allreduces_backward = allreduces_backward;
+    for (int t : config.degrees) {
+      const TransformerLayerCosts costs = transformer_layer_costs(config, part, t);
+      split.forward_ms.push_back(costs.forward_ms);
+      split.backward_ms.push_back(costs.backward_ms);
+      split.parameter_bytes.push_back(costs.parameter_bytes);
+      split.stash_bytes.push_back(costs.stash_bytes);
+      split.update_ms.push_back(costs.update_ms);
+    }
+    layer.forward_ms = split.forward_ms.front();
+    layer.backward_ms = split.backward_ms.front();
+    layer.parameter_bytes = split.parameter_bytes.front();
+    layer.stash_bytes = split.stash_bytes.front();
+    layer.update_ms = split.update_ms.front();
+    layer.activation_bytes = activation_bytes;
+    layer.tensor_parallel = std::move(split);
+    return layer;
+  };
+  // Vocabulary-parallel embedding: one all-reduce of its output in the forward. The output
+  // layer: the conjugate, one all-reduce of its input's gradient in the backward.
+  model.layers.push_back(
+      make_layer("embedding", TransformerPart::kEmbedding, boundary_bytes, 1, 0));
+  for (int l = 0; l < config.layers; ++l) {
+    model.layers.push_back(
+        make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder, boundary_bytes, 2, 2));
+  }
+  model.layers.push_back(make_layer("output", TransformerPart::kOutput, 0, 0, 1));
+  return model;
+}
+
+}  // namespace pipeplan::model

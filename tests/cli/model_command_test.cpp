@@ -1,0 +1,170 @@
+// `pipeplan model transformer` and `pipeplan model gpus`, in-process, and a transformer model
+// planned on a topology whose GPUs name catalogue types.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../support/cli_run.hpp"
+#include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/report/format.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using pipeplan::testing::run_cli;
+
+class ModelCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = fs::temp_directory_path() /
+              ("pipeplan-model-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(folder_);
+    fs::create_directories(folder_);
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+  std::string path(const std::string& name) const { return (folder_ / name).string(); }
+  static std::string contents(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  fs::path folder_;
+};
+
+TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
+  const std::string file = path("llama.json");
+  auto result = run_cli({"model", "transformer", "--preset", "llama3-8b", "--gpu", "H100",
+                         "--sequence-parallel", "--micro-batches", "16", "-o", file});
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err.rfind("model \"llama3-8b\": 32 decoder layers, ", 0), 0u) << result.err;
+  EXPECT_NE(result.err.find(" per micro-batch of 1 on one H100-SXM, tensor-parallel degrees 1, 2, "
+                            "4, 8 -> " +
+                            file),
+            std::string::npos)
+      << result.err;
+  const model::Model model = model::read_model(io::source_from_text("llama.json", contents(file)));
+  EXPECT_EQ(model.layers.size(), 34u);
+  EXPECT_EQ(model.micro_batches, 16);
+  EXPECT_EQ(model.profile_device, "H100-SXM");
+  EXPECT_EQ(model.layers[5].tensor_parallel->degrees, (std::vector<int>{1, 2, 4, 8}));
+  // Standard output gets the same bytes when there is no -o.
+  auto again = run_cli({"model", "transformer", "--preset", "llama3-8b", "--gpu", "H100",
+                        "--sequence-parallel", "--micro-batches", "16", "--quiet"});
+  EXPECT_EQ(again.out, contents(file));
+  EXPECT_EQ(again.err, "");
+}
+
+TEST_F(ModelCommandTest, ExplicitShapeAndOverrides) {
+  auto result = run_cli({"model", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
+                         "--sequence", "16", "--vocab", "100", "--degrees", "1,2", "--name", "tiny",
+                         "--quiet"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  const model::Model model = model::read_model(io::source_from_text("out", result.out));
+  EXPECT_EQ(model.name, "tiny");
+  EXPECT_EQ(model.layers.size(), 4u);
+  EXPECT_EQ(model.layers[1].tensor_parallel->degrees, (std::vector<int>{1, 2}));
+  // A preset's field given on the command line wins.
+  auto shorter = run_cli({"model", "transformer", "--preset", "opt-350m", "--layers", "3", "-q"});
+  ASSERT_EQ(shorter.code, 0) << shorter.err;
+  EXPECT_EQ(model::read_model(io::source_from_text("out", shorter.out)).layers.size(), 5u);
+}
+
+TEST_F(ModelCommandTest, RejectsBadShapesAsUsageErrors) {
+  auto check = [](const std::vector<std::string>& args, const std::string& message) {
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 2) << message;
+    EXPECT_EQ(result.err, "pipeplan: error: " + message + "\n");
+    EXPECT_EQ(result.out, "");
+  };
+  check({"model", "transformer", "--preset", "gpt3-175b", "--heads", "7"},
+        "--heads: must divide --hidden (12288), got 7");
+  check({"model", "transformer", "--preset", "opt-350m", "--layers", "70000"},
+        "--layers: must be at most 65536");
+  check({"model", "transformer", "--preset", "opt-350m", "--micro-batch-size", "0"},
+        "--micro-batch-size: must be at least 1");
+  check({"model", "transformer", "--preset", "opt-350m", "--gpu", "TPUv4"},
+        "--gpu: unknown GPU \"TPUv4\" (known: " + hardware::catalogue_names() + ")");
+  check({"model", "transformer", "--preset", "llama3-8b", "--degrees", "1,3"},
+        "--degrees: 3 must divide --heads, --kv-heads and --ffn-hidden (32, 8, 14336)");
+  EXPECT_EQ(run_cli({"model", "transformer", "--preset", "opt-350m", "--dtype", "int8"}).code, 2);
+  EXPECT_EQ(run_cli({"model", "transformer", "--preset", "opt-350m", "--ffn", "relu"}).code, 2);
+  EXPECT_EQ(run_cli({"model"}).code, 2);
+}
+
+TEST_F(ModelCommandTest, ListsTheCatalogue) {
+  auto table = run_cli({"model", "gpus"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  for (const hardware::GpuType& gpu : hardware::gpu_catalogue()) {
+    EXPECT_NE(table.out.find("\n" + gpu.name + " "), std::string::npos) << gpu.name;
+  }
+  auto json = run_cli({"model", "gpus", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  ASSERT_EQ(parsed.size(), hardware::gpu_catalogue().size());
+  EXPECT_EQ(parsed[2]["name"], "A100-80GB");
+  EXPECT_EQ(parsed[2]["dense_tflops"]["bf16"], 312);
+  EXPECT_EQ(parsed[2]["source"], hardware::find_gpu("A100-80GB")->source);
+}
+
+TEST_F(ModelCommandTest, TopologyTypesTakeTheirSpeedFromTheModelsGpu) {
+  const std::string model = path("m.json");
+  ASSERT_EQ(run_cli({"model", "transformer", "--preset", "opt-350m", "--micro-batches", "8", "-q",
+                     "-o", model})
+                .code,
+            0);
+  const std::string topo = path("topo.json");
+  std::ofstream(topo) << R"({"nodes": [{"name": "h", "count": 2, "gpus": 2, "type": "H100-SXM",
+    "link": {"bandwidth": "450 GB/s", "latency": "2 us"}}],
+    "network": {"bandwidth": "50 GB/s", "latency": "5 us"}})";
+  auto validate = run_cli({"validate", model, topo});
+  ASSERT_EQ(validate.code, 0) << validate.err;
+  EXPECT_NE(validate.err.find(", speed " + report::format_number(989.4 / 312) + ", memory " +
+                              report::format_bytes(80.0 * (1 << 30))),
+            std::string::npos)
+      << validate.err;
+  EXPECT_NE(validate.err.find(", tensor-parallel up to degree 8 on 26 of 26 layers, optimizer "
+                              "step "),
+            std::string::npos)
+      << validate.err;
+  EXPECT_NE(validate.err.find(", input 16 KiB, sharded memory factor 6\n"), std::string::npos)
+      << validate.err;
+  auto plan = run_cli({"plan", model, topo, "-q", "-o", path("plan.json")});
+  EXPECT_EQ(plan.code, 0) << plan.err;
+}
+
+TEST_F(ModelCommandTest, TheShippedDgxA100TopologyTakesSpeedAndMemoryFromItsType) {
+  const std::string topo =
+      std::string(PIPEPLAN_SOURCE_DIR) + "/examples/topologies/llm/dgx-a100-8x8.json";
+  for (const char* gpu : {"A100-80GB", "H100-SXM"}) {
+    const std::string model = path(std::string(gpu) + ".json");
+    ASSERT_EQ(
+        run_cli({"model", "transformer", "--preset", "llama3-8b", "--gpu", gpu, "-q", "-o", model})
+            .code,
+        0);
+    auto validate = run_cli({"validate", model, topo});
+    ASSERT_EQ(validate.code, 0) << validate.err;
+    const double speed = hardware::training_peak_flops_per_s(*hardware::find_gpu("A100-80GB")) /
+                         hardware::training_peak_flops_per_s(*hardware::find_gpu(gpu));
+    EXPECT_NE(validate.err.find(": topology \"8x DGX A100 (64 A100-80GB), NVSwitch inside, 8x HDR "
+                                "InfiniBand between\", 64 GPUs on 8 nodes, pair bandwidth " +
+                                report::format_bandwidth(25e9) + " to " +
+                                report::format_bandwidth(300e9) + ", speed " +
+                                report::format_number(speed) + ", memory " +
+                                report::format_bytes(80.0 * (1 << 30)) + "\n"),
+              std::string::npos)
+        << validate.err;
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::cli

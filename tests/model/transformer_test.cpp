@@ -1,0 +1,251 @@
+// The transformer cost model against hand-computed counts for two configurations
+// (docs/transformer-model.md), and the v2 model it writes.
+
+#include "pipeplan/model/transformer.hpp"
+
+#include <gtest/gtest.h>
+
+#include "pipeplan/io/json.hpp"
+
+namespace pipeplan::model {
+namespace {
+
+// A: GPT style. b = 2, s = 16, h = 64, a = g = 4 (d = 16), F = 256, V = 100, bf16 (e = 2).
+TransformerConfig gpt_style() {
+  TransformerConfig config;
+  config.layers = 2;
+  config.hidden = 64;
+  config.heads = 4;
+  config.ffn_hidden = 256;
+  config.sequence = 16;
+  config.vocab = 100;
+  config.micro_batch_size = 2;
+  auto [completed, problem] = complete_transformer_config(config);
+  EXPECT_EQ(problem, "");
+  return completed;
+}
+
+// B: Llama style. b = 1, s = 32, h = 128, a = 8, g = 2 (d = 16), F = 384, V = 1000, SwiGLU.
+TransformerConfig llama_style() {
+  TransformerConfig config;
+  config.layers = 1;
+  config.hidden = 128;
+  config.heads = 8;
+  config.kv_heads = 2;
+  config.ffn_hidden = 384;
+  config.sequence = 32;
+  config.vocab = 1000;
+  config.ffn = Ffn::kSwiglu;
+  auto [completed, problem] = complete_transformer_config(config);
+  EXPECT_EQ(problem, "");
+  return completed;
+}
+
+TEST(TransformerTest, ForwardFlopsOfADecoderLayer) {
+  // A: 24 b s h^2 + 4 b s^2 h = 24*2*16*64*64 + 4*2*16*16*64.
+  EXPECT_EQ(decoder_forward_flops(gpt_style()), 3145728.0 + 131072.0);
+  // B: QKV 2*32*128*(128 + 2*2*16) + scores and values 4*32*32*8*16 + projection
+  // 2*32*128*128 + SwiGLU 6*32*128*384.
+  EXPECT_EQ(decoder_forward_flops(llama_style()), 1572864.0 + 524288.0 + 1048576.0 + 9437184.0);
+}
+
+TEST(TransformerTest, ParametersOfADecoderLayer) {
+  // A at t = 1: 12 h^2 + 13 h.
+  EXPECT_EQ(decoder_parameters(gpt_style(), 1), 12.0 * 64 * 64 + 13 * 64);
+  // A at t = 2: (QKV 64*192 + 192, projection 64*64, MLP 2*64*256 + 256) / 2, then the
+  // row-parallel biases (2*64) and two LayerNorms (4*64) whole.
+  EXPECT_EQ(decoder_parameters(gpt_style(), 2), (12288.0 + 192 + 4096 + 32768 + 256) / 2 + 384);
+  // B: QKV 128*192, projection 128*128, gate/up/down 3*128*384, two RMSNorms 2*128.
+  EXPECT_EQ(decoder_parameters(llama_style(), 1), 24576.0 + 16384 + 147456 + 256);
+  EXPECT_EQ(decoder_parameters(llama_style(), 2), (24576.0 + 16384 + 147456) / 2 + 256);
+}
+
+TEST(TransformerTest, ActivationMemoryFollowsKorthikanti) {
+  TransformerConfig a = gpt_style();
+  const double sbh = 16.0 * 2 * 64;
+  // Table 2: s b h (34 + 5 a s / h) without parallelism; 5 a s / h = 5.
+  EXPECT_EQ(decoder_stash_bytes(a, 1), sbh * (34 + 5));
+  // Tensor parallel: s b h (10 + 24/t + 5 a s / (h t)).
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * (10 + 12 + 2.5));
+  a.sequence_parallel = true;  // s b h (34 + 5 a s / h) / t
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * (34 + 5) / 2);
+  a.selective_recompute = true;  // 34 s b h / t
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * 34 / 2);
+  a.sequence_parallel = false;  // s b h (10 + 24/t)
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * (10 + 12));
+  a.flash_attention = true;  // the s x s tensors give way to a fp32 log-sum-exp: 4 a s b / t
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * (10 + 12) + 4.0 * 4 * 16 * 2 / 2);
+  // B: outside the split regions 4 e sbh + 2 sbh; inside e sbh (2 + 2 g/a) + 3 e s b F;
+  // scores (2e + 1) a s^2 b.
+  const double sbh_b = 32.0 * 128, sbf_b = 32.0 * 384;
+  const double outside = 8 * sbh_b + 2 * sbh_b, inside = 2 * sbh_b * 2.5 + 6 * sbf_b;
+  const double scores = 5.0 * 8 * 32 * 32;
+  EXPECT_EQ(decoder_stash_bytes(llama_style(), 1), outside + inside + scores);
+  EXPECT_EQ(decoder_stash_bytes(llama_style(), 2), outside + inside / 2 + scores / 2);
+}
+
+TEST(TransformerTest, CompletesDefaults) {
+  TransformerConfig config = gpt_style();
+  EXPECT_EQ(config.kv_heads, 4);
+  EXPECT_EQ(config.degrees, (std::vector<int>{1, 2, 4}));  // 8 does not divide 4 heads
+  EXPECT_EQ(config.name, "transformer-L2-h64");
+  EXPECT_EQ(llama_style().degrees, (std::vector<int>{1, 2}));  // 4 does not divide 2 KV heads
+  TransformerConfig llama2;
+  llama2.layers = 32;
+  llama2.hidden = 4096;
+  llama2.heads = 32;
+  llama2.sequence = 4096;
+  llama2.vocab = 32000;
+  llama2.ffn = Ffn::kSwiglu;
+  // Llama's rule: 8h/3 = 10922, rounded up to a multiple of 256 (Llama 2 7B's 11008).
+  EXPECT_EQ(complete_transformer_config(llama2).first.ffn_hidden, 11008);
+  llama2.ffn = Ffn::kGelu;
+  EXPECT_EQ(complete_transformer_config(llama2).first.ffn_hidden, 4 * 4096);
+}
+
+TEST(TransformerTest, BytesOfTheLlamaStyleModel) {
+  const TransformerConfig config = llama_style();
+  const Model model = transformer_model(config);
+  ASSERT_EQ(model.layers.size(), 3u);
+  // One all-reduce and one boundary: b s h values of 2 bytes; token ids: 8 bytes each.
+  EXPECT_EQ(model.layers[1].tensor_parallel->allreduce_bytes, 2.0 * 1 * 32 * 128);
+  EXPECT_EQ(model.layers[1].activation_bytes, 2.0 * 1 * 32 * 128);
+  EXPECT_EQ(model.input_bytes, 8.0 * 32);
+  // No learned positions, RMSNorm: embedding V h / t, output V h / t + h (2-byte weights).
+  EXPECT_EQ(parameter_bytes_at(model.layers[0], 2), 2 * (1000.0 * 128 / 2));
+  EXPECT_EQ(parameter_bytes_at(model.layers[2], 2), 2 * (1000.0 * 128 / 2 + 128));
+  EXPECT_EQ(model.layers[1].parameter_bytes, 2 * decoder_parameters(config, 1));
+  // The embedding keeps its 1-byte dropout mask; with sequence parallelism split by t.
+  EXPECT_EQ(stash_bytes_at(model.layers[0], 2), 32.0 * 128);
+  TransformerConfig parallel = config;
+  parallel.sequence_parallel = true;
+  EXPECT_EQ(stash_bytes_at(transformer_model(parallel).layers[0], 2), 32.0 * 128 / 2);
+}
+
+TEST(TransformerTest, RejectsInconsistentShapes) {
+  TransformerConfig config = gpt_style();
+  config.heads = 3;
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--heads: must divide --hidden (64), got 3");
+  config = gpt_style();
+  config.kv_heads = 3;
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--kv-heads: must divide --heads (4), got 3");
+  config = gpt_style();
+  config.layers = 0;
+  EXPECT_EQ(complete_transformer_config(config).second, "--layers: must be at least 1");
+  config = gpt_style();
+  config.gpu = "TPU";
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--gpu: unknown GPU \"TPU\" (known: V100-32GB, A100-40GB, A100-80GB, H100-SXM, "
+            "H200, GH200, B200, MI300X)");
+  config = gpt_style();
+  config.gpu = "V100";
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--dtype: V100-32GB has no bf16 peak in the catalogue");
+  config.dtype = hardware::DType::kFp16;
+  EXPECT_EQ(complete_transformer_config(config).second, "");
+  EXPECT_EQ(complete_transformer_config(config).first.gpu, "V100-32GB");
+  config = gpt_style();
+  config.degrees = {1, 8};
+  EXPECT_EQ(complete_transformer_config(config).second,
+            "--degrees: 8 must divide --heads, --kv-heads and --ffn-hidden (4, 4, 256)");
+  config.degrees = {2, 4};
+  EXPECT_EQ(complete_transformer_config(config).second, "--degrees: must start at 1, got 2");
+  config.degrees = {1, 2, 2};
+  EXPECT_EQ(complete_transformer_config(config).second, "--degrees: must be strictly ascending");
+}
+
+TEST(TransformerTest, OperationTimeUsesCalculonEfficiencies) {
+  const hardware::GpuType& a100 = *hardware::find_gpu("A100-80GB");
+  using hardware::DType;
+  // 2 TFLOP (>= 128 GFLOP: 95 %) at 312 TFLOP/s; 1 GB (>= 100 MB: 90 %) at 2039 GB/s.
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 2e12, 0), 2e12 / (312e12 * 0.95) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0, 1e9), 1e9 / (2039e9 * 0.9) * 1e3);
+  // 0.5 GFLOP (below 1 GFLOP: 10 %) and 0.5 MB (below 1 MB: 30 %), added.
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0.5e9, 0.5e6),
+                   0.5e9 / (312e12 * 0.1) * 1e3 + 0.5e6 / (2039e9 * 0.3) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kTf32, 20e9, 0), 20e9 / (156e12 * 0.9) * 1e3);
+}
+
+TEST(TransformerTest, LayerTimesAndUpdate) {
+  const TransformerConfig config = gpt_style();
+  const TransformerLayerCosts one = transformer_layer_costs(config, TransformerPart::kDecoder, 1);
+  const TransformerLayerCosts two = transformer_layer_costs(config, TransformerPart::kDecoder, 2);
+  EXPECT_EQ(one.backward_ms, 2 * one.forward_ms);
+  EXPECT_LT(two.forward_ms, one.forward_ms);
+  EXPECT_EQ(one.parameter_bytes, 2 * decoder_parameters(config, 1));
+  EXPECT_EQ(two.stash_bytes, decoder_stash_bytes(config, 2));
+  // Adam: 28 bytes per parameter (1,399,552 bytes: at least 1 MB, 60 % of 2039 GB/s).
+  EXPECT_DOUBLE_EQ(one.update_ms, 28 * 49984.0 / (2039e9 * 0.6) * 1e3);
+  TransformerConfig selective = config;
+  selective.selective_recompute = true;
+  const TransformerLayerCosts recomputing =
+      transformer_layer_costs(selective, TransformerPart::kDecoder, 1);
+  EXPECT_EQ(recomputing.forward_ms, one.forward_ms);
+  EXPECT_GT(recomputing.backward_ms, one.backward_ms);
+  // The embedding: V h / t rows plus s h learned positions; the output layer V h / t + 2h.
+  EXPECT_EQ(transformer_layer_costs(config, TransformerPart::kEmbedding, 2).parameter_bytes,
+            2 * (100.0 * 64 / 2 + 16 * 64));
+  EXPECT_EQ(transformer_layer_costs(config, TransformerPart::kOutput, 1).parameter_bytes,
+            2 * (100.0 * 64 + 2 * 64));
+  // The output layer stashes its inputs and the fp32 logits: 2 e s b h + 4 s b V / t.
+  EXPECT_EQ(transformer_layer_costs(config, TransformerPart::kOutput, 2).stash_bytes,
+            4.0 * 2048 + 4.0 * 32 * 100 / 2);
+}
+
+TEST(TransformerTest, WritesAV2ModelThatReadsBack) {
+  const TransformerConfig config = gpt_style();
+  const Model model = transformer_model(config);
+  ASSERT_EQ(model.layers.size(), 4u);
+  EXPECT_EQ(model.layers[0].name, "embedding");
+  EXPECT_EQ(model.layers[1].name, "decoder0");
+  EXPECT_EQ(model.layers[3].name, "output");
+  EXPECT_EQ(model.parameter_memory_factor, 8);
+  EXPECT_EQ(model.sharded_memory_factor, 6);
+  EXPECT_EQ(model.input_bytes, 8.0 * 2 * 16);
+  EXPECT_EQ(model.profile_device, "A100-80GB");
+  EXPECT_EQ(model.profile_batch_size, 2);
+  const Layer& decoder = model.layers[1];
+  EXPECT_EQ(decoder.activation_bytes, 2.0 * 2 * 16 * 64);  // e b s h
+  EXPECT_EQ(model.layers[3].activation_bytes, 0);
+  ASSERT_TRUE(decoder.tensor_parallel.has_value());
+  EXPECT_EQ(decoder.tensor_parallel->allreduce_bytes, 2.0 * 2 * 16 * 64);
+  EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_forward, 1);
+  EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_backward, 0);
+  EXPECT_EQ(model.layers[3].tensor_parallel->allreduces_backward, 1);
+  EXPECT_EQ(decoder.tensor_parallel->degrees, config.degrees);
+  EXPECT_EQ(parameter_bytes_at(decoder, 4), 2 * decoder_parameters(config, 4));
+  EXPECT_EQ(stash_bytes_at(decoder, 2), decoder_stash_bytes(config, 2));
+  const std::string text = io::dump_json(model_to_json(model));
+  const Model again = read_model(io::source_from_text("m.json", text));
+  EXPECT_EQ(io::dump_json(model_to_json(again)), text);
+  EXPECT_EQ(model_to_json(model)["schema"], "pipeplan/model/v2");
+  // fp32 keeps weights, gradients and two moments: factor 4, of which 2 shardable.
+  TransformerConfig fp32 = config;
+  fp32.dtype = hardware::DType::kFp32;
+  EXPECT_EQ(transformer_model(fp32).parameter_memory_factor, 4);
+  EXPECT_EQ(transformer_model(fp32).sharded_memory_factor, 2);
+  EXPECT_EQ(transformer_model(fp32).layers[1].parameter_bytes, 4 * decoder_parameters(config, 1));
+}
+
+TEST(TransformerTest, PresetsArePublishedShapes) {
+  const TransformerPreset* gpt3 = find_transformer_preset("gpt3-175b");
+  ASSERT_NE(gpt3, nullptr);
+  const TransformerConfig config = complete_transformer_config(gpt3->config).first;
+  // About 175 billion parameters: 96 layers of 12 h^2 + 13 h, embeddings and output layer.
+  double parameters = 0;
+  for (TransformerPart part : {TransformerPart::kEmbedding, TransformerPart::kOutput}) {
+    parameters += transformer_layer_costs(config, part, 1).parameter_bytes / 2;
+  }
+  parameters += 96 * decoder_parameters(config, 1);
+  EXPECT_NEAR(parameters / 1e9, 175.2, 0.1);
+  EXPECT_EQ(find_transformer_preset("llama3-70b")->config.kv_heads, 8);
+  EXPECT_EQ(find_transformer_preset("nonesuch"), nullptr);
+  for (const TransformerPreset& preset : transformer_presets()) {
+    EXPECT_EQ(complete_transformer_config(preset.config).second, "") << preset.name;
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::model
