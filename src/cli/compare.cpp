@@ -254,11 +254,9 @@ std::string render_table(const std::vector<Row>& rows, const std::vector<Figures
 }
 
 int run_compare(const CompareOptions& options, Context& context) {
-  if (options.model == "-" && options.topology == "-") {
-    throw UsageError("MODEL and TOPO cannot both be - (standard input)");
-  }
-  model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology = topology::read_topology(context.read(options.topology));
+  context.declare({{"MODEL", options.model}, {"TOPO", options.topology}}, {{"-o", options.output}});
+  model::Model model = model::read_model(context.read("MODEL"));
+  topology::Topology topology = topology::read_topology(context.read("TOPO"));
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
   // Every planner with its default policy; spp also under the fixed policies, right after it.
@@ -311,8 +309,11 @@ int run_compare(const CompareOptions& options, Context& context) {
   }
   // Without any plan the run fails (exit 4): the rows still explain why on standard output,
   // but an output file is left as it was, like every failed run leaves its output.
-  const bool to_file = options.output && !options.output->empty() && *options.output != "-";
-  if (best || !to_file) context.emit(options.output, text);
+  const bool to_file = options.output && *options.output != "-";
+  if (best || !to_file) {
+    context.emit("-o", text);
+    context.commit();
+  }
 
   if (!best) {
     throw InfeasibleError("no planner found a plan that fits; " + rows.front().planner + ": " +
@@ -341,10 +342,11 @@ void add_compare_command(CLI::App& app, Action& action) {
       ->required();
   sub->add_option("TOPO", options->topology, "Cluster topology (topo.json)")->required();
   sub->add_option("-o,--output", options->output,
-                  "Write the comparison here instead of standard output");
+                  "Write the comparison here instead of standard output")
+      ->check(output_path, "FILE");
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
-      ->check(CLI::Range(1, kMaxMicroBatches));
+      ->transform(decimal_integer(1, kMaxMicroBatches));
   sub->add_option("-f,--format", options->format, "Output format: table (default), json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   sub->add_flag(

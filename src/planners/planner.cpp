@@ -268,7 +268,8 @@ std::string infeasibility_reason(const Request& request) {
       continue;
     }
     total_memory += *gpu.memory_bytes;
-    if (*gpu.memory_bytes > largest) {
+    // The first GPU counts as the largest so far even with 0 bytes: the message names a GPU.
+    if (largest_gpu.empty() || *gpu.memory_bytes > largest) {
       largest = *gpu.memory_bytes;
       largest_gpu = gpu.id;
     }

@@ -2,6 +2,8 @@
 
 #include "pipeplan/report/summary.hpp"
 
+#include <cstdio>
+
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -29,8 +31,12 @@ std::string gpu_list(const Stage& stage, const topology::Topology& topology) {
   return out;
 }
 
+// `1.27x`: always two decimals, so that `1.00x` reads as a ratio and lines align.
 std::string ratio(double value, double bound) {
-  return bound > 0 ? format_number(value / bound, 3) + "x" : "n/a";
+  if (!(bound > 0)) return "n/a";
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.2fx", value / bound);
+  return buffer;
 }
 
 }  // namespace

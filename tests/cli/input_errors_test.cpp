@@ -104,7 +104,7 @@ const std::vector<BadInput>& bad_inputs() {
        "<stdin>: malformed JSON: at line 1, column 19: syntax error while parsing value - "
        "invalid literal; last read: '\"micro_batches\": N'"},
       {Input::kModel, R"({"micro_batches": 1e400, "layers": []})",
-       "<stdin>: malformed JSON: number overflow parsing '1e400'"},
+       "<stdin>: /micro_batches: must be a finite number, got 1e400"},
       {Input::kModel, R"({"layers": [], "layers": []})",
        "<stdin>: /layers: duplicate key \"layers\""},
       // Wrong types, missing and unknown keys.

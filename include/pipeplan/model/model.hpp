@@ -21,6 +21,13 @@ inline constexpr const char* kModelSchema = "pipeplan/model/v1";
 /// call (`planners::check_limits`); this bound keeps every count of tasks in 64-bit range.
 inline constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 20;
 
+/// Largest sum over all layers of forward_ms + backward_ms, of parameter_bytes (times the
+/// parameter memory factor), of stash_bytes and of activation_bytes. The execution model
+/// multiplies these by up to 2^20 micro-batches, divides times by speeds down to 1e-6 and
+/// bytes by bandwidths down to 1 bit/s, and exports microseconds: below 1e290 every figure
+/// pipeplan derives and writes stays finite (about 1e308 is the largest double).
+inline constexpr double kMaxTotal = 1e290;
+
 /// One layer of the chain.
 struct Layer {
   std::string name;             ///< Optional (empty when absent); unique when given.
@@ -44,8 +51,8 @@ struct Model {
 /// Reads and validates a `model.json` (spec section 1). Throws `InputError` naming the file
 /// and JSON pointer of the first problem. Beyond the spec: `micro_batches` is at most
 /// `kMaxMicroBatches`; the sums over all layers of forward plus backward time, of stash and of
-/// activation bytes, and the factor times the sum of parameter bytes must be finite; -0 reads
-/// as 0.
+/// activation bytes, and the factor times the sum of parameter bytes are at most `kMaxTotal`;
+/// -0 reads as 0.
 Model read_model(const io::Source& source);
 
 /// The model as `model.json` (schema v1). Optional fields that are absent stay absent;
