@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "export_util.hpp"
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
@@ -55,6 +56,12 @@ std::string transfer_name(const TransferTask& task) {
 
 ordered_json chrome_trace(const PlanView& view) {
   const Plan& plan = view.plan;
+  // Every time lies within the iteration (the readers check it): when its end is finite in
+  // microseconds, so is every figure written below, never `null`.
+  if (!std::isfinite(to_us(plan.timeline.iteration_ms))) {
+    throw InputError("the plan's iteration of " + format_ms(plan.timeline.iteration_ms) +
+                     " is too long for a Chrome trace: its times in microseconds would overflow");
+  }
   const std::vector<int> ranks = rank_order(view);
   const std::size_t N = view.gpu_ids.size();
   std::vector<int> pid(N, 0);
@@ -142,8 +149,9 @@ ordered_json chrome_trace(const PlanView& view) {
   }
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
-    ordered_json peers = ordered_json::array();
-    for (int g : stage.gpus) peers.push_back(detail::gpu_id(view, g));
+    std::vector<ordered_json> peer_ids;
+    for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view, g));
+    const ordered_json peers = io::json_array(std::move(peer_ids));
     for (int g : stage.gpus) {
       events.push_back(
           complete("AllReduce s" + std::to_string(e.stage), "allreduce",

@@ -215,6 +215,34 @@ TEST_F(HostileInputTest, FiguresThatWouldOverflowAreRefusedUpFront) {
                             "overflow)\n");
 }
 
+TEST_F(HostileInputTest, AChromeTraceIsNeverWrittenWithNull) {
+  // A plan read alone whose times are near the largest double: its microseconds overflow.
+  const std::string plan = (folder_ / "plan.json").string();
+  ASSERT_EQ(run_cli({"--quiet", "plan", model_, topology_, "-o", plan}).code, 0);
+  nlohmann::json json = nlohmann::json::parse(read(plan));
+  const double scale = 1e305;
+  json["iteration_ms"] = json["iteration_ms"].get<double>() * scale;
+  for (auto& task : json["schedule"]["compute"]) {
+    task["start_ms"] = task["start_ms"].get<double>() * scale;
+    task["end_ms"] = task["end_ms"].get<double>() * scale;
+  }
+  for (const char* kind : {"transfers", "allreduces"}) {
+    for (auto& task : json["schedule"][kind]) {
+      task["start_ms"] = task["start_ms"].get<double>() * scale;
+      task["end_ms"] = task["end_ms"].get<double>() * scale;
+    }
+  }
+  const std::string huge = write("huge.json", json.dump());
+  const Result result = run_cli({"export", huge, "--format", "chrome-trace"});
+  EXPECT_EQ(result.out.find("null"), std::string::npos);
+  EXPECT_EQ(result.code, 3) << result.err;
+  EXPECT_EQ(result.err.rfind("pipeplan: error: the plan's iteration of ", 0), 0u) << result.err;
+  EXPECT_NE(result.err.find(" is too long for a Chrome trace: its times in microseconds would "
+                            "overflow\n"),
+            std::string::npos)
+      << result.err;
+}
+
 TEST_F(HostileInputTest, GpusWithoutMemoryAreNamed) {
   for (const char* memory : {"-0.0", "0", "\"0 B\""}) {
     SCOPED_TRACE(memory);
