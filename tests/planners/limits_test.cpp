@@ -48,7 +48,7 @@ TEST(LimitsTest, TooManyLayers) {
 
 TEST(LimitsTest, EveryClusterTheReaderAcceptsMayBePlanned) {
   // No GPU limit beyond the reader's: spp's DP runs on a budgeted grid and its ordering on a
-  // budget of its own, so only the O(N^2) pair costs grow (docs/errors.md measures 11,584 GPUs).
+  // budget of its own, so only the O(N^2) pair costs grow (docs/errors.md measures 8,192 GPUs).
   const model::Model model = layers(2);
   const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
   for (const std::string& planner : planner_names()) {
