@@ -14,6 +14,7 @@
 #include <regex>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "../support/xml.hpp"
 #include "pipeplan/cli/cli.hpp"
 
@@ -31,30 +32,14 @@ const char* const kModel = R"({"name": "tiny", "micro_batches": 4, "layers": [
 const char* const kTopology = R"({"gpus": [{"id": "a"}, {"id": "b"}],
   "network": {"bandwidth": "1 GB/s", "latency": "1 us"}})";
 
-class HostileInputTest : public ::testing::Test {
+class HostileInputTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-hostile-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     model_ = write("model.json", kModel);
     topology_ = write("topo.json", kTopology);
   }
-  void TearDown() override { fs::remove_all(folder_); }
 
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-
-  fs::path folder_;
   std::string model_, topology_;
 };
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -36,25 +37,13 @@ using Result = pipeplan::testing::CliResult;
 using pipeplan::testing::run_cli;
 
 // A folder of its own for each test, removed afterwards.
-class InputErrorsTest : public ::testing::Test {
+class InputErrorsTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-input-errors-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     model_path_ = write("model.json", model_with(""));
   }
-  void TearDown() override { fs::remove_all(folder_); }
 
-  std::string write(const std::string& name, const std::string& text) {
-    fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-
-  fs::path folder_;
   std::string model_path_;
 };
 

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -91,31 +92,16 @@ Process run_binary(const std::vector<std::string>& args, Stdout mode) {
   return process;
 }
 
-class OutputSafetyTest : public ::testing::Test {
+class OutputSafetyTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-output-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     // 1024 micro-batches make a plan of about 180 KiB, more than a pipe holds.
     model_ = write("model.json", R"({"name": "m", "micro_batches": 1024, "layers": [
       {"forward_ms": 1, "backward_ms": 2, "activation_bytes": 1000, "parameter_bytes": 1000},
       {"forward_ms": 1, "backward_ms": 2, "activation_bytes": 0, "parameter_bytes": 1000}]})");
     topology_ = write("topo.json", R"({"gpus": [{"id": "a"}]})");
     bad_model_ = write("bad.json", R"({"layers": []})");
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   // The names in the folder, to see that no temporary file is left behind.
   [[nodiscard]] std::vector<std::string> names() const {
@@ -127,7 +113,6 @@ class OutputSafetyTest : public ::testing::Test {
     return out;
   }
 
-  fs::path folder_;
   std::string model_, topology_, bad_model_;
 };
 
