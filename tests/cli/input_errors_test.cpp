@@ -2,8 +2,10 @@
 // `pipeplan validate` run in-process.
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -327,6 +329,28 @@ TEST_F(InputErrorsTest, HugeClustersFailFastInsteadOfAllocating) {
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err,
             "pipeplan: error: <stdin>: /nodes/1: too many GPUs: pipeplan handles at most 8192\n");
+}
+
+TEST_F(InputErrorsTest, DisconnectedClustersAreRefusedBeforeThePairCostsAreAllocated) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit below";
+#else
+  // 8,192 one-GPU nodes and no network: the pair matrices would take 600 MB; the real binary,
+  // limited to 400 MB of address space, must refuse the cluster as disconnected (exit 3), not
+  // run out of memory first (exit 1).
+  const std::string topology =
+      write("disconnected.json", R"({"nodes": [{"name": "n", "count": 8192, "gpus": 1}]})");
+  const std::string command = "ulimit -v 400000 && '" + std::string(PIPEPLAN_BINARY) +
+                              "' --quiet validate '" + model_path_ + "' '" + topology +
+                              "' 2> '" + (folder_ / "err.txt").string() + "'";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_EQ(read(folder_ / "err.txt"),
+            "pipeplan: error: " + topology +
+                ": topology is not connected: no path between \"n0/gpu0\" and \"n1/gpu0\" (add "
+                "a link, a node link or a network)\n");
+#endif
 }
 
 }  // namespace
