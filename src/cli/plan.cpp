@@ -166,8 +166,13 @@ std::string difference(const std::string& existing_text,
 
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
+  // --check writes nothing (it excludes --trace and --report, and -o is not written).
+  std::vector<NamedPath> outputs;
+  if (!options.check) {
+    outputs = {{"-o", options.output}, {"--trace", options.trace}, {"--report", options.report}};
+  }
   context.declare({{"MODEL", options.model}, {"TOPO", options.topology}, {"--check", options.check}},
-                  {{"-o", options.output}, {"--trace", options.trace}, {"--report", options.report}});
+                  std::move(outputs));
   model::Model model = model::read_model(context.read("MODEL"));
   topology::Topology topology = topology::read_topology(context.read("TOPO"));
   // Every input is read before the planning starts.

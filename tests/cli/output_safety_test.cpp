@@ -270,6 +270,11 @@ TEST_F(OutputSafetyTest, TwoOutputsOrAnOutputAndAnInputCannotNameOneFile) {
                             "input\n");
   result = run_cli({"export", same, "--format", "svg", "-o", link});
   EXPECT_EQ(result.code, 2);
+  // --check writes nothing: its file may be the one -o would name.
+  const std::string plan = (folder_ / "plan.json").string();
+  ASSERT_EQ(run_cli({"--quiet", "plan", model_, topology_, "-o", plan}).code, 0);
+  result = run_cli({"--quiet", "plan", model_, topology_, "-o", plan, "--check", plan});
+  EXPECT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(read(same), previous);
   EXPECT_FALSE(fs::exists(fresh));
   // Devices are not files: /dev/null may take two outputs.
