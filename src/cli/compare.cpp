@@ -11,6 +11,7 @@
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -86,9 +87,9 @@ Figures figures(const Row& row, std::optional<double> best_baseline_ms,
   if (!row.plan) return f;
   const double iteration = row.plan->timeline.iteration_ms;
   const Bounds& bounds = row.plan->bounds;
-  if (best_baseline_ms && iteration > 0) f.speedup = *best_baseline_ms / iteration;
-  if (bounds.partition_ms > 0) f.partition_ratio = iteration / bounds.partition_ms;
-  if (bounds.any_plan_ms > 0) f.any_plan_ratio = iteration / bounds.any_plan_ms;
+  if (best_baseline_ms) f.speedup = report::bound_ratio(*best_baseline_ms, iteration);
+  f.partition_ratio = report::bound_ratio(iteration, bounds.partition_ms);
+  f.any_plan_ratio = report::bound_ratio(iteration, bounds.any_plan_ms);
   f.memory = peak_memory(*row.plan, topology);
   return f;
 }

@@ -2,6 +2,7 @@
 
 #include "pipeplan/report/summary.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "pipeplan/io/json.hpp"
@@ -9,6 +10,13 @@
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::report {
+
+std::optional<double> bound_ratio(double value, double bound) {
+  if (!(bound > 0)) return std::nullopt;
+  const double ratio = value / bound;
+  if (!std::isfinite(ratio)) return std::nullopt;
+  return ratio;
+}
 
 std::string layer_range(const model::Model& model, int first, int last) {
   auto name = [&](int layer) {
@@ -33,9 +41,10 @@ std::string gpu_list(const Stage& stage, const topology::Topology& topology) {
 
 // `1.27x`: always two decimals, so that `1.00x` reads as a ratio and lines align.
 std::string ratio(double value, double bound) {
-  if (!(bound > 0)) return "n/a";
+  const std::optional<double> r = bound_ratio(value, bound);
+  if (!r) return "n/a";
   char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.2fx", value / bound);
+  std::snprintf(buffer, sizeof buffer, "%.2fx", *r);
   return buffer;
 }
 
@@ -91,9 +100,11 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
   out["micro_batches"] = plan.schedule.micro_batches;
   out["iteration_ms"] = plan.timeline.iteration_ms;
   out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms}, {"partition_ms", plan.bounds.partition_ms}};
+  // 0 when there is no ratio (no bound, or one too small for a finite ratio), never null.
   out["ratio_to_bounds"] = {
-      {"any_plan", plan.bounds.any_plan_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.any_plan_ms : 0.0},
-      {"partition", plan.bounds.partition_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.partition_ms : 0.0}};
+      {"any_plan", bound_ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms).value_or(0.0)},
+      {"partition",
+       bound_ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms).value_or(0.0)}};
   std::vector<ordered_json> gpus;  // made JSON once: io::json_array is linear, push_back is not
   for (int g = 0; g < topology.size(); ++g) {
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];

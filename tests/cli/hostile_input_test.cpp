@@ -259,6 +259,27 @@ TEST_F(HostileInputTest, DenormalTimesDrawABoundedTimeAxis) {
   EXPECT_LE(ticks.size(), 65u);
   for (const auto* tick : ticks) EXPECT_LE(tick->text.size(), 12u) << tick->text;
   EXPECT_LT(read(report).size(), std::size_t{1} << 20);
+  // The iteration (1 us of latency) over a bound of 2e-323 ms has no finite ratio: no null,
+  // no "inf", anywhere.
+  const auto ratios_are_numbers = [&] {
+    const Result figures = run_cli({"--quiet", "simulate", plan, model, topology_, "--json"});
+    ASSERT_EQ(figures.code, 0) << figures.err;
+    const nlohmann::json ratios = nlohmann::json::parse(figures.out).at("ratio_to_bounds");
+    EXPECT_TRUE(ratios.at("any_plan").is_number()) << ratios;
+    EXPECT_TRUE(ratios.at("partition").is_number()) << ratios;
+  };
+  ratios_are_numbers();
+  for (const char* planner : {"gpipe", "pipedream", "uniform"}) {
+    SCOPED_TRACE(planner);
+    result = run_cli({"plan", model, topology_, "-o", plan, "--planner", planner});
+    ASSERT_EQ(result.code, 0) << result.err;
+    EXPECT_EQ(result.err.find("inf"), std::string::npos) << result.err;
+    ratios_are_numbers();
+    result = run_cli({"export", plan, "--format", "svg"});
+    EXPECT_EQ(result.out.find("inf"), std::string::npos);
+  }
+  result = run_cli({"compare", model, topology_, "--format", "json", "--no-timing"});
+  EXPECT_EQ(result.out.find("inf"), std::string::npos) << result.out;
 }
 
 TEST_F(HostileInputTest, TheSummaryShowsRatiosWithTwoDecimalsAndSaysWhatIsSummed) {
