@@ -4,24 +4,115 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <algorithm>
+#include <charconv>
 #include <iostream>
+#include <limits>
 #include <ostream>
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
+#include "pipeplan/io/json.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {
 
-void Context::emit(const std::optional<std::string>& path, const std::string& text) const {
-  if (!path || path->empty() || *path == "-") {
-    out << text;
-    out.flush();
-    if (!out) throw OutputError("cannot write standard output");
+void Context::declare(std::vector<NamedPath> inputs, std::vector<NamedPath> outputs) {
+  std::erase_if(inputs, [](const NamedPath& input) { return !input.path; });
+  const NamedPath* standard_input = nullptr;
+  for (const NamedPath& input : inputs) {
+    if (*input.path != "-") continue;
+    if (standard_input) {
+      throw UsageError(standard_input->what + " and " + input.what +
+                       " cannot both be - (standard input)");
+    }
+    standard_input = &input;
+  }
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const NamedPath& output = outputs[o];
+    if (!output.path || *output.path == "-") continue;
+    if (output.path->empty()) throw UsageError(output.what + ": an empty path names no file");
+    for (const NamedPath& input : inputs) {
+      if (*input.path != "-" && io::same_file(*output.path, *input.path)) {
+        throw UsageError(*output.path + ": both " + input.what + " and " + output.what +
+                         " name this file; an output cannot overwrite an input");
+      }
+    }
+    for (std::size_t earlier = 0; earlier < o; ++earlier) {
+      const NamedPath& other = outputs[earlier];
+      if (other.path && *other.path != "-" && io::same_file(*output.path, *other.path)) {
+        throw UsageError(*output.path + ": both " + other.what + " and " + output.what +
+                         " name this file; give each output a file of its own");
+      }
+    }
+  }
+  inputs_ = std::move(inputs);
+  outputs_ = std::move(outputs);
+}
+
+const NamedPath& Context::declared(const std::vector<NamedPath>& paths,
+                                   const std::string& what) const {
+  for (const NamedPath& path : paths) {
+    if (path.what == what) return path;
+  }
+  throw InternalError("the command did not declare " + what);
+}
+
+io::Source Context::read(const std::string& what) const {
+  const NamedPath& input = declared(inputs_, what);
+  return io::read_source(*input.path, in);
+}
+
+void Context::emit(const std::string& what, std::string text) {
+  const NamedPath& output = declared(outputs_, what);
+  if (!output.path || *output.path == "-") {
+    if (standard_output_) throw InternalError("two outputs to standard output");
+    standard_output_ = std::move(text);
     return;
   }
-  io::write_file_atomically(*path, text);
+  files_.push_back(io::Output{*output.path, std::move(text)});
+}
+
+void Context::commit() {
+  std::vector<io::Output> files = std::move(files_);
+  std::optional<std::string> standard_output = std::move(standard_output_);
+  files_.clear();
+  standard_output_.reset();
+  io::write_files_atomically(files, [&] {
+    if (!standard_output) return;
+    out << *standard_output;
+    out.flush();
+    if (!out) throw OutputError("cannot write standard output");
+  });
+}
+
+CLI::Validator decimal_integer(std::int64_t min, std::int64_t max) {
+  const auto check = [min, max](std::string& value) {
+    std::int64_t parsed = 0;
+    const char* end = value.data() + value.size();
+    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    auto [ptr, error] = std::from_chars(value.data(), end, parsed);
+    if (!digits || error != std::errc() || ptr != end || parsed < min || parsed > max) {
+      return "must be an integer " +
+             (max == std::numeric_limits<std::int64_t>::max()
+                  ? ">= " + std::to_string(min)
+                  : "from " + std::to_string(min) + " to " + std::to_string(max)) +
+             ", got " + io::quote_for_message(value);
+    }
+    value = std::to_string(parsed);  // CLI11 would read a leading 0 as octal
+    return std::string();
+  };
+  return CLI::Validator(check, max == std::numeric_limits<std::int64_t>::max()
+                                   ? "INTEGER>=" + std::to_string(min)
+                                   : std::to_string(min) + ".." + std::to_string(max));
+}
+
+std::string output_path(const std::string& value) {
+  return value.empty() ? std::string("an empty path names no file (use - for standard output)")
+                       : std::string();
 }
 
 int micro_batch_count(const std::optional<int>& flag, const model::Model& model, const std::string& model_path) {
@@ -36,17 +127,60 @@ int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
 }
 
 void Context::say(const std::string& line) const {
-  if (!quiet) err << line << '\n';
+  if (quiet) return;
+  // Every line printable: names from the inputs may hold any byte.
+  std::size_t start = 0;
+  for (std::size_t end; (end = line.find('\n', start)) != std::string::npos; start = end + 1) {
+    err << io::printable_line(std::string_view(line).substr(start, end - start)) << '\n';
+  }
+  err << io::printable_line(std::string_view(line).substr(start)) << '\n';
 }
 
 namespace {
 
-// One line, whatever the message holds.
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
+// One printable line, whatever the message holds (io::printable_line).
+std::string one_line(const std::string& text) { return io::printable_line(text); }
+
+// A word that names no command (`plna`, or `import tensorflow`): name it and suggest the nearest
+// command, before CLI11 reads it as a stray argument ("A subcommand is required").
+void check_command_words(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* level = &app;
+  std::string path;  // the command words matched so far, `import `
+  for (const std::string& arg : args) {
+    if (!arg.empty() && arg[0] == '-') continue;  // a flag (--quiet, --help)
+    const auto subcommands = level->get_subcommands([](const CLI::App*) { return true; });
+    if (subcommands.empty()) return;  // the command's own arguments from here on
+    std::vector<std::string> names;
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : subcommands) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == arg) next = sub;
+    }
+    if (next == nullptr) {
+      const std::string_view best =
+          io::nearest(arg, std::vector<std::string_view>(names.begin(), names.end()));
+      std::string message = "unknown command " + io::quote_for_message(path + arg);
+      if (!best.empty()) {
+        message += " (did you mean \"" + path + std::string(best) + "\"?)";
+      } else {
+        std::string list;
+        for (const std::string& name : names) list += (list.empty() ? "" : ", ") + path + name;
+        message += "; the commands are " + list;
+      }
+      throw UsageError(message);
+    }
+    level = next;
+    path += arg + " ";
   }
-  return text;
+}
+
+// Help and version text on `out`; a failed write is exit 5 like any other output.
+int print_text(std::ostream& out, std::ostream& err, const std::string& text) {
+  out << text;
+  out.flush();
+  if (out) return 0;
+  err << "pipeplan: error: cannot write standard output\n";
+  return static_cast<int>(ExitCode::kOutput);
 }
 
 }  // namespace
@@ -76,6 +210,12 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
+    check_command_words(app, args);
+  } catch (const UsageError& error) {
+    err << "pipeplan: error: " << one_line(error.what()) << " (see pipeplan --help)\n";
+    return static_cast<int>(ExitCode::kUsage);
+  }
+  try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     const CLI::App* target = &app;
@@ -84,14 +224,11 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
       auto parsed = sub->get_subcommands();
       sub = parsed.empty() ? nullptr : parsed.front();
     }
-    out << target->help();
-    return 0;
+    return print_text(out, err, target->help());
   } catch (const CLI::CallForAllHelp&) {
-    out << app.help("", CLI::AppFormatMode::All);
-    return 0;
+    return print_text(out, err, app.help("", CLI::AppFormatMode::All));
   } catch (const CLI::CallForVersion& version) {
-    out << version.what() << '\n';
-    return 0;
+    return print_text(out, err, std::string(version.what()) + '\n');
   } catch (const CLI::ParseError& error) {
     err << "pipeplan: error: " << one_line(error.what()) << " (see pipeplan --help)\n";
     return static_cast<int>(ExitCode::kUsage);
@@ -105,7 +242,9 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
   Context context{in, out, err, logger, quiet};
   try {
     if (!action) throw UsageError("no command given (see pipeplan --help)");
-    return action(context);
+    const int code = action(context);
+    context.commit();
+    return code;
   } catch (const Error& error) {
     err << "pipeplan: error: " << one_line(error.what()) << '\n';
     return static_cast<int>(error.code());

@@ -2,33 +2,75 @@
 // Internal to the CLI layer: what every command gets, and how commands register.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <spdlog/logger.h>
 #include <string>
+#include <vector>
 
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/model/model.hpp"
 
 namespace pipeplan::cli {
 
-/// Streams and settings shared by all commands.
-struct Context {
+/// An input or output path of a command together with the name it has on the command line
+/// (`MODEL`, `--check`, `-o`); absent when the option was not given.
+struct NamedPath {
+  std::string what;
+  std::optional<std::string> path;
+};
+
+/// Streams and settings shared by all commands, and the one place where a command's inputs
+/// are read and its outputs written. A command first declares its paths (`declare`), which
+/// checks the rules that need no file content, before any work; it then reads its inputs by
+/// name and hands over its outputs, which `commit` writes all or none.
+class Context {
+ public:
+  Context(std::istream& input, std::ostream& output, std::ostream& errors,
+          std::shared_ptr<spdlog::logger> logger, bool quiet_flag)
+      : in(input), out(output), err(errors), log(std::move(logger)), quiet(quiet_flag) {}
+
   std::istream& in;
   std::ostream& out;
   std::ostream& err;
   std::shared_ptr<spdlog::logger> log;
   bool quiet = false;
 
-  /// Reads an input (`-` is `in`).
-  io::Source read(const std::string& path) const { return io::read_source(path, in); }
-  /// Writes `text` to `path` atomically, or to `out` when `path` is empty or `-`.
-  void emit(const std::optional<std::string>& path, const std::string& text) const;
-  /// A line of human summary on `err`, unless quiet.
+  /// Declares the command's inputs and outputs. Throws `UsageError` (exit 2) when two inputs
+  /// are `-` (standard input can be read once), an output path is empty, or two outputs, or an
+  /// output and an input, name the same file (io::same_file). An output that is absent or `-`
+  /// is standard output.
+  void declare(std::vector<NamedPath> inputs, std::vector<NamedPath> outputs);
+  /// Reads the declared input `what` (`-` is `in`).
+  io::Source read(const std::string& what) const;
+  /// Holds `text` for the declared output `what` until `commit`.
+  void emit(const std::string& what, std::string text);
+  /// Writes what `emit` holds: every file to a temporary file, then standard output, then
+  /// the renames (io::write_files_atomically). A command commits before it prints its
+  /// summary; `cli::run` commits what is left after a command returns. Throws `OutputError`.
+  void commit();
+  /// A line of human summary on `err`, unless quiet; every line printable.
   void say(const std::string& line) const;
+
+ private:
+  const NamedPath& declared(const std::vector<NamedPath>& paths, const std::string& what) const;
+
+  std::vector<NamedPath> inputs_;
+  std::vector<NamedPath> outputs_;
+  std::vector<io::Output> files_;
+  std::optional<std::string> standard_output_;
 };
+
+/// A CLI11 transform accepting exactly the decimal integers `min` .. `max` (no sign, no `0x`,
+/// `0b`, exponent or fraction, which CLI11's own conversion would accept, read as octal or
+/// clamp); it rewrites the value without leading zeros.
+CLI::Validator decimal_integer(std::int64_t min, std::int64_t max);
+
+/// A CLI11 validator for an output path: a file or `-`, never empty.
+std::string output_path(const std::string& value);
 
 /// What a parsed subcommand runs; returns the exit code.
 using Action = std::function<int(Context&)>;

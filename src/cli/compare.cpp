@@ -11,6 +11,7 @@
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -86,9 +87,9 @@ Figures figures(const Row& row, std::optional<double> best_baseline_ms,
   if (!row.plan) return f;
   const double iteration = row.plan->timeline.iteration_ms;
   const Bounds& bounds = row.plan->bounds;
-  if (best_baseline_ms && iteration > 0) f.speedup = *best_baseline_ms / iteration;
-  if (bounds.partition_ms > 0) f.partition_ratio = iteration / bounds.partition_ms;
-  if (bounds.any_plan_ms > 0) f.any_plan_ratio = iteration / bounds.any_plan_ms;
+  if (best_baseline_ms) f.speedup = report::bound_ratio(*best_baseline_ms, iteration);
+  f.partition_ratio = report::bound_ratio(iteration, bounds.partition_ms);
+  f.any_plan_ratio = report::bound_ratio(iteration, bounds.any_plan_ms);
   f.memory = peak_memory(*row.plan, topology);
   return f;
 }
@@ -180,7 +181,12 @@ std::string render_csv(const std::vector<Row>& rows, const std::vector<Figures>&
     fields.emplace_back(row.plan ? "feasible" : "infeasible");
     fields.push_back(row.plan ? std::string() : row.error);
     std::string line;
-    for (const auto& field : fields) line += (line.empty() ? "" : ",") + csv_field(field);
+    // Appended piece by piece: `"," + std::string&&` draws a false -Wrestrict from GCC 12 at
+    // -O3 (GCC bug 105329).
+    for (const auto& field : fields) {
+      if (!line.empty()) line += ',';
+      line += csv_field(field);
+    }
     out += line + "\n";
   }
   return out;
@@ -254,12 +260,9 @@ std::string render_table(const std::vector<Row>& rows, const std::vector<Figures
 }
 
 int run_compare(const CompareOptions& options, Context& context) {
-  if (options.model == "-" && options.topology == "-") {
-    throw UsageError("MODEL and TOPO cannot both be - (standard input)");
-  }
-  model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology =
-      topology::read_topology(context.read(options.topology), model.profile_device);
+  context.declare({{"MODEL", options.model}, {"TOPO", options.topology}}, {{"-o", options.output}});
+  model::Model model = model::read_model(context.read("MODEL"));
+  topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
   // Every planner with its default policy; spp also under the fixed policies, right after it.
@@ -312,8 +315,11 @@ int run_compare(const CompareOptions& options, Context& context) {
   }
   // Without any plan the run fails (exit 4): the rows still explain why on standard output,
   // but an output file is left as it was, like every failed run leaves its output.
-  const bool to_file = options.output && !options.output->empty() && *options.output != "-";
-  if (best || !to_file) context.emit(options.output, text);
+  const bool to_file = options.output && *options.output != "-";
+  if (best || !to_file) {
+    context.emit("-o", text);
+    context.commit();
+  }
 
   if (!best) {
     throw InfeasibleError("no planner found a plan that fits; " + rows.front().planner + ": " +
@@ -342,10 +348,11 @@ void add_compare_command(CLI::App& app, Action& action) {
       ->required();
   sub->add_option("TOPO", options->topology, "Cluster topology (topo.json)")->required();
   sub->add_option("-o,--output", options->output,
-                  "Write the comparison here instead of standard output");
+                  "Write the comparison here instead of standard output")
+      ->check(output_path, "FILE");
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
-      ->check(CLI::Range(1, kMaxMicroBatches));
+      ->transform(decimal_integer(1, kMaxMicroBatches));
   sub->add_option("-f,--format", options->format, "Output format: table (default), json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   sub->add_flag(

@@ -35,19 +35,23 @@ int run_export(const ExportOptions& options, Context& context) {
     throw UsageError("--format " + options.format +
                      " needs --model and --topology (the layer names come from the model)");
   }
+  context.declare(
+      {{"PLAN", options.plan}, {"--model", options.model}, {"--topology", options.topology}},
+      {{"-o", options.output}});
   report::PlanView view;
   if (options.model) {
-    const model::Model model = model::read_model(context.read(*options.model));
+    const model::Model model = model::read_model(context.read("--model"));
     const topology::Topology topology =
-        topology::read_topology(context.read(*options.topology), model.profile_device);
-    const Plan plan = simulate::check_plan(report::read_plan(context.read(options.plan), topology),
-                                           model, topology);
+        topology::read_topology(context.read("--topology"), model.profile_device);
+    const Plan plan = simulate::check_plan(
+        report::read_plan(context.read("PLAN"), topology), model, topology);
     view = report::make_view(plan, model, topology, *options.model);
   } else {
-    view = report::read_plan_view(context.read(options.plan));
+    view = report::read_plan_view(context.read("PLAN"));
   }
   const std::string text = report::export_plan(view, *format);
-  context.emit(options.output, text);
+  context.emit("-o", text);
+  context.commit();
   if (options.output && *options.output != "-") {
     context.say(options.plan + ": " + options.format + " written to " + *options.output);
   }
@@ -69,7 +73,8 @@ void add_export_command(CLI::App& app, Action& action) {
          "operations for a launcher) or torch-split (torch.distributed.pipelining split points)")
       ->required()
       ->check(CLI::IsMember(report::export_format_names()));
-  sub->add_option("-o,--output", options->output, "Write here instead of standard output");
+  sub->add_option("-o,--output", options->output, "Write here instead of standard output")
+      ->check(output_path, "FILE");
   sub->add_option(
       "--model", options->model,
       "Model the plan was made for: check the plan first; needed for ranks and torch-split");

@@ -32,10 +32,14 @@ struct ImportPipedreamOptions {
 int run_import_pipedream(const ImportPipedreamOptions& options, Context& context) {
   using report::format_bytes;
   using report::format_ms;
-  const io::Source source = context.read(options.graph);
+  context.declare({{"GRAPH", options.graph}},
+                  {{"-o", options.output.empty() ? std::nullopt
+                                                 : std::optional<std::string>(options.output)}});
+  const io::Source source = context.read("GRAPH");
   model::Model model = model::import_pipedream(source, options.batch_size, options.micro_batches);
   if (!options.name.empty()) model.name = options.name;
-  context.emit(options.output, io::dump_json(model::model_to_json(model)));
+  context.emit("-o", io::dump_json(model::model_to_json(model)));
+  context.commit();
 
   double forward_ms = 0, backward_ms = 0, parameter_bytes = 0, largest_cut_bytes = 0;
   for (const model::Layer& layer : model.layers) {
@@ -71,24 +75,10 @@ void add_import_command(CLI::App& app, Action& action) {
   CLI::App* pipedream = sub->add_subcommand(
       "pipedream", "Convert a PipeDream or DAPPLE graph.txt (a layer DAG) into model.json");
   // CLI11's own range messages print the bounds as huge doubles, and its integer conversion
-  // clamps values that overflow; these accept exactly the decimal integers 1 .. 2^63-1 and
-  // 1 .. model::kMaxMicroBatches (so that the model written is one pipeplan reads back).
-  const auto integer_from_1_to = [](std::int64_t max) {
-    return [max](const std::string& value) {
-      std::int64_t parsed = 0;
-      const char* end = value.data() + value.size();
-      auto [ptr, error] = std::from_chars(value.data(), end, parsed);
-      if (error != std::errc() || ptr != end || parsed < 1 || parsed > max) {
-        return "must be an integer " +
-               (max == std::numeric_limits<std::int64_t>::max()
-                    ? std::string(">= 1")
-                    : "from 1 to " + std::to_string(max)) +
-               ", got \"" + value + "\"";
-      }
-      return std::string();
-    };
-  };
-  const auto positive = integer_from_1_to(std::numeric_limits<std::int64_t>::max());
+  // clamps values that overflow and reads 0x10 as 16; decimal_integer accepts exactly the
+  // decimal integers 1 .. 2^63-1 and 1 .. model::kMaxMicroBatches (so that the model written
+  // is one pipeplan reads back).
+  const auto positive = decimal_integer(1, std::numeric_limits<std::int64_t>::max());
   const auto nonempty = [](const std::string& value) {
     return value.empty() ? std::string("must not be empty") : std::string();
   };
@@ -99,19 +89,19 @@ void add_import_command(CLI::App& app, Action& action) {
                    "Samples in the profiled minibatch (recorded as profile.batch_size); the "
                    "profiled times and sizes are taken as those of one micro-batch")
       ->required()
-      ->check(positive, "POSITIVE");
+      ->transform(positive);
   CLI::Option* micro_batches =
       pipedream
           ->add_option("--micro-batches", options->micro_batches_value,
                        "Micro-batches per iteration, written into the model")
-          ->check(integer_from_1_to(model::kMaxMicroBatches), "POSITIVE");
+          ->transform(decimal_integer(1, model::kMaxMicroBatches));
   pipedream
       ->add_option("--name", options->name, "Model name (default: the file name without extension)")
       ->check(nonempty, "NONEMPTY");
   pipedream
       ->add_option("-o,--output", options->output,
                    "Write model.json here (atomically) instead of standard output")
-      ->check(nonempty, "NONEMPTY");
+      ->check(output_path, "FILE");
   pipedream->callback([options, micro_batches, &action] {
     if (micro_batches->count() > 0) options->micro_batches = options->micro_batches_value;
     action = [options](Context& context) { return run_import_pipedream(*options, context); };

@@ -166,9 +166,18 @@ std::string difference(const std::string& existing_text,
 
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
-  model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology =
-      topology::read_topology(context.read(options.topology), model.profile_device);
+  // --check writes nothing (it excludes --trace and --report, and -o is not written).
+  std::vector<NamedPath> outputs;
+  if (!options.check) {
+    outputs = {{"-o", options.output}, {"--trace", options.trace}, {"--report", options.report}};
+  }
+  context.declare({{"MODEL", options.model}, {"TOPO", options.topology}, {"--check", options.check}},
+                  std::move(outputs));
+  model::Model model = model::read_model(context.read("MODEL"));
+  topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
+  // Every input is read before the planning starts.
+  std::optional<io::Source> existing;
+  if (options.check) existing = context.read("--check");
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
@@ -183,13 +192,15 @@ int run_plan(const PlanOptions& options, Context& context) {
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
-  if (options.check) {
-    const io::Source existing = context.read(*options.check);
-    if (existing.text == text) {
+  if (existing) {
+    if (existing->text == text) {
       context.say(*options.check + ": up to date");
       return 0;
     }
-    context.err << "pipeplan: " << *options.check << " differs: " << difference(existing.text, report::plan_to_json(plan, model, topology)) << '\n';
+    context.err << io::printable_line("pipeplan: " + *options.check + " differs: " +
+                                      difference(existing->text,
+                                                 report::plan_to_json(plan, model, topology)))
+                << '\n';
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
   // Every text is made before anything is written.
@@ -199,14 +210,22 @@ int run_plan(const PlanOptions& options, Context& context) {
     if (options.trace) trace = report::export_plan(view, report::ExportFormat::kChromeTrace);
     if (options.report) html = report::export_plan(view, report::ExportFormat::kHtml);
   }
-  context.emit(options.output, text);
-  if (options.trace) io::write_file_atomically(*options.trace, trace);
-  if (options.report) io::write_file_atomically(*options.report, html);
+  // All or nothing: the plan, the trace and the report are written together.
+  context.emit("-o", text);
+  if (options.trace) context.emit("--trace", std::move(trace));
+  if (options.report) context.emit("--report", std::move(html));
+  context.commit();
   const double total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  std::string phases = "reading " + report::format_ms(reading_ms);
-  for (const auto& [phase, ms] : plan.phase_ms) phases += ", " + phase + " " + report::format_ms(ms);
-  phases += ", writing " + report::format_ms(total_ms - elapsed_ms);
+  // Reading and writing are wall time; the planner's phases may run on several threads at once
+  // (spp's candidates), so theirs are summed over threads and can add up to more than the total.
+  std::string phases = "reading " + report::format_ms(reading_ms) + ", writing " +
+                       report::format_ms(total_ms - elapsed_ms);
+  std::string planner_phases;
+  for (const auto& [phase, ms] : plan.phase_ms) {
+    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + report::format_ms(ms);
+  }
+  if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
   context.say(report::plan_summary(plan, model, topology) + "\n  planned in " + report::format_ms(total_ms) +
               " (" + phases + ")");
   return 0;
@@ -219,9 +238,10 @@ void add_plan_command(CLI::App& app, Action& action) {
   CLI::App* sub = app.add_subcommand("plan", "Plan pipeline-parallel training of MODEL on TOPO");
   sub->add_option("MODEL", options->model, "Model profile (model.json, - for standard input)")->required();
   sub->add_option("TOPO", options->topology, "Cluster topology (topo.json)")->required();
-  sub->add_option("-o,--output", options->output, "Write the plan here instead of standard output");
+  sub->add_option("-o,--output", options->output, "Write the plan here instead of standard output")
+      ->check(output_path, "FILE");
   sub->add_option("-m,--micro-batches", options->micro_batches, "Micro-batches per iteration (overrides the model's)")
-      ->check(CLI::Range(1, kMaxMicroBatches));
+      ->transform(decimal_integer(1, kMaxMicroBatches));
   std::string planners;
   for (const auto& name : planners::planner_names()) planners += (planners.empty() ? "" : ", ") + name;
   sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")

@@ -19,16 +19,15 @@ struct SimulateOptions {
 };
 
 int run_simulate(const SimulateOptions& options, Context& context) {
-  if ((options.plan == "-") + (options.model == "-") + (options.topology == "-") > 1) {
-    throw UsageError("at most one of PLAN, MODEL and TOPO can be - (standard input)");
-  }
-  model::Model model = model::read_model(context.read(options.model));
-  topology::Topology topology =
-      topology::read_topology(context.read(options.topology), model.profile_device);
-  simulate::StatedPlan stated = report::read_plan(context.read(options.plan), topology);
+  context.declare({{"PLAN", options.plan}, {"MODEL", options.model}, {"TOPO", options.topology}},
+                  {{"--json", std::nullopt}});
+  model::Model model = model::read_model(context.read("MODEL"));
+  topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
+  simulate::StatedPlan stated = report::read_plan(context.read("PLAN"), topology);
   Plan plan = simulate::check_plan(stated, model, topology);
   if (options.json) {
-    context.emit(std::nullopt, io::dump_json(report::simulation_figures(plan, topology)));
+    context.emit("--json", io::dump_json(report::simulation_figures(plan, topology)));
+    context.commit();
   }
   context.say(options.plan + ": valid; " + report::plan_summary(plan, model, topology) + "\n" +
               report::gpu_summary(plan, topology));

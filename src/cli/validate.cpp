@@ -132,14 +132,15 @@ std::string topology_summary(const std::string& file, const topology::Topology& 
 }
 
 int run_validate(const ValidateOptions& options, Context& context) {
-  if (options.model == "-" && options.topology == "-") {
-    throw UsageError("MODEL and TOPO cannot both be - (standard input)");
-  }
-  io::Source model_source = context.read(options.model);
+  context.declare({{"MODEL", options.model},
+                   {"TOPO", options.topology.empty() ? std::nullopt
+                                                     : std::optional<std::string>(options.topology)}},
+                  {});
+  io::Source model_source = context.read("MODEL");
   model::Model model = model::read_model(model_source);
   context.say(model_summary(model_source.name, model));
   if (!options.topology.empty()) {
-    io::Source topology_source = context.read(options.topology);
+    io::Source topology_source = context.read("TOPO");
     topology::Topology topo = topology::read_topology(topology_source, model.profile_device);
     context.say(topology_summary(topology_source.name, topo));
   }

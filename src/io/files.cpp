@@ -67,61 +67,138 @@ Source source_from_text(std::string name, std::string text) {
   return Source{std::move(name), std::move(text)};
 }
 
-void write_file_atomically(const std::string& path, const std::string& content) {
-  auto fail = [&](int error) -> void {
-    throw OutputError(path + ": cannot write: " + errno_text(error));
-  };
-  if (path.empty()) throw OutputError("cannot write: empty output path");
+namespace {
 
-  // Resolve a symbolic link so that the rename replaces its target, not the link.
-  std::filesystem::path target = path;
+// One output on its way: a temporary file to rename over `target`, or a special file written
+// directly.
+struct Pending {
+  const Output* output;
+  std::filesystem::path target;  // the path with a final symbolic link resolved
+  bool direct = false;           // exists and is not a regular file: written in place
+  std::string temp;              // the temporary file, while it exists
+};
+
+[[noreturn]] void fail_write(const std::string& path, int error) {
+  throw OutputError(path + ": cannot write: " + errno_text(error));
+}
+
+// Resolves a symbolic link (so that the rename replaces its target, not the link) and refuses
+// a directory.
+Pending prepare(const Output& output) {
+  if (output.path.empty()) throw OutputError("cannot write: empty output path");
+  Pending pending{&output, output.path, false, {}};
   std::error_code error;
-  if (std::filesystem::is_symlink(target, error)) {
-    auto resolved = std::filesystem::canonical(target, error);
-    if (!error) target = resolved;
+  if (std::filesystem::is_symlink(pending.target, error)) {
+    auto resolved = std::filesystem::canonical(pending.target, error);
+    if (!error) pending.target = resolved;
   }
-
   struct stat info {};
-  bool exists = ::stat(target.c_str(), &info) == 0;
-  if (exists && S_ISDIR(info.st_mode)) throw OutputError(path + ": cannot write: is a directory");
-  if (exists && !S_ISREG(info.st_mode)) {
-    // A device or a pipe: write directly, never rename over it.
-    int fd = ::open(target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0) fail(errno);
-    bool ok = write_all(fd, content);
-    int saved = errno;
-    ::close(fd);
-    if (!ok) fail(saved);
-    return;
+  if (::stat(pending.target.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) throw OutputError(output.path + ": cannot write: is a directory");
+    pending.direct = !S_ISREG(info.st_mode);
   }
+  return pending;
+}
 
-  std::filesystem::path folder = target.parent_path();
+// Longest file name in `folder` (NAME_MAX, 255 on Linux file systems).
+std::size_t name_max(const std::filesystem::path& folder) {
+  const long limit = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  return limit > 0 ? static_cast<std::size_t>(limit) : 255;
+}
+
+// Writes `pending`'s content to a new temporary file next to its target (with the target's
+// permissions when it exists, else those a new file gets); sets `pending.temp`.
+void write_temporary(Pending& pending) {
+  std::filesystem::path folder = pending.target.parent_path();
   if (folder.empty()) folder = ".";
-  std::string temp = (folder / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = ::mkstemp(temp.data());
-  if (fd < 0) fail(errno);
+  // `.name.tmp.XXXXXX` when it fits the file system's name length, else a short name.
+  // Appended piece by piece: `"." + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
+  // (GCC bug 105329).
+  std::string name = ".";
+  name += pending.target.filename().string();
+  name += ".tmp.XXXXXX";
+  if (name.size() > name_max(folder)) name = ".pipeplan.tmp.XXXXXX";
+  std::string temp = (folder / name).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) fail_write(pending.output->path, errno);
+  pending.temp = temp;
+  struct stat info {};
   mode_t mode = 0;
-  if (exists) {
+  if (::stat(pending.target.c_str(), &info) == 0) {
     mode = info.st_mode & 07777;
   } else {
-    mode_t mask = ::umask(0);
+    const mode_t mask = ::umask(0);
     ::umask(mask);
     mode = 0666 & ~mask;
   }
-  bool ok = ::fchmod(fd, mode) == 0 && write_all(fd, content) && ::fsync(fd) == 0;
+  bool ok = ::fchmod(fd, mode) == 0 && write_all(fd, pending.output->content) && ::fsync(fd) == 0;
   int saved = errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
     saved = errno;
   }
-  if (ok && ::rename(temp.c_str(), target.c_str()) != 0) {
-    ok = false;
-    saved = errno;
+  if (!ok) fail_write(pending.output->path, saved);
+}
+
+// Writes a device or pipe in place: it cannot be replaced, only written.
+void write_direct(const Pending& pending) {
+  const int fd = ::open(pending.target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) fail_write(pending.output->path, errno);
+  const bool ok = write_all(fd, pending.output->content);
+  const int saved = errno;
+  ::close(fd);
+  if (!ok) fail_write(pending.output->path, saved);
+}
+
+}  // namespace
+
+void write_files_atomically(const std::vector<Output>& outputs,
+                            const std::function<void()>& before_renames) {
+  std::vector<Pending> pending;
+  pending.reserve(outputs.size());
+  // Removes the temporary files not yet renamed, on every way out.
+  struct Cleanup {
+    std::vector<Pending>& pending;
+    ~Cleanup() {
+      for (const Pending& p : pending) {
+        if (!p.temp.empty()) ::unlink(p.temp.c_str());
+      }
+    }
+  } cleanup{pending};
+
+  for (const Output& output : outputs) pending.push_back(prepare(output));
+  for (Pending& p : pending) {
+    if (!p.direct) write_temporary(p);
   }
-  if (!ok) {
-    ::unlink(temp.c_str());
-    fail(saved);
+  if (before_renames) before_renames();
+  for (const Pending& p : pending) {
+    if (p.direct) write_direct(p);
   }
+  for (Pending& p : pending) {
+    if (p.temp.empty()) continue;
+    if (::rename(p.temp.c_str(), p.target.c_str()) != 0) fail_write(p.output->path, errno);
+    p.temp.clear();
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  write_files_atomically({Output{path, content}});
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat info_a {}, info_b {};
+  const bool exists_a = ::stat(a.c_str(), &info_a) == 0;
+  const bool exists_b = ::stat(b.c_str(), &info_b) == 0;
+  if ((exists_a && !S_ISREG(info_a.st_mode)) || (exists_b && !S_ISREG(info_b.st_mode))) {
+    return false;
+  }
+  if (exists_a && exists_b) return info_a.st_dev == info_b.st_dev && info_a.st_ino == info_b.st_ino;
+  if (exists_a != exists_b) return false;
+  std::error_code error_a, error_b;
+  const auto canonical_a = std::filesystem::weakly_canonical(a, error_a);
+  const auto canonical_b = std::filesystem::weakly_canonical(b, error_b);
+  if (error_a || error_b) return a == b;
+  return canonical_a == canonical_b;
 }
 
 }  // namespace pipeplan::io

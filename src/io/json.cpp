@@ -60,8 +60,13 @@ class StrictSaxBuilder {
   bool end_object() { return close(); }
   bool start_array(std::size_t /*elements*/) { return open(json::array()); }
   bool end_array() { return close(); }
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+  bool parse_error(std::size_t /*position*/, const std::string& last_token,
                    const nlohmann::detail::exception& error) {
+    // out_of_range.406: a number too large for a double (`1e400`). The text is well-formed, so
+    // the value has a pointer, like every other bad number.
+    if (error.id == 406) {
+      return fail(pointer(), "must be a finite number, got " + printable(last_token));
+    }
     std::string message = error.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 12: syntax error ..."
     if (auto close_bracket = message.find("] "); close_bracket != std::string::npos) {
@@ -190,6 +195,69 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string_view nearest(std::string_view word, const std::vector<std::string_view>& candidates) {
+  std::string_view best;
+  std::size_t best_distance = 3;
+  for (std::string_view candidate : candidates) {
+    const std::size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+std::string printable_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&out](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(c));
+    out += buf;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      ++i;
+      continue;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      escape(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no
+    // overlong forms, surrogates or values beyond U+10FFFF (RFC 3629).
+    std::size_t length = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                         : c >= 0xF0 && c <= 0xF4                           ? 4
+                                                                             : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    }
+    if (valid && length >= 3) {
+      const auto second = static_cast<unsigned char>(text[i + 1]);
+      valid = !(c == 0xE0 && second < 0xA0) && !(c == 0xED && second > 0x9F) &&
+              !(c == 0xF0 && second < 0x90) && !(c == 0xF4 && second > 0x8F);
+    }
+    if (!valid) {
+      escape(c);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
 
 Document parse_json(const Source& source) { return parse_json(source, kMaxJsonValues); }
 
@@ -411,16 +479,8 @@ ObjectReader::ObjectReader(const Node& node, std::initializer_list<std::string_v
     if (key.rfind("x-", 0) == 0) continue;
     if (std::find(known_keys.begin(), known_keys.end(), key) != known_keys.end()) continue;
     std::string message = "unknown key";
-    // Suggest the closest known key when it is plausibly a typo.
-    std::string_view best;
-    std::size_t best_distance = 3;
-    for (std::string_view known : known_keys) {
-      std::size_t distance = edit_distance(key, known);
-      if (distance < best_distance) {
-        best_distance = distance;
-        best = known;
-      }
-    }
+    const std::string_view best =
+        nearest(key, std::vector<std::string_view>(known_keys.begin(), known_keys.end()));
     if (!best.empty()) message += " (did you mean \"" + std::string(best) + "\"?)";
     Node(*node.document_ptr(), value, pointer_append(node.pointer(), key)).fail(message);
   }

@@ -133,6 +133,12 @@ void check_totals(const Model& model, const io::Node& layers) {
   }
   auto check = [&](double total, const char* what) {
     if (!std::isfinite(total)) layers.fail(std::string("too large: ") + what + " is not finite");
+    if (total > kMaxTotal) {
+      layers.fail(std::string("too large: ") + what + " is " +
+                  io::describe_value(nlohmann::json(total)) + ", more than " +
+                  io::describe_value(nlohmann::json(kMaxTotal)) +
+                  " (figures derived from it would overflow)");
+    }
   };
   check(compute_ms, "the sum of forward_ms and backward_ms over all layers");
   check(parameter_bytes * model.parameter_memory_factor,

@@ -22,7 +22,7 @@ namespace {
 enum class Measure { kBandwidth, kLatency };
 
 // Pair weights within one group: how much better than the group's worst pair a pair is.
-// Stored as the upper triangle (n (n - 1) / 2 doubles: 0.5 GiB for 11,585 GPUs).
+// Stored as the upper triangle (n (n - 1) / 2 doubles: 0.25 GiB for 8,192 GPUs).
 class Weights {
  public:
   Weights(const topology::Topology& topology, const std::vector<int>& group, Measure measure)

@@ -35,10 +35,38 @@ std::string counted(std::int64_t count, const std::string& one, const std::strin
 double planning_steps(std::string_view planner, const Request& request) {
   const double L = static_cast<double>(request.model.layers.size());
   const double N = request.topology.size();
-  if (planner == "spp") return N * N + L * N;
+  // Measured on the dev build: pipedream about 2.5e7 of its L^2 N^2 per second, gpipe about
+  // 1.3e8 of its N L^2 per second (docs/errors.md, "Limits"); a step is about 40 ns.
+  if (planner == "spp") return (N * N + L * N) / 4;
   if (planner == "pipedream") return L * L * N * N;
-  if (planner == "gpipe") return N * L * L;
+  if (planner == "gpipe") return N * L * L / 5;
   return L + N;
+}
+
+double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus) {
+  const double S = static_cast<double>(stages.size());
+  const double M = micro_batches;
+  double channels = 0;
+  for (std::size_t s = 0; s + 1 < stages.size(); ++s) {
+    const double pairs = static_cast<double>(stages[s].gpus.size()) *
+                         static_cast<double>(stages[s + 1].gpus.size());
+    channels += 2 * std::min(pairs, M);
+  }
+  const double tasks = 4 * S * M - 2 * M;
+  return tasks * (gpus + channels);
+}
+
+void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
+  const double steps = scheduling_steps(stages, micro_batches, gpus);
+  if (steps > kMaxScheduleSteps) {
+    throw InfeasibleError(
+        "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +
+        " with " + counted(micro_batches, "micro-batch", "micro-batches") + " on " +
+        counted(gpus, "GPU", "GPUs") + ": the scheduler would take about " + count_text(steps) +
+        " steps (every task scans every GPU and channel), more than its limit of " +
+        count_text(kMaxScheduleSteps) +
+        "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)");
+  }
 }
 
 void check_limits(std::string_view planner, const Request& request) {
@@ -123,6 +151,7 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
                  schedule::Policy policy) {
   simulate::check_stages(request.model, request.topology, partition.stages);
   check_task_limit(partition.stages.size(), request.micro_batches);
+  check_schedule_limit(partition.stages, request.micro_batches, request.topology.size());
   schedule::Scheduled scheduled = schedule::make_schedule(
       request.model, request.topology, partition.stages, request.micro_batches, policy);
   Plan plan;
@@ -268,7 +297,8 @@ std::string infeasibility_reason(const Request& request) {
       continue;
     }
     total_memory += *gpu.memory_bytes;
-    if (*gpu.memory_bytes > largest) {
+    // The first GPU counts as the largest so far even with 0 bytes: the message names a GPU.
+    if (largest_gpu.empty() || *gpu.memory_bytes > largest) {
       largest = *gpu.memory_bytes;
       largest_gpu = gpu.id;
     }

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "export_util.hpp"
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
@@ -54,6 +56,12 @@ std::string transfer_name(const TransferTask& task) {
 
 ordered_json chrome_trace(const PlanView& view) {
   const Plan& plan = view.plan;
+  // Every time lies within the iteration (the readers check it): when its end is finite in
+  // microseconds, so is every figure written below, never `null`.
+  if (!std::isfinite(to_us(plan.timeline.iteration_ms))) {
+    throw InputError("the plan's iteration of " + format_ms(plan.timeline.iteration_ms) +
+                     " is too long for a Chrome trace: its times in microseconds would overflow");
+  }
   const std::vector<int> ranks = rank_order(view);
   const std::size_t N = view.gpu_ids.size();
   std::vector<int> pid(N, 0);
@@ -77,7 +85,9 @@ ordered_json chrome_trace(const PlanView& view) {
     return rank_of[static_cast<std::size_t>(a)] < rank_of[static_cast<std::size_t>(b)];
   };
 
-  ordered_json events = ordered_json::array();
+  // A vector, made a JSON array once at the end (io::json_array): pushing onto an ordered_json
+  // array re-links every element with JSON_DIAGNOSTICS, O(T^2) for T events.
+  std::vector<ordered_json> events;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const int g = ranks[r];
     const int p = pid[static_cast<std::size_t>(g)];
@@ -139,8 +149,9 @@ ordered_json chrome_trace(const PlanView& view) {
   }
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
-    ordered_json peers = ordered_json::array();
-    for (int g : stage.gpus) peers.push_back(detail::gpu_id(view, g));
+    std::vector<ordered_json> peer_ids;
+    for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view, g));
+    const ordered_json peers = io::json_array(std::move(peer_ids));
     for (int g : stage.gpus) {
       events.push_back(
           complete("AllReduce s" + std::to_string(e.stage), "allreduce",
@@ -202,7 +213,7 @@ ordered_json chrome_trace(const PlanView& view) {
   other["micro_batches"] = std::to_string(view.micro_batches);
   other["iteration"] = format_ms(plan.timeline.iteration_ms);
   ordered_json out = ordered_json::object();
-  out["traceEvents"] = std::move(events);
+  out["traceEvents"] = io::json_array(std::move(events));
   out["displayTimeUnit"] = "ms";
   out["otherData"] = std::move(other);
   return out;

@@ -9,6 +9,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::report {
 
@@ -112,9 +113,9 @@ std::string iteration_text(const PlanView& view) {
   const double iteration = view.plan.timeline.iteration_ms;
   std::string out = "iteration " + format_ms(iteration);
   auto bound = [&](double value, const char* name) {
-    if (value > 0) {
-      out += ", " + format_number(iteration / value, 3) + "x the " + name + " bound (" +
-             format_ms(value) + ")";
+    if (const std::optional<double> ratio = bound_ratio(iteration, value)) {
+      out += ", " + format_number(*ratio, 3) + "x the " + name + " bound (" + format_ms(value) +
+             ")";
     }
   };
   bound(view.plan.bounds.partition_ms, "partition");

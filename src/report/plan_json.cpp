@@ -30,10 +30,14 @@ const char* kind_name(TransferKind kind) {
 ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                           const topology::Topology& topology) {
   auto id = [&](int gpu) { return topology.gpu(gpu).id; };
+  // Arrays are built as vectors and made JSON once (io::json_array): with JSON_DIAGNOSTICS,
+  // each push_back onto an ordered_json array re-links all its elements, O(n^2) for the
+  // schedule's tasks (16 s of 18 s at the task limit).
   auto ids = [&](const std::vector<int>& gpus) {
-    ordered_json out = ordered_json::array();
-    for (int g : gpus) out.push_back(id(g));
-    return out;
+    std::vector<ordered_json> out;
+    out.reserve(gpus.size());
+    for (int g : gpus) out.emplace_back(id(g));
+    return io::json_array(std::move(out));
   };
   ordered_json out = ordered_json::object();
   out["schema"] = kPlanSchema;
@@ -48,7 +52,7 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                    {"partition_ms", plan.bounds.partition_ms}};
   out["gpu_order"] = ids(plan.gpu_order);
 
-  ordered_json stages = ordered_json::array();
+  std::vector<ordered_json> stages;
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
     const simulate::StageProfile p = simulate::stage_profile(model, plan.stages, s);
@@ -64,9 +68,9 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
     entry["allreduce_ms"] = simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes);
     stages.push_back(std::move(entry));
   }
-  out["stages"] = std::move(stages);
+  out["stages"] = io::json_array(std::move(stages));
 
-  ordered_json gpus = ordered_json::array();
+  std::vector<ordered_json> gpus;
   for (int g = 0; g < topology.size(); ++g) {
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
     ordered_json entry = ordered_json::object();
@@ -78,9 +82,10 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
     entry["memory_bytes"] = capacity ? json_number(*capacity) : ordered_json(nullptr);
     gpus.push_back(std::move(entry));
   }
-  out["gpus"] = std::move(gpus);
+  out["gpus"] = io::json_array(std::move(gpus));
 
-  ordered_json compute = ordered_json::array();
+  std::vector<ordered_json> compute;
+  compute.reserve(plan.timeline.compute.size());
   for (const TimedCompute& e : plan.timeline.compute) {
     compute.push_back({{"gpu", id(e.gpu)},
                        {"op", op_name(e.task.op)},
@@ -89,7 +94,8 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                        {"start_ms", e.start_ms},
                        {"end_ms", e.end_ms}});
   }
-  ordered_json transfers = ordered_json::array();
+  std::vector<ordered_json> transfers;
+  transfers.reserve(plan.timeline.transfers.size());
   for (const TimedTransfer& e : plan.timeline.transfers) {
     transfers.push_back({{"from", id(e.from)},
                          {"to", id(e.to)},
@@ -100,7 +106,7 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                          {"start_ms", e.start_ms},
                          {"end_ms", e.end_ms}});
   }
-  ordered_json allreduces = ordered_json::array();
+  std::vector<ordered_json> allreduces;
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     allreduces.push_back({{"stage", e.stage},
                           {"gpus", ids(plan.stages[static_cast<std::size_t>(e.stage)].gpus)},
@@ -108,9 +114,9 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                           {"start_ms", e.start_ms},
                           {"end_ms", e.end_ms}});
   }
-  out["schedule"] = {{"compute", std::move(compute)},
-                     {"transfers", std::move(transfers)},
-                     {"allreduces", std::move(allreduces)}};
+  out["schedule"] = {{"compute", io::json_array(std::move(compute))},
+                     {"transfers", io::json_array(std::move(transfers))},
+                     {"allreduces", io::json_array(std::move(allreduces))}};
   return out;
 }
 

@@ -2,11 +2,21 @@
 
 #include "pipeplan/report/summary.hpp"
 
+#include <cmath>
+#include <cstdio>
+
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::report {
+
+std::optional<double> bound_ratio(double value, double bound) {
+  if (!(bound > 0)) return std::nullopt;
+  const double ratio = value / bound;
+  if (!std::isfinite(ratio)) return std::nullopt;
+  return ratio;
+}
 
 std::string layer_range(const model::Model& model, int first, int last) {
   auto name = [&](int layer) {
@@ -29,8 +39,13 @@ std::string gpu_list(const Stage& stage, const topology::Topology& topology) {
   return out;
 }
 
+// `1.27x`: always two decimals, so that `1.00x` reads as a ratio and lines align.
 std::string ratio(double value, double bound) {
-  return bound > 0 ? format_number(value / bound, 3) + "x" : "n/a";
+  const std::optional<double> r = bound_ratio(value, bound);
+  if (!r) return "n/a";
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.2fx", *r);
+  return buffer;
 }
 
 }  // namespace
@@ -85,10 +100,12 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
   out["micro_batches"] = plan.schedule.micro_batches;
   out["iteration_ms"] = plan.timeline.iteration_ms;
   out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms}, {"partition_ms", plan.bounds.partition_ms}};
+  // 0 when there is no ratio (no bound, or one too small for a finite ratio), never null.
   out["ratio_to_bounds"] = {
-      {"any_plan", plan.bounds.any_plan_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.any_plan_ms : 0.0},
-      {"partition", plan.bounds.partition_ms > 0 ? plan.timeline.iteration_ms / plan.bounds.partition_ms : 0.0}};
-  ordered_json gpus = ordered_json::array();
+      {"any_plan", bound_ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms).value_or(0.0)},
+      {"partition",
+       bound_ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms).value_or(0.0)}};
+  std::vector<ordered_json> gpus;  // made JSON once: io::json_array is linear, push_back is not
   for (int g = 0; g < topology.size(); ++g) {
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
     const auto& capacity = topology.gpu(g).memory_bytes;
@@ -102,7 +119,7 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
     entry["memory_bytes"] = capacity ? io::json_number(*capacity) : ordered_json(nullptr);
     gpus.push_back(std::move(entry));
   }
-  out["gpus"] = std::move(gpus);
+  out["gpus"] = io::json_array(std::move(gpus));
   return out;
 }
 

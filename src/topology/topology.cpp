@@ -745,6 +745,50 @@ struct NodeInfo {
   std::string origin;            // pointer of the entry that made it
 };
 
+// An explicit link as read, before the pair matrices exist.
+struct ExplicitLink {
+  int a;
+  int b;
+  LinkSpec spec;
+};
+
+// Refuses a cluster that is not connected, from the link specifications alone: before the
+// O(N^2) pair matrices are allocated (8,192 GPUs of a disconnected cluster once took 1.2 GiB
+// before their refusal). Union-find over node links, the network (which joins every GPU to
+// every GPU of another node, so all of them once there are two nodes) and explicit links.
+// The message names the first GPU that GPU 0 cannot reach, as the spanning tree would.
+void check_connected(const std::vector<Gpu>& gpus, const std::vector<int>& gpu_node,
+                     const std::vector<NodeInfo>& nodes, bool network,
+                     const std::vector<ExplicitLink>& links, const std::string& file) {
+  std::vector<int> parent(gpus.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  const auto find = [&parent](int x) {
+    while (parent[at(x)] != x) x = parent[at(x)] = parent[at(parent[at(x)])];
+    return x;
+  };
+  const auto join = [&](int x, int y) { parent[at(find(x))] = find(y); };
+  std::vector<int> first_of_node(nodes.size(), -1);
+  for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+    const auto node = at(gpu_node[at(g)]);
+    if (first_of_node[node] < 0) {
+      first_of_node[node] = g;
+    } else if (nodes[node].link) {
+      join(g, first_of_node[node]);
+    }
+  }
+  if (network && nodes.size() >= 2) {
+    for (int g = 1; g < static_cast<int>(gpus.size()); ++g) join(g, 0);
+  }
+  for (const ExplicitLink& link : links) join(link.a, link.b);
+  for (int g = 1; g < static_cast<int>(gpus.size()); ++g) {
+    if (find(g) != find(0)) {
+      throw InputError(file + ": topology is not connected: no path between " +
+                       in_quotes(gpus[0].id) + " and " + in_quotes(gpus[at(g)].id) +
+                       " (add a link, a node link or a network)");
+    }
+  }
+}
+
 // Where a GPU id came from, for collision messages.
 struct GpuOrigin {
   std::string pointer;
@@ -896,18 +940,8 @@ Topology read_topology(const io::Source& source,
 
   if (gpus.empty()) root.fail("the topology has no GPUs (give \"nodes\" or \"gpus\")");
 
-  // Direct links: the shorthand's node links and network, then explicit links replace them.
   const int n = static_cast<int>(gpus.size());
-  DirectLinks direct(n);
-  for (int u = 0; u < n; ++u) {
-    const int nu = gpu_node[at(u)];
-    for (int v = u + 1; v < n; ++v) {
-      const int nv = gpu_node[at(v)];
-      const std::optional<LinkSpec>& spec = nu == nv ? nodes[at(nu)].link : network;
-      if (spec) direct.set(u, v, spec->bandwidth_bytes_per_s, spec->latency_ms);
-    }
-  }
-
+  std::vector<ExplicitLink> explicit_links;
   if (auto links_node = object.optional("links")) {
     std::unordered_map<std::string_view, int> id_to_index;
     for (int i = 0; i < n; ++i) id_to_index.emplace(gpus[at(i)].id, i);
@@ -934,8 +968,23 @@ Topology read_topology(const io::Source& source,
       }
       seen.emplace(key, entry.pointer());
       LinkSpec spec = read_link_spec(entry, {"between", "bandwidth", "latency"});
-      direct.set(end_index[0], end_index[1], spec.bandwidth_bytes_per_s, spec.latency_ms);
+      explicit_links.push_back(ExplicitLink{end_index[0], end_index[1], spec});
     }
+  }
+  check_connected(gpus, gpu_node, nodes, network.has_value(), explicit_links, source.name);
+
+  // Direct links: the shorthand's node links and network, then explicit links replace them.
+  DirectLinks direct(n);
+  for (int u = 0; u < n; ++u) {
+    const int nu = gpu_node[at(u)];
+    for (int v = u + 1; v < n; ++v) {
+      const int nv = gpu_node[at(v)];
+      const std::optional<LinkSpec>& spec = nu == nv ? nodes[at(nu)].link : network;
+      if (spec) direct.set(u, v, spec->bandwidth_bytes_per_s, spec->latency_ms);
+    }
+  }
+  for (const ExplicitLink& link : explicit_links) {
+    direct.set(link.a, link.b, link.spec.bandwidth_bytes_per_s, link.spec.latency_ms);
   }
 
   return Topology::build(std::move(name), std::move(gpus), std::move(direct), source.name);

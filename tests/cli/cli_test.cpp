@@ -2,6 +2,7 @@
 // in-process through cli::run and, for exit codes, through real runs of the binary.
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 #include <gtest/gtest.h>
@@ -33,23 +34,12 @@ const char* const kTopology = R"({"name": "two boxes",
   "network": {"bandwidth": "100 Gbit/s", "latency": "5 us"},
   "gpus": [{"id": "spare", "speed": 0.5}]})";
 
-class CliTest : public ::testing::Test {
+class CliTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-cli-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     model_ = write("model.json", kModel);
     topology_ = write("topo.json", kTopology);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-
-  std::string write(const std::string& name, const std::string& text) {
-    fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
   }
 
   // Runs the real binary through the shell and returns its exit code.
@@ -59,7 +49,6 @@ class CliTest : public ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
-  fs::path folder_;
   std::string model_;
   std::string topology_;
 };

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -35,14 +36,10 @@ const std::vector<std::pair<std::string, std::string>> kRows{
 
 // Four layers of 4 x 1 MiB static bytes each on four 12 MiB GPUs: every pipeline fits, the
 // whole model on one GPU (16 MiB of static bytes) does not, so data-parallel is infeasible.
-class CompareTest : public ::testing::Test {
+class CompareTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipeplan-compare-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempFolderTest::SetUp();
     std::string layers;
     for (int l = 0; l < 4; ++l) {
       layers +=
@@ -55,11 +52,7 @@ class CompareTest : public ::testing::Test {
     write("small.json", R"({"name": "small", "nodes": [{"name": "n", "gpus": 4, "memory": "1 MiB",
       "link": {"bandwidth": "10 GB/s", "latency": "1 us"}}]})");
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name)) << text;
-  }
+  std::string path(const std::string& name) const { return (folder_ / name).string(); }
   Result compare(const std::string& format, bool timing = false,
                  const std::string& topology = "topo.json") const {
     std::vector<std::string> args{"compare", path("model.json"), path(topology), "--format",
@@ -67,7 +60,6 @@ class CompareTest : public ::testing::Test {
     if (!timing) args.emplace_back("--no-timing");
     return run_cli(args);
   }
-  fs::path dir_;
 };
 
 TEST_F(CompareTest, TableIsAlignedAndMarksInfeasibleRows) {

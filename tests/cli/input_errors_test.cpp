@@ -2,14 +2,17 @@
 // `pipeplan validate` run in-process.
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -36,25 +39,13 @@ using Result = pipeplan::testing::CliResult;
 using pipeplan::testing::run_cli;
 
 // A folder of its own for each test, removed afterwards.
-class InputErrorsTest : public ::testing::Test {
+class InputErrorsTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-input-errors-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     model_path_ = write("model.json", model_with(""));
   }
-  void TearDown() override { fs::remove_all(folder_); }
 
-  std::string write(const std::string& name, const std::string& text) {
-    fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-
-  fs::path folder_;
   std::string model_path_;
 };
 
@@ -104,7 +95,7 @@ const std::vector<BadInput>& bad_inputs() {
        "<stdin>: malformed JSON: at line 1, column 19: syntax error while parsing value - "
        "invalid literal; last read: '\"micro_batches\": N'"},
       {Input::kModel, R"({"micro_batches": 1e400, "layers": []})",
-       "<stdin>: malformed JSON: number overflow parsing '1e400'"},
+       "<stdin>: /micro_batches: must be a finite number, got 1e400"},
       {Input::kModel, R"({"layers": [], "layers": []})",
        "<stdin>: /layers: duplicate key \"layers\""},
       // Wrong types, missing and unknown keys.
@@ -187,7 +178,7 @@ const std::vector<BadInput>& bad_inputs() {
       {Input::kTopology, R"({"nodes": [{"name": "n", "count": 18446744073709551615, "gpus": 8}]})",
        "<stdin>: /nodes/0/count: must be an integer >= 1, got 18446744073709551615"},
       {Input::kTopology, R"({"nodes": [{"name": "n", "count": 9223372036854775807, "gpus": 8}]})",
-       "<stdin>: /nodes/0: too many GPUs: pipeplan handles at most 11585"},
+       "<stdin>: /nodes/0: too many GPUs: pipeplan handles at most 8192"},
       {Input::kTopology, R"({"nodes": [{"name": ")" + std::string(300, 'n') + R"(", "gpus": 2}]})",
        "<stdin>: /nodes/0/name: must be at most 256 bytes long, got 300"},
       {Input::kTopology, R"({"gpus": [{"id": "a"}, {"id": "a"}], )" + std::string(kNetwork) + "}",
@@ -332,13 +323,35 @@ TEST_F(InputErrorsTest, HugeClustersFailFastInsteadOfAllocating) {
                           R"({"nodes": [{"name": "n", "count": 100000, "gpus": 100000}]})");
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err,
-            "pipeplan: error: <stdin>: /nodes/0: too many GPUs: pipeplan handles at most 11585\n");
+            "pipeplan: error: <stdin>: /nodes/0: too many GPUs: pipeplan handles at most 8192\n");
   result = run_cli(
       {"--quiet", "validate", model_path_, "-"},
-      R"({"nodes": [{"name": "n", "count": 5000, "gpus": 2}, {"name": "m", "gpus": 1586}]})");
+      R"({"nodes": [{"name": "n", "count": 4000, "gpus": 2}, {"name": "m", "gpus": 193}]})");
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err,
-            "pipeplan: error: <stdin>: /nodes/1: too many GPUs: pipeplan handles at most 11585\n");
+            "pipeplan: error: <stdin>: /nodes/1: too many GPUs: pipeplan handles at most 8192\n");
+}
+
+TEST_F(InputErrorsTest, DisconnectedClustersAreRefusedBeforeThePairCostsAreAllocated) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit below";
+#else
+  // 8,192 one-GPU nodes and no network: the pair matrices would take 600 MB; the real binary,
+  // limited to 400 MB of address space, must refuse the cluster as disconnected (exit 3), not
+  // run out of memory first (exit 1).
+  const std::string topology =
+      write("disconnected.json", R"({"nodes": [{"name": "n", "count": 8192, "gpus": 1}]})");
+  const std::string command = "ulimit -v 400000 && '" + std::string(PIPEPLAN_BINARY) +
+                              "' --quiet validate '" + model_path_ + "' '" + topology +
+                              "' 2> '" + (folder_ / "err.txt").string() + "'";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_EQ(read(folder_ / "err.txt"),
+            "pipeplan: error: " + topology +
+                ": topology is not connected: no path between \"n0/gpu0\" and \"n1/gpu0\" (add "
+                "a link, a node link or a network)\n");
+#endif
 }
 
 }  // namespace

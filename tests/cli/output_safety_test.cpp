@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 namespace pipeplan::cli {
@@ -91,31 +92,16 @@ Process run_binary(const std::vector<std::string>& args, Stdout mode) {
   return process;
 }
 
-class OutputSafetyTest : public ::testing::Test {
+class OutputSafetyTest : public pipeplan::testing::TempFolderTest {
  protected:
   void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-output-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
+    TempFolderTest::SetUp();
     // 1024 micro-batches make a plan of about 180 KiB, more than a pipe holds.
     model_ = write("model.json", R"({"name": "m", "micro_batches": 1024, "layers": [
       {"forward_ms": 1, "backward_ms": 2, "activation_bytes": 1000, "parameter_bytes": 1000},
       {"forward_ms": 1, "backward_ms": 2, "activation_bytes": 0, "parameter_bytes": 1000}]})");
     topology_ = write("topo.json", R"({"gpus": [{"id": "a"}]})");
     bad_model_ = write("bad.json", R"({"layers": []})");
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path path = folder_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-  static std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   // The names in the folder, to see that no temporary file is left behind.
   [[nodiscard]] std::vector<std::string> names() const {
@@ -127,7 +113,6 @@ class OutputSafetyTest : public ::testing::Test {
     return out;
   }
 
-  fs::path folder_;
   std::string model_, topology_, bad_model_;
 };
 
@@ -204,6 +189,141 @@ TEST_F(OutputSafetyTest, SimulateJsonToAClosedPipeExitsFive) {
   EXPECT_TRUE(process.exited) << "killed by signal " << process.code;
   EXPECT_EQ(process.code, 5);
   EXPECT_EQ(process.err, "pipeplan: error: cannot write standard output\n");
+}
+
+// plan --trace --report writes three files: a failure at any one of the writes leaves every
+// existing output as it was and no temporary file behind.
+TEST_F(OutputSafetyTest, PlanWithTraceAndReportWritesAllOrNothing) {
+  const std::string previous = "previous content\n";
+  const std::string plan = (folder_ / "out.json").string();
+  const std::string trace = (folder_ / "trace.json").string();
+  const std::string report = (folder_ / "report.html").string();
+  const std::string missing = (folder_ / "no-such-dir" / "file").string();
+  struct Case {
+    std::string plan, trace, report, failing;
+  };
+  const std::vector<Case> cases{
+      {missing, trace, report, missing},          // the plan's write fails
+      {plan, missing, report, missing},           // the trace's
+      {plan, trace, missing, missing},            // the report's
+      {plan, trace, "/dev/full", "/dev/full"},    // a device, written directly
+      {"/dev/full", trace, report, "/dev/full"},  // the plan to a device
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plan + " " + c.trace + " " + c.report);
+    for (const std::string& path : {plan, trace, report}) write(fs::path(path).filename(), previous);
+    const std::vector<std::string> before = names();
+    const Result result = run_cli({"--quiet", "plan", model_, topology_, "-o", c.plan, "--trace",
+                                   c.trace, "--report", c.report});
+    EXPECT_EQ(result.code, 5);
+    EXPECT_EQ(result.err, "pipeplan: error: " + c.failing + ": cannot write: " +
+                              (c.failing == missing ? "No such file or directory"
+                                                    : "No space left on device") +
+                              "\n");
+    for (const std::string& path : {plan, trace, report}) EXPECT_EQ(read(path), previous) << path;
+    EXPECT_EQ(names(), before);
+  }
+  // With the plan on standard output, a failed standard output leaves the files alone too.
+  std::istringstream in;
+  std::ostringstream out, err;
+  out.setstate(std::ios::badbit);
+  EXPECT_EQ(cli::run({"--quiet", "plan", model_, topology_, "--trace", trace, "--report", report},
+                     in, out, err),
+            5);
+  EXPECT_EQ(err.str(), "pipeplan: error: cannot write standard output\n");
+  EXPECT_EQ(read(trace), previous);
+  EXPECT_EQ(read(report), previous);
+  // And when every write can succeed, all three are written.
+  const Result result = run_cli(
+      {"--quiet", "plan", model_, topology_, "-o", plan, "--trace", trace, "--report", report});
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(read(plan).rfind("{\n  \"schema\"", 0), 0u);
+  EXPECT_EQ(read(trace).rfind("{\n \"traceEvents\"", 0), 0u) << read(trace).substr(0, 40);
+  EXPECT_EQ(read(report).rfind("<!DOCTYPE html>", 0), 0u);
+}
+
+TEST_F(OutputSafetyTest, TwoOutputsOrAnOutputAndAnInputCannotNameOneFile) {
+  const std::string previous = "previous content\n";
+  const std::string same = write("same.json", previous);
+  const std::string other = (folder_ / "." / "same.json").string();
+  ASSERT_EQ(::symlink("same.json", (folder_ / "link.json").c_str()), 0);
+  const std::string link = (folder_ / "link.json").string();
+  Result result = run_cli({"plan", model_, topology_, "-o", same, "--report", other});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err, "pipeplan: error: " + other +
+                            ": both -o and --report name this file; give each output a file of "
+                            "its own\n");
+  result = run_cli({"plan", model_, topology_, "-o", same, "--trace", link});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err, "pipeplan: error: " + link +
+                            ": both -o and --trace name this file; give each output a file of "
+                            "its own\n");
+  // Not yet existing: the same name after `.` is resolved.
+  const std::string fresh = (folder_ / "fresh.json").string();
+  result = run_cli({"plan", model_, topology_, "--trace", fresh, "--report",
+                    (folder_ / "." / "fresh.json").string()});
+  EXPECT_EQ(result.code, 2);
+  result = run_cli({"plan", model_, topology_, "-o", model_});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err, "pipeplan: error: " + model_ +
+                            ": both MODEL and -o name this file; an output cannot overwrite an "
+                            "input\n");
+  result = run_cli({"export", same, "--format", "svg", "-o", link});
+  EXPECT_EQ(result.code, 2);
+  // --check writes nothing: its file may be the one -o would name.
+  const std::string plan = (folder_ / "plan.json").string();
+  ASSERT_EQ(run_cli({"--quiet", "plan", model_, topology_, "-o", plan}).code, 0);
+  result = run_cli({"--quiet", "plan", model_, topology_, "-o", plan, "--check", plan});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(read(same), previous);
+  EXPECT_FALSE(fs::exists(fresh));
+  // Devices are not files: /dev/null may take two outputs.
+  result = run_cli({"--quiet", "plan", model_, topology_, "--trace", "/dev/null", "--report",
+                    "/dev/null", "-o", "/dev/null"});
+  EXPECT_EQ(result.code, 0) << result.err;
+}
+
+TEST_F(OutputSafetyTest, LongOutputNamesAreWrittenWithShortTemporaryNames) {
+  // 250 bytes: legal (NAME_MAX is 255), but `.NAME.tmp.XXXXXX` would not be.
+  for (const std::size_t length : {240u, 242u, 250u, 255u}) {
+    const std::string name = std::string(length - 5, 'p') + ".json";
+    const std::string path = (folder_ / name).string();
+    const Result result = run_cli({"--quiet", "plan", model_, topology_, "-o", path});
+    EXPECT_EQ(result.code, 0) << length << ": " << result.err;
+    EXPECT_EQ(read(path).rfind("{\n  \"schema\"", 0), 0u);
+    fs::remove(path);
+  }
+  EXPECT_EQ(names(),
+            (std::vector<std::string>{"bad.json", "model.json", "topo.json"}));
+}
+
+TEST_F(OutputSafetyTest, HelpAndVersionThatCannotBeWrittenExitFive) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"--version"}, {"plan", "--help"}}) {
+    SCOPED_TRACE(args.front());
+    std::istringstream in;
+    std::ostringstream out, err;
+    out.setstate(std::ios::badbit);
+    EXPECT_EQ(cli::run(args, in, out, err), 5);
+    EXPECT_EQ(err.str(), "pipeplan: error: cannot write standard output\n");
+  }
+  // The real binary, `pipeplan --help > /dev/full`.
+  const int fd = ::open("/dev/full", O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(fd, 1);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl(PIPEPLAN_BINARY, PIPEPLAN_BINARY, "--help", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fd);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 5);
 }
 
 }  // namespace

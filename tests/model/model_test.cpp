@@ -117,12 +117,23 @@ TEST(ModelTest, RejectsTotalsThatOverflow) {
     {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1, "parameter_bytes": 1e300}]})"),
             "model.json: /layers: too large: parameter_memory_factor times the sum of "
             "parameter_bytes is not finite");
-  // One huge value alone is fine.
+  // Finite sums beyond kMaxTotal are refused too: M micro-batches of them, divided by slow
+  // speeds and narrow links, in microseconds, would overflow (a stash of 1e307 bytes times
+  // 100 micro-batches once made "peak_memory_bytes": null).
+  EXPECT_EQ(read_error(R"({"layers": [
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1, "stash_bytes": 1e307}]})"),
+            "model.json: /layers: too large: the sum of stash_bytes is 1e+307, more than 1e+290 "
+            "(figures derived from it would overflow)");
+  EXPECT_EQ(read_error(R"({"layers": [
+    {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 5e290, "stash_bytes": 0}]})"),
+            "model.json: /layers: too large: the sum of activation_bytes is 5e+290, more than "
+            "1e+290 (figures derived from it would overflow)");
+  // Up to the limit is fine.
   EXPECT_EQ(
-      read(R"({"layers": [{"forward_ms": 1e308, "backward_ms": 0, "activation_bytes": 1e308}]})")
+      read(R"({"layers": [{"forward_ms": 1e290, "backward_ms": 0, "activation_bytes": 1e290}]})")
           .layers[0]
           .forward_ms,
-      1e308);
+      1e290);
 }
 
 TEST(ModelTest, RoundTripsThroughJson) {

@@ -48,7 +48,7 @@ TEST(LimitsTest, TooManyLayers) {
 
 TEST(LimitsTest, EveryClusterTheReaderAcceptsMayBePlanned) {
   // No GPU limit beyond the reader's: spp's DP runs on a budgeted grid and its ordering on a
-  // budget of its own, so only the O(N^2) pair costs grow (docs/errors.md measures 11,584 GPUs).
+  // budget of its own, so only the O(N^2) pair costs grow (docs/errors.md measures 8,192 GPUs).
   const model::Model model = layers(2);
   const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
   for (const std::string& planner : planner_names()) {
@@ -87,18 +87,59 @@ TEST(LimitsTest, SearchSteps) {
   const model::Model model = layers(2000);
   const topology::Topology topology = uniform_topology(64, 1e10, 0.001);
   const Request request{model, topology, 64};
-  EXPECT_EQ(planning_steps("spp", request), 64.0 * 64 + 2000.0 * 64);
+  EXPECT_EQ(planning_steps("spp", request), (64.0 * 64 + 2000.0 * 64) / 4);
   EXPECT_EQ(planning_steps("pipedream", request), 2000.0 * 2000 * 64 * 64);
-  EXPECT_EQ(planning_steps("gpipe", request), 64.0 * 2000 * 2000);
+  EXPECT_EQ(planning_steps("gpipe", request), 64.0 * 2000 * 2000 / 5);
   EXPECT_EQ(planning_steps("uniform", request), 2064.0);
   EXPECT_EQ(infeasible([&] { make_plan("pipedream", request); }),
             "cannot plan 2000 layers on 64 GPUs with 64 micro-batches: the pipedream planner would "
-            "take about 1.64e+10 steps, more than its limit of 1e+10; use fewer layers, GPUs or "
+            "take about 1.64e+10 steps, more than its limit of 1e+08; use fewer layers, GPUs or "
             "micro-batches" +
                 kSee);
   // The cheaper planners are not held back by pipedream's cost; spp's DP is on a grid.
   EXPECT_EQ(infeasible([&] { check_limits("gpipe", request); }), "");
   EXPECT_EQ(infeasible([&] { check_limits("spp", request); }), "");
+}
+
+TEST(LimitsTest, StepsCountTheWorkThatTakesTime) {
+  // pipedream on 4,096 layers and 24 GPUs once took 541 s, its estimate just under the old
+  // limit of 1e10; 256 layers take about a second.
+  const topology::Topology cluster = uniform_topology(24, 1e10, 0.001);
+  const model::Model many = layers(4096);
+  EXPECT_EQ(infeasible([&] { check_limits("pipedream", Request{many, cluster, 16}); }),
+            "cannot plan 4096 layers on 24 GPUs with 16 micro-batches: the pipedream planner "
+            "would take about 9.66e+09 steps, more than its limit of 1e+08; use fewer layers, "
+            "GPUs or micro-batches" +
+                kSee);
+  EXPECT_EQ(infeasible([&] { check_limits("pipedream", Request{layers(256), cluster, 16}); }),
+            "");
+  // gpipe's split on the same input takes about 3 s: admitted.
+  EXPECT_EQ(infeasible([&] { check_limits("gpipe", Request{many, cluster, 16}); }), "");
+}
+
+TEST(LimitsTest, SchedulingStepsCountEveryScanOfGpusAndChannels) {
+  // uniform with 4,096 stages of one GPU and 16 micro-batches once took 38 s: 262,112 tasks,
+  // each scanning 4,096 GPUs and 8,190 channels.
+  std::vector<Stage> one_per_gpu;
+  for (int s = 0; s < 4096; ++s) one_per_gpu.push_back(Stage{s, s, {s}});
+  EXPECT_EQ(scheduling_steps(one_per_gpu, 16, 4096), 262112.0 * (4096 + 8190));
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }),
+            "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
+            "take about 3.22e+09 steps (every task scans every GPU and channel), more than its "
+            "limit of 4e+08; use fewer stages or micro-batches" +
+                kSee);
+  const model::Model model = layers(4096);
+  const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
+  EXPECT_EQ(infeasible([&] { make_plan("uniform", Request{model, topology, 16}); }),
+            "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
+            "take about 3.22e+09 steps (every task scans every GPU and channel), more than its "
+            "limit of 4e+08; use fewer stages or micro-batches" +
+                kSee);
+  // One GPU at the task limit: 262,144 steps.
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 131072, 1), 262144.0);
+  // Replicated stages: channels between r and r' replicas are at most 2 min(r r', M).
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4, 5),
+            (4.0 * 2 * 4 - 2 * 4) * (5 + 2 * 4));
 }
 
 TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {

@@ -2,8 +2,10 @@
 /// \file
 /// Reading inputs (files or standard input) and writing outputs atomically.
 
+#include <functional>
 #include <istream>
 #include <string>
+#include <vector>
 
 namespace pipeplan::io {
 
@@ -30,5 +32,28 @@ Source source_from_text(std::string name, std::string text);
 /// exists and is not a regular file (`/dev/null`, a pipe) is written directly. Throws
 /// `OutputError` (exit 5) on failure, leaving an existing file untouched.
 void write_file_atomically(const std::string& path, const std::string& content);
+
+/// One output of a command: where it goes and what it holds.
+struct Output {
+  std::string path;     ///< A file path (never empty).
+  std::string content;  ///< The whole content.
+};
+
+/// Writes several outputs all or none: every regular file (or new one) is written to a
+/// temporary file in its folder first; then `before_renames` runs (it writes standard output)
+/// and the paths that exist and are not regular files (`/dev/null`, a pipe) are written
+/// directly; only then are the temporary files renamed over their targets. A failure before
+/// the renames (a missing folder, a full disk, `/dev/full`, a closed standard output) removes
+/// every temporary file and leaves every existing file untouched; it throws `OutputError`
+/// (exit 5), or whatever `before_renames` throws. A temporary name never exceeds the file
+/// system's name length: a long target gets a short random name in its folder.
+void write_files_atomically(const std::vector<Output>& outputs,
+                            const std::function<void()>& before_renames = {});
+
+/// Whether two paths name the same file: the same existing file (also through links), or the
+/// same location once `.`, `..` and symbolic links are resolved. Paths that exist and are not
+/// regular files (`/dev/null`, pipes) are never the same as anything: writing twice to them
+/// harms nothing.
+bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace pipeplan::io

@@ -61,6 +61,15 @@ std::string dump_json(const nlohmann::ordered_json& value, int indent = 2);
 /// `text` in double quotes, non-printable bytes escaped, cut to about 40 bytes.
 std::string quote_for_message(std::string_view text);
 
+/// `text` as one printable line for a message: line ends become spaces; every other control
+/// byte, DEL and every byte that is not part of valid UTF-8 is written `\xNN` (so an ESC in a
+/// file name cannot drive the terminal); valid UTF-8 is kept.
+std::string printable_line(std::string_view text);
+
+/// The candidate closest to `word` in edit distance when it is plausibly a typo (distance at
+/// most 2), else empty: the "did you mean" of unknown keys and commands.
+std::string_view nearest(std::string_view word, const std::vector<std::string_view>& candidates);
+
 /// A compact, printable rendering of a JSON value for error messages (at most ~40 bytes).
 std::string describe_value(const nlohmann::json& value);
 

@@ -48,6 +48,13 @@ struct TensorParallel {
   std::vector<double> update_ms;        ///< Per-GPU optimizer step at each degree, ms at speed 1.
 };
 
+/// Largest sum over all layers of forward_ms + backward_ms, of parameter_bytes (times the
+/// parameter memory factor), of stash_bytes and of activation_bytes. The execution model
+/// multiplies these by up to 2^20 micro-batches, divides times by speeds down to 1e-6 and
+/// bytes by bandwidths down to 1 bit/s, and exports microseconds: below 1e290 every figure
+/// pipeplan derives and writes stays finite (about 1e308 is the largest double).
+inline constexpr double kMaxTotal = 1e290;
+
 /// One layer of the chain.
 struct Layer {
   std::string name;             ///< Optional (empty when absent); unique when given.
@@ -80,7 +87,8 @@ struct Model {
 /// `micro_batches` is at most `kMaxMicroBatches`, degrees at most `kMaxTensorParallelDegree`,
 /// all-reduce counts at most `kMaxAllreducesPerPass`; the sums over all layers of forward plus
 /// backward time, of stash, activation and update, and the factor times the sum of parameter
-/// bytes must be finite (each layer counted at its largest per-degree value); -0 reads as 0.
+/// bytes are at most `kMaxTotal` (each layer counted at its largest per-degree value); -0
+/// reads as 0.
 Model read_model(const io::Source& source);
 
 /// The model as `model.json`: schema v1 when no field of spec 8.1 is used (byte for byte what

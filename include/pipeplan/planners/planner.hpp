@@ -39,9 +39,13 @@ inline constexpr int kMaxPlanLayers = 4096;
 /// this limit is about 45 MiB of JSON.
 inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 18;
 
-/// Most steps a planner's search may take, as estimated by `planning_steps`: about ten
-/// minutes of one core today at the limit.
-inline constexpr double kMaxPlanSteps = 1e10;
+/// Most steps a planner's search may take, as estimated by `planning_steps` in units of about
+/// 40 ns of one core (the `dev` build): about four seconds at the limit.
+inline constexpr double kMaxPlanSteps = 1e8;
+
+/// Most steps the event-driven scheduler may take: one per task and per GPU and channel it
+/// scans at each event (`scheduling_steps`), about 10 ns each: about four seconds.
+inline constexpr double kMaxScheduleSteps = 4e8;
 
 /// Longest time the execution model may have to handle, ms (about 30,000 years): every input
 /// whose slowest conceivable iteration (all work in series on the slowest GPU and the
@@ -51,11 +55,19 @@ inline constexpr double kMaxPlanTimeMs = 1e15;
 ///@}
 
 /// The estimated search steps of `planner` on `request`, the quantity `kMaxPlanSteps`
-/// bounds: for L layers and N GPUs, pipedream's DP takes `L^2 N^2`, gpipe's split `N L^2`, the
-/// others `L + N`, and spp `N^2 + L N`: its DP runs on a grid whose size a fixed budget bounds
-/// (docs/performance.md) and its ordering is bounded by `ordering::kMaxOrderWork`, so only the
-/// pair costs it reads grow with the input. Every topology the reader accepts can be planned.
+/// bounds, calibrated so that a step takes about the same time in every planner: for L layers
+/// and N GPUs, pipedream's DP takes `L^2 N^2` (its inner loop with its Pareto fronts), gpipe's
+/// split `N L^2 / 5`, the others `L + N`, and spp `(N^2 + L N) / 4`: its DP runs on a grid
+/// whose size a fixed budget bounds (docs/performance.md) and its ordering is bounded by
+/// `ordering::kMaxOrderWork`, so only the pair costs it reads grow with the input. Every
+/// topology the reader accepts can be planned by spp.
 double planning_steps(std::string_view planner, const Request& request);
+
+/// The steps of scheduling `stages` for `micro_batches` on `gpus` GPUs, the quantity
+/// `kMaxScheduleSteps` bounds: at each of its events (one per task) the scheduler scans every
+/// GPU and every channel in use, so `tasks x (gpus + channels)`, where the channels between
+/// two stages of r and r' replicas are at most `2 min(r r', M)`.
+double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus);
 
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
 /// within the limits above: too many layers, more micro-batches than one stage's plan
@@ -66,6 +78,10 @@ void check_limits(std::string_view planner, const Request& request);
 /// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
 /// tasks for `micro_batches` micro-batches. `finish_plan` calls it before scheduling.
 void check_task_limit(std::size_t stages, int micro_batches);
+
+/// Refuses, with `InfeasibleError`, `stages` whose scheduling on `gpus` GPUs would take more
+/// than `kMaxScheduleSteps` (`scheduling_steps`). `finish_plan` calls it before scheduling.
+void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus);
 
 /// A planner's choice before scheduling.
 struct Partition {

@@ -3,6 +3,7 @@
 /// Human summaries of plans for standard error, and the figures `simulate --json` prints.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::report {
+
+/// `value / bound` when the bound is positive and the ratio finite, else nothing: a bound of
+/// 5e-324 ms (denormal layer times) under an iteration of 1 ms has no ratio a double holds.
+std::optional<double> bound_ratio(double value, double bound);
 
 /// `layers 0-12` or `layer 5`, with names when the model has them.
 std::string layer_range(const model::Model& model, int first, int last);
