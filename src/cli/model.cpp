@@ -102,7 +102,9 @@ int run_transformer(const TransformerOptions& options, Context& context) {
   const model::TransformerConfig config = config_from(options);
   model::Model model = model::transformer_model(config);
   if (options.micro_batches > 0) model.micro_batches = options.micro_batches;
-  context.emit(options.output, io::dump_json(model::model_to_json(model)));
+  context.declare({}, {{"-o", options.output.empty() ? std::nullopt
+                                                      : std::optional<std::string>(options.output)}});
+  context.emit("-o", io::dump_json(model::model_to_json(model)));
 
   double forward_ms = 0, backward_ms = 0, parameter_bytes = 0;
   for (const model::Layer& layer : model.layers) {
@@ -130,6 +132,7 @@ std::string tflops(double value) {
 }
 
 int run_gpus(bool json, Context& context) {
+  context.declare({}, {{"standard output", std::nullopt}});
   const auto& catalogue = hardware::gpu_catalogue();
   if (json) {
     std::vector<nlohmann::ordered_json> entries;
@@ -150,7 +153,7 @@ int run_gpus(bool json, Context& context) {
       entry["source"] = gpu.source;
       entries.push_back(std::move(entry));
     }
-    context.emit(std::nullopt, io::dump_json(io::json_array(std::move(entries))));
+    context.emit("standard output", io::dump_json(io::json_array(std::move(entries))));
     return 0;
   }
   std::ostringstream out;
@@ -169,7 +172,7 @@ int run_gpus(bool json, Context& context) {
   }
   out << "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
          "--json.\n";
-  context.emit(std::nullopt, out.str());
+  context.emit("standard output", out.str());
   return 0;
 }
 

@@ -310,8 +310,8 @@ TEST(ModelV2Test, RejectsPerDegreeTotalsThatOverflow) {
             "model.json: /layers: too large: the sum of update_ms is not finite");
   EXPECT_EQ(read_error(R"({"input_bytes": 1e308, "layers": [
     {"forward_ms": 1, "backward_ms": 1, "activation_bytes": 1e308}]})"),
-            "model.json: /layers: too large: input_bytes plus the sum of activation_bytes is not "
-            "finite");
+            "model.json: /layers: too large: the sum of stash_bytes is 1e+308, more than 1e+290 "
+            "(figures derived from it would overflow)");
 }
 
 TEST(ModelV2Test, PerGpuValuesAtADegree) {
