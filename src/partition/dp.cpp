@@ -22,41 +22,21 @@
 #include <limits>
 #include <numeric>
 
+#include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::partition {
 namespace {
 
-// Prefix sums of the layer columns: both the DP and `objective` take stage sums from here,
-// so that they agree to the last bit.
-struct Prefix {
-  std::vector<double> forward, backward, parameters, stash;
-  explicit Prefix(const model::Model& model) {
-    const std::size_t n = model.layers.size();
-    forward.assign(n + 1, 0);
-    backward.assign(n + 1, 0);
-    parameters.assign(n + 1, 0);
-    stash.assign(n + 1, 0);
-    for (std::size_t l = 0; l < n; ++l) {
-      const auto& layer = model.layers[l];
-      forward[l + 1] = forward[l] + layer.forward_ms;
-      backward[l + 1] = backward[l] + layer.backward_ms;
-      parameters[l + 1] = parameters[l] + layer.parameter_bytes;
-      stash[l + 1] = stash[l] + layer.stash_bytes;
-    }
-  }
-};
+// Stage sums come from the shared prefix sums (building_blocks.hpp), so that the DP and
+// `objective` agree to the last bit.
+using Prefix = LayerSums;
 
-// What a run of GPUs offers a stage.
-struct Run {
-  int replicas = 0;
-  std::vector<double> speeds;  // in run order
-  double fastest = 0;
-  double time_per_work = 0;    // makespan of M micro-batches of unit work, best integral split
+// What a run of GPUs offers a stage: the shared run statistics plus the split of the M
+// micro-batches over its replicas.
+struct Run : RunStats {
+  double time_per_work = 0;     // makespan of M micro-batches of unit work, best integral split
   long most_micro_batches = 0;  // micro-batches on the busiest replica of that split
-  std::optional<double> capacity;  // smallest memory in the run
-  double ring_bandwidth = std::numeric_limits<double>::infinity();
-  double ring_latency_ms = 0;
 };
 
 // The slowest bandwidth and the largest latency over every GPU pair between two runs: a
@@ -147,15 +127,9 @@ struct Entry {
 
 // Adds `e` unless an entry is at least as good in all three; drops entries it dominates.
 void insert(std::vector<Entry>& front, const Entry& e) {
-  for (const Entry& f : front) {
-    if (f.latency <= e.latency && f.excess <= e.excess && f.tail <= e.tail) return;
-  }
-  front.erase(std::remove_if(front.begin(), front.end(),
-                             [&](const Entry& f) {
-                               return e.latency <= f.latency && e.excess <= f.excess && e.tail <= f.tail;
-                             }),
-              front.end());
-  front.push_back(e);
+  pareto_insert(front, e, [](const Entry& a, const Entry& b) {
+    return a.latency <= b.latency && a.excess <= b.excess && a.tail <= b.tail;
+  });
 }
 
 }  // namespace
@@ -168,19 +142,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
   double latency = 0, excess = 0, tail = 0;
   for (int s = S - 1; s >= 0; --s) {
     const Stage& stage = stages[static_cast<std::size_t>(s)];
-    Run run;
-    run.replicas = static_cast<int>(stage.gpus.size());
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      const auto& gpu = topology.gpu(stage.gpus[x]);
-      run.speeds.push_back(gpu.speed);
-      run.fastest = std::max(run.fastest, gpu.speed);
-      if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
-      if (stage.gpus.size() > 1) {
-        const int u = stage.gpus[x], v = stage.gpus[(x + 1) % stage.gpus.size()];
-        run.ring_bandwidth = std::min(run.ring_bandwidth, topology.bandwidth_bytes_per_s(u, v));
-        run.ring_latency_ms = std::max(run.ring_latency_ms, topology.latency_ms(u, v));
-      }
-    }
+    Run run{RunStats::of(topology, stage.gpus)};
     split_micro_batches(run, micro_batches, schedule.round_robin);
     const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
     if (!t.fits) return std::nullopt;
@@ -296,24 +258,9 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
   };
   for (int p = 0; p < P; ++p) {
     Run run;
-    double chain_bandwidth = std::numeric_limits<double>::infinity();
-    double chain_latency = 0;
     const int k = p * U;
     for (int r = 1; k + r <= N && r <= Q * U; ++r) {
-      const int added = order[static_cast<std::size_t>(k + r - 1)];
-      const auto& gpu = topology.gpu(added);
-      run.replicas = r;
-      run.speeds.push_back(gpu.speed);
-      run.fastest = std::max(run.fastest, gpu.speed);
-      if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
-      if (r >= 2) {
-        const int previous = order[static_cast<std::size_t>(k + r - 2)];
-        chain_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(previous, added));
-        chain_latency = std::max(chain_latency, topology.latency_ms(previous, added));
-        const int first = order[static_cast<std::size_t>(k)];
-        run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(added, first));
-        run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
-      }
+      run.add(topology, order[static_cast<std::size_t>(k + r - 1)]);
       if (r % U == 0) {
         run_at(p, r / U) = run;
         split_micro_batches(run_at(p, r / U), M, schedule.round_robin);

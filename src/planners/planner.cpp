@@ -186,15 +186,9 @@ Plan make_plan(std::string_view name, const Request& request,
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
                   schedule::Policy policy) {
   const long r = static_cast<long>(stages[static_cast<std::size_t>(s)].gpus.size());
-  switch (policy) {
-    case schedule::Policy::kGpipe:
-      return (micro_batches + r - 1) / r;
-    case schedule::Policy::kOneFOneB:
-      return (schedule::one_f_one_b_warmup(stages, s, micro_batches) + r - 1) / r;
-    case schedule::Policy::kList:
-      return 1;
-  }
-  return micro_batches;
+  const long warmup =
+      policy == schedule::Policy::kOneFOneB ? schedule::one_f_one_b_warmup(stages, s, micro_batches) : 0;
+  return schedule::stashes_per_replica(policy, micro_batches, r, warmup);
 }
 
 namespace {
