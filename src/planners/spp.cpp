@@ -155,14 +155,17 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
                                                     std::max(1L, model.stashes), limits.max_stages)) {
           starts.push_back(std::move(*packed));
         }
-        // On the input order, the baselines' shapes too (when cheap to make): the search then
-        // never ends slower than a baseline rescheduled with the same policy.
+        // On the input order, the baselines' shapes too (when cheap to make and to replay): the
+        // search then never ends slower than such a baseline rescheduled with the same policy.
         if (order == input) {
           for (const auto& [baseline, make_partition] : baseline_partitions()) {
             if (planning_steps(baseline, request) > kMaxSeedSteps) continue;
             try {
               Partition partition = make_partition(request, policy);
-              if (static_cast<int>(partition.stages.size()) <= limits.max_stages) {
+              // Within the stage cap, and no dearer to replay than the whole search budget.
+              const double cost = 4.0 * static_cast<double>(partition.stages.size()) *
+                                      static_cast<double>(M) + N;
+              if (static_cast<int>(partition.stages.size()) <= limits.max_stages && cost <= search.work) {
                 starts.push_back(std::move(partition.stages));
               }
             } catch (const InfeasibleError&) {
