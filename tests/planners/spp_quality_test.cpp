@@ -8,6 +8,7 @@
 #include <random>
 
 #include "../support/builders.hpp"
+#include "../support/enumerate.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/search.hpp"
@@ -44,30 +45,14 @@ std::optional<double> oracle(const Request& request, schedule::Policy policy, in
   const int max_stages = max_stages_within_task_limit(request.micro_batches);
   std::optional<double> best;
   for (const auto& order : spp_orders(request.topology)) {
-    const int N = static_cast<int>(order.size());
-    std::vector<Stage> current;
-    std::function<void(int, int)> extend = [&](int layer, int position) {
-      if (layer == L) {
-        ++*shapes;
-        try {
-          const Plan plan = finish_plan("oracle", Partition{order, current}, request, policy);
-          if (!best || plan.timeline.iteration_ms < *best) best = plan.timeline.iteration_ms;
-        } catch (const InfeasibleError&) {
-        }
-        return;
+    for_each_plan(L, order, static_cast<int>(order.size()), max_stages, [&](const std::vector<Stage>& stages) {
+      ++*shapes;
+      try {
+        const Plan plan = finish_plan("oracle", Partition{order, stages}, request, policy);
+        if (!best || plan.timeline.iteration_ms < *best) best = plan.timeline.iteration_ms;
+      } catch (const InfeasibleError&) {
       }
-      if (static_cast<int>(current.size()) == max_stages) return;
-      for (int last = layer; last < L; ++last) {
-        for (int r = 1; position + r <= N; ++r) {
-          Stage stage{layer, last, {}};
-          for (int p = position; p < position + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
-          current.push_back(stage);
-          extend(last + 1, position + r);
-          current.pop_back();
-        }
-      }
-    };
-    extend(0, 0);
+    });
   }
   return best;
 }
