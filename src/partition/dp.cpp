@@ -12,8 +12,9 @@
 // the plan when j = L (positions k+r..N-1 stay unused). Each state keeps the Pareto front of
 // (latency, excess, tail): all three only grow along a transition and the objective is their
 // sum, so the front is exact.
-// Complexity: O(L^2 N R^2 F) for R = min(N, M) and fronts of size F, plus O(N R^3) for the
-// pairwise costs between adjacent runs; memory O(L N R F).
+// Complexity: O(L^2 N R^2 F^2) for R = min(N, M) and fronts of size F <= kMaxFront = 32 (each
+// insertion scans its front), plus O(N R^3) for the pairwise costs between adjacent runs;
+// memory O(L N R F). Exact while no front reaches kMaxFront.
 
 #include "pipeplan/partition/dp.hpp"
 

@@ -55,7 +55,8 @@ inline constexpr double kMaxPassWork = 2e9;
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
 /// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
 /// Exact (Pareto fronts of (latency, excess, tail) per state, since the objective is monotone
-/// in each) on a grid: every layer boundary and GPU position while
+/// in each) while no front passes 32 entries (beyond that the entry of largest objective is
+/// dropped: memory-tight profiles grow fronts into the thousands), on a grid: every layer boundary and GPU position while
 /// blocks^2 x positions x lengths^2 stays within a budget of about a second; beyond it, runs
 /// align to units of 2^k GPUs and layers group into blocks of equal compute cut where the
 /// activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for measuring
