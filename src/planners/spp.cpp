@@ -71,8 +71,8 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   // What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
   // and throttles when memory is short; the fixed orders place micro-batch m on replica
   // m mod r and need their stashes to fit. GPipe keeps all of a replica's micro-batches;
-  // 1F1B's depth depends on the stages after each one, so the DP asks for 1, 2, 4, ... stashes
-  // per replica until the schedule fits.
+  // 1F1B's depth depends on the stages after each one, so the DP runs with 1, 2, 4, ... stashes
+  // per replica, and every run's proposals are replayed under 1F1B.
   std::vector<partition::ScheduleModel> models;
   const long M = request.micro_batches;
   if (policy == schedule::Policy::kList) {
@@ -85,12 +85,12 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       if (k >= M) break;
     }
   }
-  // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
   partition::ShapeLimits limits;
   limits.layers = L;
   // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
   // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
   limits.max_replicas = N;
+  // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
   limits.max_stages = std::min({max_stages_within_task_limit(request.micro_batches), L, N});
 
   // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
