@@ -12,8 +12,9 @@
 // the plan when j = L (positions k+r..N-1 stay unused). Each state keeps the Pareto front of
 // (latency, excess, tail): all three only grow along a transition and the objective is their
 // sum, so the front is exact.
-// Complexity: O(L^2 N R^2 F) for R = min(N, M) and fronts of size F, plus O(N R^3) for the
-// pairwise costs between adjacent runs; memory O(L N R F).
+// Complexity: O(L^2 N R^2 F^2) for R = min(N, M) and fronts of size F <= kMaxFront = 32 (each
+// insertion scans its front), plus O(N R^3) for the pairwise costs between adjacent runs;
+// memory O(L N R F). Exact while no front reaches kMaxFront.
 
 #include "pipeplan/partition/dp.hpp"
 
@@ -22,41 +23,21 @@
 #include <limits>
 #include <numeric>
 
+#include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::partition {
 namespace {
 
-// Prefix sums of the layer columns: both the DP and `objective` take stage sums from here,
-// so that they agree to the last bit.
-struct Prefix {
-  std::vector<double> forward, backward, parameters, stash;
-  explicit Prefix(const model::Model& model) {
-    const std::size_t n = model.layers.size();
-    forward.assign(n + 1, 0);
-    backward.assign(n + 1, 0);
-    parameters.assign(n + 1, 0);
-    stash.assign(n + 1, 0);
-    for (std::size_t l = 0; l < n; ++l) {
-      const auto& layer = model.layers[l];
-      forward[l + 1] = forward[l] + layer.forward_ms;
-      backward[l + 1] = backward[l] + layer.backward_ms;
-      parameters[l + 1] = parameters[l] + layer.parameter_bytes;
-      stash[l + 1] = stash[l] + layer.stash_bytes;
-    }
-  }
-};
+// Stage sums come from the shared prefix sums (building_blocks.hpp), so that the DP and
+// `objective` agree to the last bit.
+using Prefix = LayerSums;
 
-// What a run of GPUs offers a stage.
-struct Run {
-  int replicas = 0;
-  std::vector<double> speeds;  // in run order
-  double fastest = 0;
-  double time_per_work = 0;    // makespan of M micro-batches of unit work, best integral split
+// What a run of GPUs offers a stage: the shared run statistics plus the split of the M
+// micro-batches over its replicas.
+struct Run : RunStats {
+  double time_per_work = 0;     // makespan of M micro-batches of unit work, best integral split
   long most_micro_batches = 0;  // micro-batches on the busiest replica of that split
-  std::optional<double> capacity;  // smallest memory in the run
-  double ring_bandwidth = std::numeric_limits<double>::infinity();
-  double ring_latency_ms = 0;
 };
 
 // The slowest bandwidth and the largest latency over every GPU pair between two runs: a
@@ -140,22 +121,37 @@ struct Entry {
   double latency;
   double excess;
   double tail;
+  int stages;  // in this suffix, this entry's stage included
   int j;     // next state's first layer (== L: the plan ends here)
   int b;     // next state's run length
   int next;  // index in the next state's front; -1 at the end
 };
 
-// Adds `e` unless an entry is at least as good in all three; drops entries it dominates.
-void insert(std::vector<Entry>& front, const Entry& e) {
-  for (const Entry& f : front) {
-    if (f.latency <= e.latency && f.excess <= e.excess && f.tail <= e.tail) return;
+// Most entries a front keeps. Real profiles (memory-tight stages, whose round trips trade
+// against their steady state) can grow fronts into the thousands and the DP by as much; beyond
+// this size the entry of largest sum is dropped (ties: the latest), so the DP is exact while
+// fronts stay below it (every test instance and shipped example) and a fast proposal for the
+// replayed search otherwise.
+constexpr std::size_t kMaxFront = 32;
+
+// Adds `e` unless an entry is at least as good in all three (and, when the stage count is
+// capped, has no more stages: fewer stages leave more room in front); drops entries it
+// dominates; keeps at most kMaxFront entries. O(front size).
+void insert(std::vector<Entry>& front, const Entry& e, bool count_stages) {
+  pareto_insert(front, e, [count_stages](const Entry& a, const Entry& b) {
+    return a.latency <= b.latency && a.excess <= b.excess && a.tail <= b.tail &&
+           (!count_stages || a.stages <= b.stages);
+  });
+  if (front.size() > kMaxFront) {
+    std::size_t worst = 0;
+    for (std::size_t x = 1; x < front.size(); ++x) {
+      if (front[x].latency + front[x].excess + front[x].tail >=
+          front[worst].latency + front[worst].excess + front[worst].tail) {
+        worst = x;
+      }
+    }
+    front.erase(front.begin() + static_cast<std::ptrdiff_t>(worst));
   }
-  front.erase(std::remove_if(front.begin(), front.end(),
-                             [&](const Entry& f) {
-                               return e.latency <= f.latency && e.excess <= f.excess && e.tail <= f.tail;
-                             }),
-              front.end());
-  front.push_back(e);
 }
 
 }  // namespace
@@ -168,19 +164,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
   double latency = 0, excess = 0, tail = 0;
   for (int s = S - 1; s >= 0; --s) {
     const Stage& stage = stages[static_cast<std::size_t>(s)];
-    Run run;
-    run.replicas = static_cast<int>(stage.gpus.size());
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      const auto& gpu = topology.gpu(stage.gpus[x]);
-      run.speeds.push_back(gpu.speed);
-      run.fastest = std::max(run.fastest, gpu.speed);
-      if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
-      if (stage.gpus.size() > 1) {
-        const int u = stage.gpus[x], v = stage.gpus[(x + 1) % stage.gpus.size()];
-        run.ring_bandwidth = std::min(run.ring_bandwidth, topology.bandwidth_bytes_per_s(u, v));
-        run.ring_latency_ms = std::max(run.ring_latency_ms, topology.latency_ms(u, v));
-      }
-    }
+    Run run{RunStats::of(topology, stage.gpus)};
     split_micro_batches(run, micro_batches, schedule.round_robin);
     const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
     if (!t.fits) return std::nullopt;
@@ -220,25 +204,37 @@ constexpr int kMaxPositions = 32;      // run starts at most
 constexpr int kMaxLengths = 16;        // run lengths at most
 constexpr double kBudget = 80e6;       // blocks^2 x starts x lengths^2: about a second
 
-Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget) {
+// `single_gpus`: runs start at every position (unit 1) and are at most a few GPUs long, for
+// plans whose stages must be many and narrow (memory-tight models); the lengths shrink instead
+// of the positions to meet the budget.
+Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget,
+               bool single_gpus = false) {
   const int L = static_cast<int>(model.layers.size());
   const int R = std::min(gpus, micro_batches);
   Grid grid;
-  while (std::isfinite(budget) && (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
+  while (!single_gpus && std::isfinite(budget) &&
+         (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
     grid.unit *= 2;
   }
   grid.unit = std::min(grid.unit, std::max(R, 1));
   int blocks = std::isfinite(budget) ? std::min(L, kMaxBlocks) : L;
+  int lengths = R / grid.unit;
   auto cost = [&] {
-    const double positions = gpus / grid.unit, lengths = R / grid.unit;
+    const double positions = gpus / grid.unit;
     return static_cast<double>(blocks) * blocks * positions * lengths * lengths;
   };
   // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
   // layer blocks.
-  while (cost() > budget && grid.unit * 2 <= R) grid.unit *= 2;
+  if (single_gpus) {
+    while (cost() > budget && lengths > 1) lengths /= 2;
+  }
+  while (!single_gpus && cost() > budget && grid.unit * 2 <= R) {
+    grid.unit *= 2;
+    lengths = R / grid.unit;
+  }
   while (cost() > budget && blocks > 16) blocks = blocks * 3 / 4;
   grid.positions = gpus / grid.unit;
-  grid.lengths = R / grid.unit;
+  grid.lengths = lengths;
   grid.cuts.push_back(0);
   if (L <= blocks) {
     for (int l = 1; l <= L; ++l) grid.cuts.push_back(l);
@@ -275,10 +271,12 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
 // (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that cannot
 // lead to a plan of total <= upper_bound (see the bounds below). Both off: exact on the grid.
 // Past `max_work` (kMaxPassWork in solve) the pass gives up: `gave_up` is set, nothing returned.
-std::optional<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
-                               const std::vector<int>& order, int micro_batches, const Grid& grid,
-                               const ScheduleModel& schedule, std::size_t cap, double upper_bound,
-                               double max_work, bool& gave_up) {
+// Returns the `count` best plans of the final front (smallest total first, ties in front order)
+// with at most `max_stages` stages.
+std::vector<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
+                             const std::vector<int>& order, int micro_batches, const Grid& grid,
+                             const ScheduleModel& schedule, std::size_t cap, double upper_bound,
+                             double max_work, bool& gave_up, std::size_t count, int max_stages) {
   double work = 0;
   const int C = static_cast<int>(grid.cuts.size()) - 1;  // blocks
   const int P = grid.positions;
@@ -287,7 +285,9 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
   const int N = static_cast<int>(order.size());
   const int M = micro_batches;
   const Prefix prefix(model);
-  if (Q == 0 || P == 0) return std::nullopt;
+  if (Q == 0 || P == 0) return {};
+  // The stage count enters the fronts only when the cap can bind.
+  const bool count_stages = max_stages < std::min(C, P);
 
   // Runs: stats of the run starting at position p * U with q * U GPUs.
   std::vector<Run> runs(static_cast<std::size_t>(P) * static_cast<std::size_t>(Q));
@@ -296,24 +296,9 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
   };
   for (int p = 0; p < P; ++p) {
     Run run;
-    double chain_bandwidth = std::numeric_limits<double>::infinity();
-    double chain_latency = 0;
     const int k = p * U;
     for (int r = 1; k + r <= N && r <= Q * U; ++r) {
-      const int added = order[static_cast<std::size_t>(k + r - 1)];
-      const auto& gpu = topology.gpu(added);
-      run.replicas = r;
-      run.speeds.push_back(gpu.speed);
-      run.fastest = std::max(run.fastest, gpu.speed);
-      if (gpu.memory_bytes) run.capacity = run.capacity ? std::min(*run.capacity, *gpu.memory_bytes) : *gpu.memory_bytes;
-      if (r >= 2) {
-        const int previous = order[static_cast<std::size_t>(k + r - 2)];
-        chain_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(previous, added));
-        chain_latency = std::max(chain_latency, topology.latency_ms(previous, added));
-        const int first = order[static_cast<std::size_t>(k)];
-        run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(added, first));
-        run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(added, first));
-      }
+      run.add(topology, order[static_cast<std::size_t>(k + r - 1)]);
       if (r % U == 0) {
         run_at(p, r / U) = run;
         split_micro_batches(run_at(p, r / U), M, schedule.round_robin);
@@ -400,8 +385,8 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
           const Terms t = stage_terms(model, prefix, i, j, run, schedule);
           if (!t.fits) break;  // more layers only need more memory
           if (cj == C) {
-            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, cj, 0, -1};
-            if (keep(e)) insert(here, e);
+            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, 1, cj, 0, -1};
+            if (keep(e)) insert(here, e, count_stages);
             continue;
           }
           const double bytes = model.layers[static_cast<std::size_t>(j - 1)].activation_bytes;
@@ -415,15 +400,16 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
             work += static_cast<double>(rest.size()) * static_cast<double>(here.size() + 1);
             if (work > max_work) {
               gave_up = true;
-              return std::nullopt;
+              return {};
             }
             for (std::size_t x = 0; x < rest.size(); ++x) {
               const Entry& e = rest[x];
+              if (count_stages && e.stages >= max_stages) continue;
               const double latency = t.latency + 2 * c + e.latency;
               const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
               const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
-              const Entry next{latency, excess, tail, cj, q2, static_cast<int>(x)};
-              if (keep(next)) insert(here, next);
+              const Entry next{latency, excess, tail, e.stages + 1, cj, q2, static_cast<int>(x)};
+              if (keep(next)) insert(here, next, count_stages);
             }
           }
         }
@@ -445,39 +431,41 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
     }
   }
 
-  // The plan starts at position 0 with any first-run length.
-  std::optional<std::pair<int, std::size_t>> best;
-  double best_total = 0;
+  // The plan starts at position 0 with any first-run length: the `count` smallest totals.
+  std::vector<std::pair<int, std::size_t>> tops;
   for (int q = 1; q <= Q; ++q) {
-    const std::vector<Entry>& start = front(0, 0, q);
-    for (std::size_t x = 0; x < start.size(); ++x) {
-      const double total = start[x].latency + start[x].excess + start[x].tail;
-      if (!best || total < best_total) {
-        best = {q, x};
-        best_total = total;
-      }
+    for (std::size_t x = 0; x < front(0, 0, q).size(); ++x) tops.emplace_back(q, x);
+  }
+  auto total_of = [&](const std::pair<int, std::size_t>& top) {
+    const Entry& e = front(0, 0, top.first)[top.second];
+    return e.latency + e.excess + e.tail;
+  };
+  std::stable_sort(tops.begin(), tops.end(),
+                   [&](const auto& a, const auto& b) { return total_of(a) < total_of(b); });
+  if (tops.size() > count) tops.resize(count);
+  std::vector<Solution> solutions;
+  for (const auto& [first_q, first_x] : tops) {
+    Solution solution;
+    int ci = 0, p = 0, q = first_q;
+    int x = static_cast<int>(first_x);
+    const Entry& top = front(0, 0, q)[first_x];
+    solution.objective = Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
+    while (true) {
+      const Entry& e = front(ci, p, q)[static_cast<std::size_t>(x)];
+      Stage stage;
+      stage.first_layer = grid.cuts[static_cast<std::size_t>(ci)];
+      stage.last_layer = grid.cuts[static_cast<std::size_t>(e.j)] - 1;
+      for (int g = p * U; g < (p + q) * U; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
+      solution.stages.push_back(std::move(stage));
+      if (e.next < 0) break;
+      ci = e.j;
+      p += q;
+      q = e.b;
+      x = e.next;
     }
+    solutions.push_back(std::move(solution));
   }
-  if (!best) return std::nullopt;
-  Solution solution;
-  int ci = 0, p = 0, q = best->first;
-  int x = static_cast<int>(best->second);
-  const Entry& top = front(0, 0, q)[best->second];
-  solution.objective = Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
-  while (true) {
-    const Entry& e = front(ci, p, q)[static_cast<std::size_t>(x)];
-    Stage stage;
-    stage.first_layer = grid.cuts[static_cast<std::size_t>(ci)];
-    stage.last_layer = grid.cuts[static_cast<std::size_t>(e.j)] - 1;
-    for (int g = p * U; g < (p + q) * U; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
-    solution.stages.push_back(std::move(stage));
-    if (e.next < 0) break;
-    ci = e.j;
-    p += q;
-    q = e.b;
-    x = e.next;
-  }
-  return solution;
+  return solutions;
 }
 
 // The best objective among simple plans on the grid: S stages of equal compute (cut at grid
@@ -485,7 +473,7 @@ std::optional<Solution> run_dp(const model::Model& model, const topology::Topolo
 // for the exact pass (infinity when none fits). O(P log P) plans of O(L + S r^2) each.
 double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
                           const std::vector<int>& order, int micro_batches, const Grid& grid,
-                          const ScheduleModel& schedule) {
+                          const ScheduleModel& schedule, int max_stages) {
   const int C = static_cast<int>(grid.cuts.size()) - 1;
   const Prefix prefix(model);
   auto work_at = [&](int ci) {
@@ -495,7 +483,7 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
   const double total = work_at(C);
   double best = std::numeric_limits<double>::infinity();
   for (int q = 1; q <= grid.lengths; ++q) {
-    for (int S = 1; S <= C && S * q <= grid.positions; ++S) {
+    for (int S = 1; S <= C && S <= max_stages && S * q <= grid.positions; ++S) {
       std::vector<Stage> stages;
       int first = 0;  // block index
       for (int s = 0; s < S; ++s) {
@@ -521,10 +509,12 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
 
 }  // namespace
 
-std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
-                              const std::vector<int>& order, int micro_batches,
-                              const ScheduleModel& schedule, bool full_grid, double max_pass_work) {
+std::vector<Solution> solve_several(const model::Model& model, const topology::Topology& topology,
+                                    const std::vector<int>& order, int micro_batches,
+                                    const ScheduleModel& schedule, const SolveOptions& options) {
   const double unlimited = std::numeric_limits<double>::infinity();
+  const bool full_grid = options.full_grid;
+  const int max_stages = options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
   double budget = full_grid ? unlimited : kBudget;
   Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches, budget);
   while (true) {
@@ -535,36 +525,64 @@ std::optional<Solution> solve(const model::Model& model, const topology::Topolog
                                    : make_grid(model, static_cast<int>(order.size()),
                                                micro_batches, budget / 4);
     const bool last = coarser.cuts == grid.cuts && coarser.unit == grid.unit;
-    const double max_work = last ? unlimited : max_pass_work;
+    const double max_work = last ? unlimited : options.max_pass_work;
     bool gave_up = false;
-    auto result = [&]() -> std::optional<Solution> {
+    auto pass = [&](std::size_t cap, double upper_bound) {
+      return run_dp(model, topology, order, micro_batches, grid, schedule, cap, upper_bound,
+                    max_work, gave_up, options.solutions, max_stages);
+    };
+    auto result = [&]() -> std::vector<Solution> {
       // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
-      // equal-compute plans usually give a good one; when none fits in memory, a capped pass
-      // (4 entries per state) finds a plan whose value serves instead. Either way the exact
-      // pass keeps the optimum, so the result is exact (on the grid).
-      const double simple = simple_plans_bound(model, topology, order, micro_batches, grid, schedule);
+      // equal-compute plans usually give a good one; when none fits in memory (or within the
+      // stage cap), a capped pass (4 entries per state) finds a plan whose value serves
+      // instead. Either way the exact pass keeps the optimum, so the result is exact (on the grid).
+      const double simple =
+          simple_plans_bound(model, topology, order, micro_batches, grid, schedule, max_stages);
       if (std::isfinite(simple)) {
-        auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0, simple,
-                            max_work, gave_up);
-        if (exact || gave_up) return exact;
+        auto exact = pass(0, simple);
+        if (!exact.empty() || gave_up) return exact;
       }
-      auto heuristic = run_dp(model, topology, order, micro_batches, grid, schedule, 4, unlimited,
-                              max_work, gave_up);
-      if (!heuristic) return std::nullopt;
-      auto exact = run_dp(model, topology, order, micro_batches, grid, schedule, 0,
-                          heuristic->objective.total_ms, max_work, gave_up);
-      return exact ? exact : heuristic;
+      auto heuristic = pass(4, unlimited);
+      if (heuristic.empty()) return {};
+      auto exact = pass(0, heuristic.front().objective.total_ms);
+      return exact.empty() ? heuristic : exact;
     }();
+    if (!gave_up && result.empty() && grid.unit > 1 && !options.full_grid) {
+      // Nothing fits on runs of whole units: memory may need more, narrower stages than the
+      // units allow (a unit of 2 GPUs halves the stages). Try runs of single GPUs once.
+      Grid narrow = make_grid(model, static_cast<int>(order.size()), micro_batches, kBudget, true);
+      if (narrow.unit == 1) {
+        grid = narrow;
+        result = [&] {
+          auto heuristic = pass(4, unlimited);
+          if (heuristic.empty() || gave_up) return heuristic;
+          auto exact = pass(0, heuristic.front().objective.total_ms);
+          return exact.empty() ? heuristic : exact;
+        }();
+        gave_up = false;  // a proposal for the search either way
+      }
+    }
     if (!gave_up) {
-      if (result) {
-        result->grid_unit = grid.unit;
-        result->grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
+      for (Solution& solution : result) {
+        solution.grid_unit = grid.unit;
+        solution.grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
       }
       return result;
     }
     budget /= 4;
     grid = coarser;
   }
+}
+
+std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
+                              const std::vector<int>& order, int micro_batches,
+                              const ScheduleModel& schedule, bool full_grid, double max_pass_work) {
+  SolveOptions options;
+  options.full_grid = full_grid;
+  options.max_pass_work = max_pass_work;
+  auto solutions = solve_several(model, topology, order, micro_batches, schedule, options);
+  if (solutions.empty()) return std::nullopt;
+  return std::move(solutions.front());
 }
 
 }  // namespace pipeplan::partition

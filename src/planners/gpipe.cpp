@@ -17,6 +17,7 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -26,17 +27,10 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// Stashes a GPU of stage s of an S-stage chain without replicas keeps under `policy`.
+// Stashes a GPU of stage s of an S-stage chain without replicas keeps under `policy` (the
+// 1F1B warm-up of such a chain is min(M, S - s)).
 long chain_stashes(int S, int s, int M, schedule::Policy policy) {
-  switch (policy) {
-    case schedule::Policy::kGpipe:
-      return M;
-    case schedule::Policy::kOneFOneB:
-      return std::min(M, S - s);
-    case schedule::Policy::kList:
-      return 1;
-  }
-  return M;
+  return schedule::stashes_per_replica(policy, M, 1, std::min(M, S - s));
 }
 
 std::string stash_rule(int M, schedule::Policy policy) {
@@ -60,14 +54,10 @@ std::optional<GpipeSplit> gpipe_split(const model::Model& model, const topology:
   const int L = static_cast<int>(model.layers.size());
   const int S = static_cast<int>(gpus.size());
   if (S < 1 || S > L) throw InternalError("gpipe_split needs 1 to " + std::to_string(L) + " GPUs");
-  std::vector<double> work(static_cast<std::size_t>(L) + 1, 0), parameters(work), stash(work);
-  for (int l = 0; l < L; ++l) {
-    const auto& layer = model.layers[static_cast<std::size_t>(l)];
-    const auto at = static_cast<std::size_t>(l);
-    work[at + 1] = work[at] + layer.forward_ms + layer.backward_ms;
-    parameters[at + 1] = parameters[at] + layer.parameter_bytes;
-    stash[at + 1] = stash[at] + layer.stash_bytes;
-  }
+  const partition::LayerSums sums(model);
+  const auto& work = sums.work;
+  const auto& parameters = sums.parameters;
+  const auto& stash = sums.stash;
   // cost(s, i, j): layers i..j (inclusive) on GPU gpus[s]; infinity when they do not fit.
   auto cost = [&](int s, int i, int j) {
     const auto& gpu = topology.gpu(gpus[static_cast<std::size_t>(s)]);

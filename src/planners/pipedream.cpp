@@ -27,6 +27,7 @@
 #include <tuple>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -34,35 +35,11 @@
 namespace pipeplan::planners {
 namespace {
 
-// Prefix sums of the layer columns, shared by the DP and `pipedream_objective` so that both
-// compute every stage cost from the same doubles.
-struct Prefix {
-  std::vector<double> work, parameters, stash;
-  explicit Prefix(const model::Model& model) {
-    const std::size_t n = model.layers.size();
-    work.assign(n + 1, 0);
-    parameters.assign(n + 1, 0);
-    stash.assign(n + 1, 0);
-    for (std::size_t l = 0; l < n; ++l) {
-      const auto& layer = model.layers[l];
-      work[l + 1] = work[l] + layer.forward_ms + layer.backward_ms;
-      parameters[l + 1] = parameters[l] + layer.parameter_bytes;
-      stash[l + 1] = stash[l] + layer.stash_bytes;
-    }
-  }
-};
-
-// What a run of replicas offers a stage.
-struct Run {
-  int replicas = 0;
-  double slowest = std::numeric_limits<double>::infinity();  // smallest speed
-  std::optional<double> capacity;                            // smallest memory
-  double ring_bandwidth = std::numeric_limits<double>::infinity();
-  double ring_latency_ms = 0;
-};
+using partition::LayerSums;
+using partition::RunStats;
 
 // ((F + B) / v + AR) / r for layers [i, j) on `run`.
-double stage_cost(const Prefix& prefix, int i, int j, const Run& run) {
+double stage_cost(const LayerSums& prefix, int i, int j, const RunStats& run) {
   const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
   const double allreduce =
       simulate::ring_allreduce_ms(run.replicas, prefix.parameters[b] - prefix.parameters[a],
@@ -71,7 +48,7 @@ double stage_cost(const Prefix& prefix, int i, int j, const Run& run) {
 }
 
 // Whether layers [i, j) on `run` hold `stashes` stashes on every replica.
-bool fits(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run,
+bool fits(const model::Model& model, const LayerSums& prefix, int i, int j, const RunStats& run,
           long stashes) {
   const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
   return simulate::max_in_flight(
@@ -86,19 +63,6 @@ double boundary_cost(const model::Model& model, const topology::Topology& topolo
          topology.bandwidth_bytes_per_s(u, v) * 1e3;
 }
 
-// Stashes per replica of a stage of `r` replicas whose 1F1B warm-up is `warmup`.
-long stashes_for(schedule::Policy policy, long warmup, long r, long M) {
-  switch (policy) {
-    case schedule::Policy::kGpipe:
-      return (M + r - 1) / r;
-    case schedule::Policy::kOneFOneB:
-      return (warmup + r - 1) / r;
-    case schedule::Policy::kList:
-      return 1;
-  }
-  return M;
-}
-
 struct Entry {
   double slowest;
   int stages;   // in this suffix
@@ -110,16 +74,9 @@ struct Entry {
 
 // Adds `e` unless an entry is at least as good in all three; drops the entries it dominates.
 void insert(std::vector<Entry>& front, const Entry& e) {
-  for (const Entry& f : front) {
-    if (f.slowest <= e.slowest && f.stages <= e.stages && f.warmup <= e.warmup) return;
-  }
-  front.erase(std::remove_if(front.begin(), front.end(),
-                             [&](const Entry& f) {
-                               return e.slowest <= f.slowest && e.stages <= f.stages &&
-                                      e.warmup <= f.warmup;
-                             }),
-              front.end());
-  front.push_back(e);
+  partition::pareto_insert(front, e, [](const Entry& a, const Entry& b) {
+    return a.slowest <= b.slowest && a.stages <= b.stages && a.warmup <= b.warmup;
+  });
 }
 
 std::string stash_rule(schedule::Policy policy) {
@@ -140,24 +97,11 @@ std::optional<double> pipedream_objective(const model::Model& model,
                                           const topology::Topology& topology,
                                           const std::vector<Stage>& stages, int micro_batches,
                                           schedule::Policy policy) {
-  const Prefix prefix(model);
+  const LayerSums prefix(model);
   double slowest = 0;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
-    Run run;
-    run.replicas = static_cast<int>(stage.gpus.size());
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) {
-      const auto& gpu = topology.gpu(stage.gpus[x]);
-      run.slowest = std::min(run.slowest, gpu.speed);
-      if (gpu.memory_bytes) {
-        run.capacity = std::min(run.capacity.value_or(*gpu.memory_bytes), *gpu.memory_bytes);
-      }
-      if (stage.gpus.size() > 1) {
-        const int u = stage.gpus[x], v = stage.gpus[(x + 1) % stage.gpus.size()];
-        run.ring_bandwidth = std::min(run.ring_bandwidth, topology.bandwidth_bytes_per_s(u, v));
-        run.ring_latency_ms = std::max(run.ring_latency_ms, topology.latency_ms(u, v));
-      }
-    }
+    const RunStats run = RunStats::of(topology, stage.gpus);
     const long need = peak_stashes(stages, static_cast<int>(s), micro_batches, policy);
     if (!fits(model, prefix, stage.first_layer, stage.last_layer + 1, run, need)) {
       return std::nullopt;
@@ -177,7 +121,7 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
   const int L = static_cast<int>(model.layers.size());
   const int N = topology.size();
   const long M = micro_batches;
-  const Prefix prefix(model);
+  const LayerSums prefix(model);
   std::vector<std::vector<Entry>> fronts(static_cast<std::size_t>(L) * static_cast<std::size_t>(N));
   auto front = [&](int i, int p) -> std::vector<Entry>& {
     return fronts[static_cast<std::size_t>(i) * static_cast<std::size_t>(N) +
@@ -187,23 +131,9 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
   for (int i = L - 1; i >= 0; --i) {
     for (int p = N - 1; p >= 0; --p) {
       std::vector<Entry>& here = front(i, p);
-      Run run;
-      double chain_bandwidth = std::numeric_limits<double>::infinity();
-      double chain_latency = 0;
+      RunStats run;
       for (int b = p + 1; b <= N; ++b) {
-        // Extend the run by GPU b-1 (input order: position == GPU index).
-        const auto& gpu = topology.gpu(b - 1);
-        run.replicas = b - p;
-        run.slowest = std::min(run.slowest, gpu.speed);
-        if (gpu.memory_bytes) {
-          run.capacity = std::min(run.capacity.value_or(*gpu.memory_bytes), *gpu.memory_bytes);
-        }
-        if (b - p >= 2) {
-          chain_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(b - 2, b - 1));
-          chain_latency = std::max(chain_latency, topology.latency_ms(b - 2, b - 1));
-          run.ring_bandwidth = std::min(chain_bandwidth, topology.bandwidth_bytes_per_s(b - 1, p));
-          run.ring_latency_ms = std::max(chain_latency, topology.latency_ms(b - 1, p));
-        }
+        run.add(topology, b - 1);  // extend the run (input order: position == GPU index)
         const long r = run.replicas;
         for (int j = i + 1; j <= L; ++j) {
           if (!fits(model, prefix, i, j, run, 1)) break;  // more layers only need more memory
@@ -211,7 +141,7 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
           if (j == L) {
             if (b != N) continue;  // every GPU is used
             const long warmup = std::min(M, r);
-            if (fits(model, prefix, i, j, run, stashes_for(policy, warmup, r, M))) {
+            if (fits(model, prefix, i, j, run, schedule::stashes_per_replica(policy, M, r, warmup))) {
               insert(here, Entry{cost, 1, warmup, j, b, -1});
             }
             continue;
@@ -223,7 +153,7 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
             const Entry& e = rest[x];
             const long warmup =
                 std::min(M, std::max(e.warmup, static_cast<long>(e.stages + 1) * r));
-            if (!fits(model, prefix, i, j, run, stashes_for(policy, warmup, r, M))) continue;
+            if (!fits(model, prefix, i, j, run, schedule::stashes_per_replica(policy, M, r, warmup))) continue;
             insert(here, Entry{std::max({cost, boundary, e.slowest}), e.stages + 1, warmup, j, b,
                                static_cast<int>(x)});
           }

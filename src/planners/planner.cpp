@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -215,15 +216,9 @@ Plan make_plan(std::string_view name, const Request& request,
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
                   schedule::Policy policy) {
   const long r = static_cast<long>(stages[static_cast<std::size_t>(s)].gpus.size());
-  switch (policy) {
-    case schedule::Policy::kGpipe:
-      return (micro_batches + r - 1) / r;
-    case schedule::Policy::kOneFOneB:
-      return (schedule::one_f_one_b_warmup(stages, s, micro_batches) + r - 1) / r;
-    case schedule::Policy::kList:
-      return 1;
-  }
-  return micro_batches;
+  const long warmup =
+      policy == schedule::Policy::kOneFOneB ? schedule::one_f_one_b_warmup(stages, s, micro_batches) : 0;
+  return schedule::stashes_per_replica(policy, micro_batches, r, warmup);
 }
 
 namespace {
@@ -324,6 +319,19 @@ std::string infeasibility_reason(const Request& request) {
            report::format_number(model.parameter_memory_factor) +
            " x parameters + one stash) but the largest GPU, \"" + largest_gpu + "\", has " +
            report::format_bytes(largest);
+  }
+  // Packed in input order, one stage per GPU, each GPU holding as many layers as fit beside
+  // one stash (optimal for contiguous packing along an order): how many GPUs that takes.
+  std::vector<int> order(static_cast<std::size_t>(topology.size()));
+  std::iota(order.begin(), order.end(), 0);
+  int needed = 0;
+  partition::greedy_packing(model, topology, order, 1, std::numeric_limits<int>::max(), &needed);
+  if (!unlimited && needed > topology.size()) {
+    return "packed in order with one micro-batch in flight (" +
+           report::format_number(model.parameter_memory_factor) +
+           " x parameters + one stash per layer, " + report::format_bytes(static_total) +
+           " in all), the layers need " + std::to_string(needed) + " GPUs and there are " +
+           std::to_string(topology.size()) + " (" + report::format_bytes(total_memory) + " in total)";
   }
   return "the model needs at least " + report::format_bytes(static_total) + " (" +
          report::format_number(model.parameter_memory_factor) +

@@ -1,24 +1,57 @@
-// The main planner: the paper's three steps end to end.
+// The main planner: the paper's three steps end to end, with the final choice made on the
+// replayed time.
 //
 // Reference: Luo et al., "Efficient Pipeline Planning for Expedited Distributed DNN Training",
-// INFOCOM 2022. Complexity: the ordering (mincut_order.hpp), three DP runs (dp.hpp) and up to
-// three list schedules with replays, O(T log T) each.
+// INFOCOM 2022. Per candidate GPU order (three, on parallel threads): the DP (dp.hpp) proposes
+// its best few solutions by its estimate; with the greedy memory packing (search.hpp) they seed
+// a local search whose every move is scheduled and replayed under the requested policy, so the
+// plan kept is the fastest the replay found. When an order allows few enough shapes
+// (`SppSearch::exhaustive_shapes`), every one is replayed instead: exact on small instances.
+// Complexity: the ordering (mincut_order.hpp), the DP runs (dp.hpp), then at most
+// `SppSearch::work` tasks scheduled and replayed per order, O(T log T) per shape of T tasks.
 
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
+#include "pipeplan/partition/search.hpp"
+#include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
 
 namespace pipeplan::planners {
+namespace {
 
-Plan plan_spp(const Request& request, schedule::Policy policy) {
+// Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
+constexpr double kMaxSeedSteps = 2e5;
+
+// The baselines' partitions, by name.
+using MakePartition = Partition (*)(const Request&, schedule::Policy);
+const std::vector<std::pair<std::string, MakePartition>>& baseline_partitions() {
+  static const std::vector<std::pair<std::string, MakePartition>> kBaselines{
+      {"gpipe", gpipe_partition},
+      {"pipedream", pipedream_partition},
+      {"uniform", uniform_partition},
+      {"data-parallel", data_parallel_partition}};
+  return kBaselines;
+}
+
+}  // namespace
+
+int max_stages_within_task_limit(int micro_batches) {
+  // 4 S M - 2 M <= kMaxPlanTasks.
+  const std::int64_t M = micro_batches;
+  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks + 2 * M) / (4 * M), 1 << 30));
+}
+
+Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& search) {
   const int N = request.topology.size();
+  const int L = static_cast<int>(request.model.layers.size());
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -38,8 +71,8 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
   // What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
   // and throttles when memory is short; the fixed orders place micro-batch m on replica
   // m mod r and need their stashes to fit. GPipe keeps all of a replica's micro-batches;
-  // 1F1B's depth depends on the stages after each one, so the DP asks for 1, 2, 4, ... stashes
-  // per replica until the schedule fits.
+  // 1F1B's depth depends on the stages after each one, so the DP runs with 1, 2, 4, ... stashes
+  // per replica, and every run's proposals are replayed under 1F1B.
   std::vector<partition::ScheduleModel> models;
   const long M = request.micro_batches;
   if (policy == schedule::Policy::kList) {
@@ -52,46 +85,114 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
       if (k >= M) break;
     }
   }
+  partition::ShapeLimits limits;
+  limits.layers = L;
+  // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
+  // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
+  limits.max_replicas = N;
+  // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
+  limits.max_stages = std::min({max_stages_within_task_limit(request.micro_batches), L, N});
+
+  // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
+  const bool exhaustive = partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
+  if (exhaustive) models.resize(1);
 
   static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order", "input order"};
-  // One candidate order under one schedule model: DP, then schedule and replay.
+  // One candidate order under one schedule model: DP, then the replayed search.
   struct Outcome {
     std::optional<Plan> plan;
     double dp_ms = 0;
     double scheduling_ms = 0;
     std::string note;
-    std::optional<InfeasibleError> infeasible;
-    std::exception_ptr failure;  // anything else: rethrown on the calling thread
+    std::exception_ptr failure;  // anything but infeasibility: rethrown on the calling thread
   };
   auto evaluate = [&](std::size_t c, const partition::ScheduleModel& model) {
     Outcome out;
     try {
       const auto& order = candidates[c];
-      const auto started = Clock::now();
-      auto solution = partition::solve(request.model, request.topology, order, request.micro_batches, model);
-      const double dp_ms = since(started);
-      out.dp_ms = dp_ms;
       std::string name = c < 3 ? kCandidateNames[c] : "order";
       if (model.stashes > 0) name += " (" + std::to_string(model.stashes) + " stashes per replica)";
-      if (!solution) {
-        out.note = name + ": no placement fits (DP " + report::format_ms(dp_ms) + ")";
+      // Every shape is measured the same way: scheduled under `policy` and replayed.
+      auto replayed = [&](const std::vector<Stage>& stages) -> partition::Evaluation {
+        const double work = 4.0 * static_cast<double>(stages.size()) * static_cast<double>(M) + N;
+        try {
+          const Plan plan = finish_plan("spp", Partition{order, stages}, request, policy);
+          return {plan.timeline.iteration_ms, work};
+        } catch (const InfeasibleError&) {
+          return {std::nullopt, work};
+        }
+      };
+      std::optional<partition::Found> found;
+      std::string how;
+      const auto started = Clock::now();
+      if (exhaustive) {
+        // Few enough shapes: replay them all (exact for the replayed time on this order).
+        int shapes = 0;
+        partition::for_each_shape(limits, order, [&](const std::vector<Stage>& stages) {
+          ++shapes;
+          const auto value = replayed(stages);
+          if (value.iteration_ms && (!found || *value.iteration_ms < found->iteration_ms)) {
+            found = partition::Found{stages, *value.iteration_ms};
+          }
+        });
+        out.scheduling_ms = since(started);
+        how = "all " + std::to_string(shapes) + " shapes replayed";
+      } else {
+        partition::SolveOptions options;
+        options.solutions = search.dp_solutions;
+        options.max_stages = limits.max_stages;
+        const auto solutions = partition::solve_several(request.model, request.topology, order,
+                                                        request.micro_batches, model, options);
+        out.dp_ms = since(started);
+        const auto search_started = Clock::now();
+        // Starts: the DP's best and the greedy packing, whatever the budget; then the DP's
+        // other solutions and any random starts while the budget lasts. Greedy packing with
+        // one GPU per stage fits whenever any such packing does, so a plan is found whenever
+        // memory allows one under the list schedule (the DP's grid may miss it).
+        std::vector<std::vector<Stage>> starts;
+        if (!solutions.empty()) starts.push_back(solutions.front().stages);
+        if (auto packed = partition::greedy_packing(request.model, request.topology, order,
+                                                    std::max(1L, model.stashes), limits.max_stages)) {
+          starts.push_back(std::move(*packed));
+        }
+        // On the input order, the baselines' shapes too (when cheap to make and to replay): the
+        // search then never ends slower than such a baseline rescheduled with the same policy.
+        if (order == input) {
+          for (const auto& [baseline, make_partition] : baseline_partitions()) {
+            if (planning_steps(baseline, request) > kMaxSeedSteps) continue;
+            try {
+              Partition partition = make_partition(request, policy);
+              // Within the stage cap, and no dearer to replay than the whole search budget.
+              const double cost = 4.0 * static_cast<double>(partition.stages.size()) *
+                                      static_cast<double>(M) + N;
+              if (static_cast<int>(partition.stages.size()) <= limits.max_stages && cost <= search.work) {
+                starts.push_back(std::move(partition.stages));
+              }
+            } catch (const InfeasibleError&) {
+            }
+          }
+        }
+        const std::size_t always = starts.size();
+        for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
+        std::mt19937 rng(search.seed + static_cast<unsigned>(c));
+        for (int x = 0; x < search.restarts; ++x) {
+          starts.push_back(partition::random_shape(rng, order, limits));
+        }
+        found = partition::local_search(request.model, starts, always, order, limits, replayed,
+                                        search.work);
+        out.scheduling_ms = since(search_started);
+        how = solutions.empty() ? std::string("DP found nothing")
+                                : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) +
+                                      " (" + std::to_string(solutions.size()) + " solutions)";
+      }
+      if (!found) {
+        out.note = name + ": no placement fits (" + how + ")";
         return out;
       }
-      const auto scheduling_started = Clock::now();
-      try {
-        Plan plan = finish_plan("spp", Partition{order, solution->stages}, request, policy);
-        out.scheduling_ms = since(scheduling_started);
-        out.note = name + ": DP estimate " + report::format_ms(solution->objective.total_ms) + " (latency " +
-                   report::format_ms(solution->objective.latency_ms) + ", excess " +
-                   report::format_ms(solution->objective.excess_ms) + ", tail " +
-                   report::format_ms(solution->objective.tail_ms) + "), scheduled " +
-                   report::format_ms(plan.timeline.iteration_ms) + ", " + std::to_string(solution->stages.size()) +
-                   " stages, DP " + report::format_ms(dp_ms);
-        out.plan = std::move(plan);
-      } catch (const InfeasibleError& error) {
-        out.note = name + ": " + error.what();
-        out.infeasible = error;
-      }
+      out.plan = finish_plan("spp", Partition{order, found->stages}, request, policy);
+      out.note = name + ": " + how + ", replayed " + report::format_ms(out.plan->timeline.iteration_ms) +
+                 ", " + std::to_string(found->stages.size()) + " stages, DP " +
+                 report::format_ms(out.dp_ms) + ", search " + report::format_ms(out.scheduling_ms);
     } catch (...) {
       out.failure = std::current_exception();
     }
@@ -99,7 +200,6 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
   };
 
   std::optional<Plan> best;
-  std::optional<InfeasibleError> last_error;
   std::vector<std::string> notes;
   double dp_ms = 0, scheduling_ms = 0;
   for (const partition::ScheduleModel& model : models) {
@@ -117,10 +217,9 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
       notes.push_back(out.note);
       dp_ms += out.dp_ms;
       scheduling_ms += out.scheduling_ms;
-      if (out.infeasible) last_error = out.infeasible;
       if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms)) best = std::move(out.plan);
     }
-    if (best) break;  // the least demanding memory model that fits
+    // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
   }
   if (best) {
     if (order_stats.spanning_tree_groups > 0) {
@@ -132,11 +231,15 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
     }
     best->notes = notes;
     best->phase_ms = {{"ordering", ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
+    return std::move(*best);
   }
-  if (!best) {
-    if (last_error) throw *last_error;
-    if (policy != schedule::Policy::kList &&
-        partition::solve(request.model, request.topology, candidates.front(), request.micro_batches)) {
+  if (policy != schedule::Policy::kList) {
+    bool list_fits = false;
+    try {
+      list_fits = plan_spp(request, schedule::Policy::kList, search).timeline.iteration_ms > 0;
+    } catch (const InfeasibleError&) {
+    }
+    if (list_fits) {
       throw InfeasibleError(
           "no placement fits in GPU memory under the " + std::string(schedule::policy_name(policy)) +
           " schedule, which keeps " +
@@ -144,9 +247,8 @@ Plan plan_spp(const Request& request, schedule::Policy policy) {
                                               : "its warm-up micro-batches in flight") +
           "; the default list schedule, which waits for memory instead, has a plan (--schedule list)");
     }
-    throw InfeasibleError(infeasibility_message(request));
   }
-  return std::move(*best);
+  throw InfeasibleError(infeasibility_message(request));
 }
 
 }  // namespace pipeplan::planners

@@ -50,6 +50,18 @@ int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batche
   return static_cast<int>(std::min<long>(micro_batches, best));
 }
 
+long stashes_per_replica(Policy policy, long micro_batches, long replicas, long warmup) {
+  switch (policy) {
+    case Policy::kGpipe:
+      return (micro_batches + replicas - 1) / replicas;
+    case Policy::kOneFOneB:
+      return (warmup + replicas - 1) / replicas;
+    case Policy::kList:
+      return 1;
+  }
+  return micro_batches;
+}
+
 namespace {
 
 constexpr int kNone = -1;

@@ -133,6 +133,19 @@ void BM_PlanSpp(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanSpp)->Args({48, 16})->Unit(benchmark::kMillisecond);
 
+// spp end to end on the realistic cost mix (mixed_model: zero-cost layers, 400 MB embeddings,
+// 9 ms MLPs) on V100-32GB servers, M = 64.
+void BM_PlanSppMixed(benchmark::State& state) {
+  model::Model m = mixed_model(static_cast<int>(state.range(0)));
+  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8, 0, 1,
+                                           32.0 * 1024 * 1024 * 1024);
+  for (auto _ : state) {
+    Plan plan = planners::make_plan("spp", {m, t, static_cast<int>(state.range(2))});
+    benchmark::DoNotOptimize(plan.timeline.iteration_ms);
+  }
+}
+BENCHMARK(BM_PlanSppMixed)->Args({48, 16, 16})->Args({1000, 1024, 64})->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace pipeplan::bench
 

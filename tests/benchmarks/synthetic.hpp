@@ -30,18 +30,66 @@ inline model::Model synthetic_model(int layers, unsigned seed = 1) {
   return m;
 }
 
+/// `layers` layers of a real transformer's mix, repeating norm, attention, reshape, MLP and
+/// residual add: costs that differ by 100x or are zero (reshapes and adds hold no stash and
+/// no parameters), 9 ms MLPs, 32 MB activations after the MLP, and 400 MB embeddings at both
+/// ends (the input embedding and the output head), +-20% jitter (seeded, deterministic).
+/// `parameter_scale` multiplies every parameter size (memory-tight variants).
+inline model::Model mixed_model(int layers, unsigned seed = 1, double parameter_scale = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> jitter(0.8, 1.2);
+  model::Model m;
+  m.name = "mixed-" + std::to_string(layers);
+  for (int l = 0; l < layers; ++l) {
+    model::Layer layer;
+    layer.name = "layer" + std::to_string(l);
+    double forward = 0, parameters = 0, activation = 8e6, stash = 0;
+    if (l == 0 || l == layers - 1) {
+      forward = 0.8;
+      parameters = 400e6;
+      stash = 8e6;
+    } else {
+      const double j = jitter(rng);
+      switch ((l - 1) % 5) {
+        case 0:  // layer norm
+          forward = 0.08 * j, parameters = 0.02e6, stash = 8e6;
+          break;
+        case 1:  // attention
+          forward = 3 * j, parameters = 16e6, stash = 40e6;
+          break;
+        case 2:  // reshape: free
+          break;
+        case 3:  // MLP
+          forward = 9 * j, parameters = 64e6, activation = 32e6, stash = 48e6;
+          break;
+        default:  // residual add
+          forward = 0.05 * j;
+          break;
+      }
+    }
+    layer.forward_ms = forward;
+    layer.backward_ms = 2 * forward;
+    layer.activation_bytes = activation;
+    layer.parameter_bytes = parameters * parameter_scale;
+    layer.stash_bytes = stash;
+    m.layers.push_back(layer);
+  }
+  return m;
+}
+
 /// `nodes` servers of `per_node` GPUs: NVLink 150 GB/s inside, 25 GB/s InfiniBand between,
 /// 80 GiB each, built through the reader's shorthand path (DirectLinks).
 /// With `noise` > 0, every pair's bandwidth is scaled by a seeded factor in [1 - noise,
 /// 1 + noise], as measured bandwidths are: no two pairs alike, so no structure to exploit.
-inline topology::Topology synthetic_cluster(int nodes, int per_node, double noise = 0, unsigned seed = 1) {
+inline topology::Topology synthetic_cluster(int nodes, int per_node, double noise = 0, unsigned seed = 1,
+                                           double memory_bytes = 80.0 * 1024 * 1024 * 1024) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> factor(1 - noise, 1 + noise);
   std::vector<topology::Gpu> gpus;
   for (int n = 0; n < nodes; ++n) {
     for (int g = 0; g < per_node; ++g) {
       gpus.push_back({"node" + std::to_string(n) + "/gpu" + std::to_string(g), "node" + std::to_string(n), 1.0,
-                      80.0 * 1024 * 1024 * 1024});
+                      memory_bytes});
     }
   }
   const int total = nodes * per_node;

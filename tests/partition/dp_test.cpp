@@ -8,6 +8,7 @@
 #include <random>
 
 #include "../support/builders.hpp"
+#include "../support/enumerate.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::partition {
@@ -20,28 +21,12 @@ using namespace pipeplan::testing;
 std::optional<double> brute_force(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<int>& order, int M, int* plans_seen,
                                   const ScheduleModel& schedule = {}) {
-  const int L = static_cast<int>(model.layers.size());
-  const int N = static_cast<int>(order.size());
   std::optional<double> best;
-  std::vector<Stage> current;
-  std::function<void(int, int)> extend = [&](int layer, int position) {
-    if (layer == L) {
-      ++*plans_seen;
-      auto value = objective(model, topology, current, M, schedule);
-      if (value && (!best || value->total_ms < *best)) best = value->total_ms;
-      return;
-    }
-    for (int last = layer; last < L; ++last) {
-      for (int r = 1; r <= M && position + r <= N; ++r) {
-        Stage stage{layer, last, {}};
-        for (int p = position; p < position + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
-        current.push_back(stage);
-        extend(last + 1, position + r);
-        current.pop_back();
-      }
-    }
-  };
-  extend(0, 0);
+  for_each_plan(static_cast<int>(model.layers.size()), order, M, 1 << 30, [&](const std::vector<Stage>& stages) {
+    ++*plans_seen;
+    auto value = objective(model, topology, stages, M, schedule);
+    if (value && (!best || value->total_ms < *best)) best = value->total_ms;
+  });
   return best;
 }
 

@@ -5,6 +5,7 @@
 /// over (layer suffix, GPU-order suffix). The objective is stated in docs/algorithms.md and
 /// implemented once, directly, by `objective` (the brute-force tests compare against it).
 
+#include <cstddef>
 #include <optional>
 #include <vector>
 
@@ -54,7 +55,8 @@ inline constexpr double kMaxPassWork = 2e9;
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`
 /// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
 /// Exact (Pareto fronts of (latency, excess, tail) per state, since the objective is monotone
-/// in each) on a grid: every layer boundary and GPU position while
+/// in each) while no front passes 32 entries (beyond that the entry of largest objective is
+/// dropped: memory-tight profiles grow fronts into the thousands), on a grid: every layer boundary and GPU position while
 /// blocks^2 x positions x lengths^2 stays within a budget of about a second; beyond it, runs
 /// align to units of 2^k GPUs and layers group into blocks of equal compute cut where the
 /// activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for measuring
@@ -65,5 +67,23 @@ std::optional<Solution> solve(const model::Model& model, const topology::Topolog
                               const std::vector<int>& order, int micro_batches,
                               const ScheduleModel& schedule = {}, bool full_grid = false,
                               double max_pass_work = kMaxPassWork);
+
+/// Options of `solve_several`.
+struct SolveOptions {
+  bool full_grid = false;                ///< Lift the grid's budget (see `solve`).
+  double max_pass_work = kMaxPassWork;   ///< Work one pass may do before the grid coarsens.
+  std::size_t solutions = 1;             ///< How many of the best solutions to return.
+  int max_stages = 0;                    ///< At most this many stages (0: no cap). With a cap
+                                         ///< below the grid's reach the fronts also keep the
+                                         ///< stage count (fewer is better), so the DP stays exact.
+};
+
+/// `solve`, returning up to `options.solutions` solutions: the plans of the final Pareto front
+/// (every first run length) with the smallest objective, smallest first (ties: fixed loop
+/// order). The first is `solve`'s. Empty when no plan fits. Same complexity as `solve`, plus
+/// the stage count in the fronts when `max_stages` binds.
+std::vector<Solution> solve_several(const model::Model& model, const topology::Topology& topology,
+                                    const std::vector<int>& order, int micro_batches,
+                                    const ScheduleModel& schedule, const SolveOptions& options);
 
 }  // namespace pipeplan::partition

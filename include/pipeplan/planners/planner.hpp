@@ -108,10 +108,32 @@ schedule::Policy default_policy(std::string_view planner);
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy = std::nullopt);
 
+/// How hard `plan_spp` searches. The defaults are what `pipeplan plan` uses; tests and the
+/// quality benchmark turn them (docs/algorithms.md, "The final choice").
+struct SppSearch {
+  /// An order allowing at most this many shapes has every one replayed (exact).
+  double exhaustive_shapes = 2000;
+  /// DP solutions (smallest estimate first) that seed the local search.
+  std::size_t dp_solutions = 8;
+  /// Work of the local search per order and DP model: tasks scheduled and replayed (each shape
+  /// of S stages costs 4 S M + N). 3e4 is about 40 ms of one core (release build).
+  double work = 3e4;
+  /// Random starting shapes added to the seeds (0 for spp; the slow reference search uses many).
+  int restarts = 0;
+  unsigned seed = 1;  ///< Seed of the random starts (plus the order's index).
+};
+
+/// The most stages a plan of `micro_batches` micro-batches may have within `kMaxPlanTasks`.
+int max_stages_within_task_limit(int micro_batches);
+
 /// The main planner (spec section 5): recursive min-cut GPU order, DP partition and
 /// placement, list scheduling. The DP runs on the min-cut order, its reverse and the input
-/// order; the plan with the smallest replayed iteration time is kept (ties: that order).
-Plan plan_spp(const Request& request, schedule::Policy policy = schedule::Policy::kList);
+/// order; its best solutions and the greedy memory packing seed a local search whose moves
+/// are replayed under `policy` (or, on small instances, every shape is replayed), and the
+/// plan with the smallest replayed iteration time is kept (ties: the earlier order). At most
+/// `max_stages_within_task_limit` stages.
+Plan plan_spp(const Request& request, schedule::Policy policy = schedule::Policy::kList,
+              const SppSearch& search = {});
 
 /// Explains why nothing fits: what the most demanding layer needs alone against the largest
 /// GPU, or the model's static memory against all GPUs together.

@@ -54,4 +54,11 @@ Scheduled make_schedule(const model::Model& model, const topology::Topology& top
 /// The 1F1B warm-up depth of stage `s`: `min(M, max_{t>=s} (S-t) r_t)` (spec section 5).
 int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches);
 
+/// Stashes a GPU of a stage of `replicas` replicas holds at its peak under `policy` for
+/// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe`, `ceil(warmup / r)` under
+/// `kOneFOneB` (`warmup` the stage's 1F1B warm-up, `one_f_one_b_warmup`), and 1 under `kList`
+/// (the list scheduler caps in-flight work by memory, so one stash is all a stage needs). The
+/// one statement of this rule: the DP, the baselines and `planners::peak_stashes` use it. O(1).
+long stashes_per_replica(Policy policy, long micro_batches, long replicas, long warmup);
+
 }  // namespace pipeplan::schedule

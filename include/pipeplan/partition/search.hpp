@@ -1,0 +1,92 @@
+#pragma once
+/// \file
+/// Searches over plan shapes whose value is measured, not estimated: the DP (dp.hpp) proposes
+/// stages, and the planner replays them; these functions enumerate, seed and refine shapes
+/// with a caller's `Evaluate` (the replayed iteration time), deterministically and within a
+/// work budget. A shape is a list of stages, each a contiguous layer range on a run of
+/// consecutive GPUs of an order, the runs following each other from the order's first GPU
+/// (unused GPUs are the order's tail), as the DP's plans are.
+
+#include <functional>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::partition {
+
+/// What a shape may be: `layers` layers on `order`, every stage at most `max_replicas`
+/// replicas, at most `max_stages` stages (the task limit).
+struct ShapeLimits {
+  int layers = 0;
+  int max_replicas = 1;
+  int max_stages = 1;
+};
+
+/// The value of a shape: the replayed iteration time in ms, or nothing when it is infeasible
+/// (memory). `work` is what the evaluation cost, in the caller's units (tasks replayed).
+struct Evaluation {
+  std::optional<double> iteration_ms;
+  double work = 0;
+};
+using Evaluate = std::function<Evaluation(const std::vector<Stage>&)>;
+
+/// How many shapes `limits` allows on an order of `gpus` GPUs (saturating at 1e18), counted
+/// stage count by stage count until the total passes `stop_above`. O(S N R) for the S stage
+/// counts counted and R = max_replicas.
+double count_shapes(const ShapeLimits& limits, int gpus, double stop_above = 1e18);
+
+/// Calls `visit` on every shape `limits` allows on `order`, in a fixed order (first stage
+/// shortest, then fewest replicas, recursively). O(shapes x S).
+void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
+                    const std::function<void(const std::vector<Stage>&)>& visit);
+
+/// The shape with one GPU per stage that packs the layers greedily along `order`: each stage
+/// takes as many layers as its GPU holds with `stashes` stashes beside the static bytes
+/// (counted as the replay counts memory). Greedy is optimal for contiguous packing along a
+/// fixed order, so nothing is returned exactly when no one-GPU-per-stage packing on `order`
+/// fits (a layer larger than its GPU, or more GPUs needed than `order` has, or more stages
+/// than `max_stages`). `gpus_needed`, when given, receives the GPUs the packing needs
+/// (or `order.size() + 1` when it runs out; -1 when a layer fits on no GPU of `order`). O(L + N).
+std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
+                                                 const topology::Topology& topology,
+                                                 const std::vector<int>& order, long stashes,
+                                                 int max_stages, int* gpus_needed = nullptr);
+
+/// The shapes one move away from `stages`, in a fixed order: move a stage boundary by 1, 2,
+/// 4, ... layers either way; move a GPU between neighbouring runs; add or drop a replica
+/// (the later runs shift along the order); merge two neighbouring stages; split a stage in
+/// two at its middle of compute (halving its run, or taking a GPU from the unused tail).
+/// O(S (log L + S)) shapes of O(S) each.
+std::vector<std::vector<Stage>> neighbours(const model::Model& model,
+                                           const std::vector<Stage>& stages,
+                                           const std::vector<int>& order,
+                                           const ShapeLimits& limits);
+
+/// A shape drawn at random (for restarts of the slow reference search): a stage count, cuts
+/// and run lengths uniform within `limits`. Deterministic for a seeded `rng`. O(L + N).
+std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order,
+                                const ShapeLimits& limits);
+
+/// The result of a search: the best shape found and its value.
+struct Found {
+  std::vector<Stage> stages;
+  double iteration_ms = 0;
+};
+
+/// Local search by first improvement: the first `always` starts are evaluated whatever the
+/// budget, the others while it lasts; then from each start, best first, repeatedly take the
+/// first neighbour (in `neighbours` order) that replays faster than the current shape by more
+/// than 1e-9 relative, until none does or the evaluations have cost `max_work`. Every shape
+/// is evaluated once (memoised). Deterministic. Returns the best shape seen, nothing when
+/// every shape seen was infeasible. O(always + work budget / work per evaluation) evaluations.
+std::optional<Found> local_search(const model::Model& model,
+                                  const std::vector<std::vector<Stage>>& starts,
+                                  std::size_t always, const std::vector<int>& order,
+                                  const ShapeLimits& limits, const Evaluate& evaluate,
+                                  double max_work);
+
+}  // namespace pipeplan::partition

@@ -1,0 +1,130 @@
+// pipeplan_quality: the plan-quality benchmark of docs/performance.md ("Plan quality"). For
+// seeded families of instances, spp (the defaults of `pipeplan plan`) against a slow, thorough
+// search: spp's own search with 32 DP solutions, 16 random restarts and 60x the work budget.
+// Prints a Markdown table: per instance spp's and the slow search's replayed iteration times
+// and their ratio, then per family and overall the geometric mean and the worst ratio.
+//   pipeplan_quality [SEEDS_PER_FAMILY]   (default 3)
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pipeplan/planners/planner.hpp"
+#include "synthetic.hpp"
+
+namespace pipeplan::bench {
+namespace {
+
+struct Instance {
+  std::string name;
+  model::Model model;
+  topology::Topology topology;
+  int micro_batches;
+};
+
+// GPUs in groups: `groups` groups of `per_group`, `inside` / `between` bandwidths (bytes/s)
+// and latencies (ms), each pair scaled by a seeded +-`noise`; speeds and memories by GPU.
+topology::Topology grouped(const std::string& name, int groups, int per_group, double inside,
+                           double inside_ms, double between, double between_ms,
+                           const std::function<double(int)>& speed, double memory, std::mt19937& rng,
+                           double noise = 0.05) {
+  std::uniform_real_distribution<double> factor(1 - noise, 1 + noise);
+  std::vector<topology::Gpu> gpus;
+  const int n = groups * per_group;
+  for (int g = 0; g < n; ++g) {
+    gpus.push_back({"n" + std::to_string(g / per_group) + "/gpu" + std::to_string(g % per_group),
+                    "n" + std::to_string(g / per_group), speed(g), memory});
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < n; ++u) {
+    for (int v = u + 1; v < n; ++v) {
+      const bool same = u / per_group == v / per_group;
+      links.push_back({u, v, (same ? inside : between) * factor(rng), same ? inside_ms : between_ms});
+    }
+  }
+  return topology::Topology::build(name, gpus, links, "quality");
+}
+
+std::vector<Instance> families(int seeds) {
+  std::vector<Instance> out;
+  const double GiB = 1024.0 * 1024 * 1024;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const auto s = static_cast<unsigned>(seed);
+    out.push_back({"heterogeneous 1:2:4, 32 layers, 9 GPUs, M 16", synthetic_model(32, s),
+                   grouped("het", 3, 3, 150e9, 0.002, 25e9, 0.005,
+                           [](int g) { return g % 3 == 0 ? 4.0 : g % 3 == 1 ? 2.0 : 1.0; }, 40 * GiB, rng),
+                   16});
+    out.push_back({"multi-server PCIe, 48 layers, 2 x 4 GPUs, M 16", synthetic_model(48, s + 10),
+                   grouped("pcie", 2, 4, 12e9, 0.005, 1.25e9, 0.02, [](int) { return 1.0; }, 32 * GiB, rng),
+                   16});
+    out.push_back({"WAN between 3 regions, 24 layers, 3 x 2 GPUs, M 8", synthetic_model(24, s + 20),
+                   grouped("wan", 3, 2, 100e9, 0.002, 0.125e9, 30, [](int) { return 1.0; }, 80 * GiB, rng),
+                   8});
+    out.push_back({"memory-tight mix, 60 layers, 2 x 8 GPUs, M 16", mixed_model(60, s + 30, 6),
+                   grouped("tight", 2, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 16 * GiB, rng),
+                   16});
+    out.push_back({"1,000-layer realistic mix, 4 x 8 V100, M 32", mixed_model(1000, s + 40),
+                   grouped("chain", 4, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 32 * GiB, rng),
+                   32});
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace pipeplan::bench
+
+int main(int argc, char** argv) {
+  using namespace pipeplan;
+  const int seeds = argc > 1 ? std::stoi(argv[1]) : 3;
+  planners::SppSearch slow;
+  slow.dp_solutions = 32;
+  slow.restarts = 16;
+  slow.work = 60 * planners::SppSearch{}.work;
+  std::printf("| family | seed | spp (ms) | slow search (ms) | spp / slow | spp time | slow time |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  struct Tally {
+    std::string family;
+    double log_sum = 0, worst = 0;
+    int count = 0;
+  };
+  std::vector<Tally> tallies;
+  Tally all{"all"};
+  int index = 0;
+  for (const auto& instance : bench::families(seeds)) {
+    const planners::Request request{instance.model, instance.topology, instance.micro_batches};
+    using Clock = std::chrono::steady_clock;
+    auto started = Clock::now();
+    const double fast_ms = planners::plan_spp(request).timeline.iteration_ms;
+    const double fast_s = std::chrono::duration<double>(Clock::now() - started).count();
+    started = Clock::now();
+    const double slow_ms =
+        planners::plan_spp(request, schedule::Policy::kList, slow).timeline.iteration_ms;
+    const double slow_s = std::chrono::duration<double>(Clock::now() - started).count();
+    const double ratio = fast_ms / std::min(fast_ms, slow_ms);
+    const int seed = index / 5 + 1;
+    ++index;
+    std::printf("| %s | %d | %.1f | %.1f | %.4f | %.2f s | %.2f s |\n", instance.name.c_str(), seed,
+                fast_ms, slow_ms, fast_ms / slow_ms, fast_s, slow_s);
+    auto it = std::find_if(tallies.begin(), tallies.end(),
+                           [&](const auto& t) { return t.family == instance.name; });
+    if (it == tallies.end()) it = tallies.insert(tallies.end(), {instance.name});
+    for (auto* tally : {&*it, &all}) {
+      tally->log_sum += std::log(ratio);
+      tally->worst = std::max(tally->worst, ratio);
+      ++tally->count;
+    }
+  }
+  tallies.push_back(all);
+  std::printf("\n| family | instances | geometric mean spp / best | worst |\n| --- | ---: | ---: | ---: |\n");
+  for (const auto& t : tallies) {
+    std::printf("| %s | %d | %.4f | %.4f |\n", t.family.c_str(), t.count, std::exp(t.log_sum / t.count),
+                t.worst);
+  }
+  return 0;
+}
