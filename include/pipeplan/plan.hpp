@@ -53,8 +53,8 @@ using Channel = std::pair<int, int>;
 /// of transfers on every channel. The GPU that runs a micro-batch of a stage is the one whose
 /// order holds its forward.
 struct Schedule {
-  int micro_batches = 0;                                   ///< M.
-  std::vector<std::vector<ComputeTask>> gpu_order;         ///< Per topology GPU.
+  int micro_batches = 0;                                       ///< M.
+  std::vector<std::vector<ComputeTask>> gpu_order;             ///< Per topology GPU.
   std::map<Channel, std::vector<TransferTask>> channel_order;  ///< Per channel in use.
 };
 
@@ -86,14 +86,14 @@ struct TimedAllReduce {
 
 /// What the execution model says about one GPU.
 struct GpuUsage {
-  std::optional<int> stage;        ///< The stage it serves; empty when unused.
-  double busy_ms = 0;              ///< Sum of its forward and backward durations.
-  double peak_memory_bytes = 0;    ///< Static bytes plus peak stash; 0 when unused.
+  std::optional<int> stage;      ///< The stage it serves; empty when unused.
+  double busy_ms = 0;            ///< Sum of its forward and backward durations.
+  double peak_memory_bytes = 0;  ///< Static bytes plus peak stash; 0 when unused.
 };
 
 /// Lower bounds on the iteration time (spec section 3).
 struct Bounds {
-  double any_plan_ms = 0;    ///< Valid for every plan on these inputs.
+  double any_plan_ms = 0;   ///< Valid for every plan on these inputs.
   double partition_ms = 0;  ///< Valid for every schedule of this plan's stages and GPUs.
 };
 
@@ -108,17 +108,17 @@ struct Timeline {
 
 /// A complete plan: what `plan.json` holds.
 struct Plan {
-  std::string planner;            ///< e.g. `spp`, `gpipe`.
-  std::string schedule_policy;    ///< `list`, `1f1b` or `gpipe`.
-  std::vector<int> gpu_order;     ///< Every GPU once, in the order the planner considered them.
-  std::vector<Stage> stages;      ///< Cover every layer once, in order.
-  Schedule schedule;              ///< The decisions.
-  Timeline timeline;              ///< Their consequences.
-  Bounds bounds;                  ///< Lower bounds for comparison.
-  std::vector<std::string> notes; ///< How the planner got here (candidates tried, estimates),
-                                  ///< for `--verbose`; not part of plan.json.
-  std::vector<std::string> warnings; ///< What the user should know about the plan's quality
-                                     ///< (a heuristic used at scale); shown unless `--quiet`.
+  std::string planner;                ///< e.g. `spp`, `gpipe`.
+  std::string schedule_policy;        ///< `list`, `1f1b` or `gpipe`.
+  std::vector<int> gpu_order;         ///< Every GPU once, in the order the planner considered them.
+  std::vector<Stage> stages;          ///< Cover every layer once, in order.
+  Schedule schedule;                  ///< The decisions.
+  Timeline timeline;                  ///< Their consequences.
+  Bounds bounds;                      ///< Lower bounds for comparison.
+  std::vector<std::string> notes;     ///< How the planner got here (candidates tried, estimates),
+                                      ///< for `--verbose`; not part of plan.json.
+  std::vector<std::string> warnings;  ///< What the user should know about the plan's quality
+                                      ///< (a heuristic used at scale); shown unless `--quiet`.
   /// Time spent per planning phase (`ordering`, `dp`, `scheduling`), ms of CPU work summed
   /// over candidates that may have run in parallel; not part of plan.json.
   std::vector<std::pair<std::string, double>> phase_ms;

@@ -91,9 +91,8 @@ CLI::Validator decimal_integer(std::int64_t min, std::int64_t max) {
   const auto check = [min, max](std::string& value) {
     std::int64_t parsed = 0;
     const char* end = value.data() + value.size();
-    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
+    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     auto [ptr, error] = std::from_chars(value.data(), end, parsed);
     if (!digits || error != std::errc() || ptr != end || parsed < min || parsed > max) {
       return "must be an integer " +
@@ -115,13 +114,16 @@ std::string output_path(const std::string& value) {
                        : std::string();
 }
 
-int micro_batch_count(const std::optional<int>& flag, const model::Model& model, const std::string& model_path) {
+int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
+                      const std::string& model_path) {
   if (flag) return *flag;
   if (!model.micro_batches) {
-    throw UsageError("no micro-batch count: pass --micro-batches or set \"micro_batches\" in " + model_path);
+    throw UsageError("no micro-batch count: pass --micro-batches or set \"micro_batches\" in " +
+                     model_path);
   }
   if (*model.micro_batches > kMaxMicroBatches) {
-    throw InputError(model_path, "/micro_batches", "must be at most " + std::to_string(kMaxMicroBatches));
+    throw InputError(model_path, "/micro_batches",
+                     "must be at most " + std::to_string(kMaxMicroBatches));
   }
   return static_cast<int>(*model.micro_batches);
 }

@@ -1,13 +1,14 @@
 #pragma once
 // Internal to the CLI layer: what every command gets, and how commands register.
 
+#include <spdlog/logger.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
-#include <spdlog/logger.h>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ inline constexpr int kMaxMicroBatches = 1 << 20;
 
 /// The micro-batch count: the `--micro-batches` flag, else the model's `micro_batches`
 /// (checked against kMaxMicroBatches, an input error naming `model_path`), else a usage error.
-int micro_batch_count(const std::optional<int>& flag, const model::Model& model, const std::string& model_path);
+int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
+                      const std::string& model_path);
 
 }  // namespace pipeplan::cli

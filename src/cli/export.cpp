@@ -43,8 +43,8 @@ int run_export(const ExportOptions& options, Context& context) {
     const model::Model model = model::read_model(context.read("--model"));
     const topology::Topology topology =
         topology::read_topology(context.read("--topology"), model.profile_device);
-    const Plan plan = simulate::check_plan(
-        report::read_plan(context.read("PLAN"), topology), model, topology);
+    const Plan plan =
+        simulate::check_plan(report::read_plan(context.read("PLAN"), topology), model, topology);
     view = report::make_view(plan, model, topology, *options.model);
   } else {
     view = report::read_plan_view(context.read("PLAN"));

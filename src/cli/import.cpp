@@ -32,9 +32,9 @@ struct ImportPipedreamOptions {
 int run_import_pipedream(const ImportPipedreamOptions& options, Context& context) {
   using report::format_bytes;
   using report::format_ms;
-  context.declare({{"GRAPH", options.graph}},
-                  {{"-o", options.output.empty() ? std::nullopt
-                                                 : std::optional<std::string>(options.output)}});
+  context.declare(
+      {{"GRAPH", options.graph}},
+      {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
   const io::Source source = context.read("GRAPH");
   model::Model model = model::import_pipedream(source, options.batch_size, options.micro_batches);
   if (!options.name.empty()) model.name = options.name;

@@ -1,6 +1,8 @@
 // `pipeplan model transformer ...`: a v2 model.json for a decoder-only transformer, costed
 // analytically; `pipeplan model gpus`: the GPU catalogue.
 
+#include "pipeplan/model/model.hpp"
+
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -12,7 +14,6 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/model/model.hpp"
 #include "pipeplan/model/transformer.hpp"
 #include "pipeplan/report/format.hpp"
 
@@ -102,8 +103,9 @@ int run_transformer(const TransformerOptions& options, Context& context) {
   const model::TransformerConfig config = config_from(options);
   model::Model model = model::transformer_model(config);
   if (options.micro_batches > 0) model.micro_batches = options.micro_batches;
-  context.declare({}, {{"-o", options.output.empty() ? std::nullopt
-                                                      : std::optional<std::string>(options.output)}});
+  context.declare(
+      {},
+      {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
   context.emit("-o", io::dump_json(model::model_to_json(model)));
 
   double forward_ms = 0, backward_ms = 0, parameter_bytes = 0;

@@ -171,8 +171,9 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (!options.check) {
     outputs = {{"-o", options.output}, {"--trace", options.trace}, {"--report", options.report}};
   }
-  context.declare({{"MODEL", options.model}, {"TOPO", options.topology}, {"--check", options.check}},
-                  std::move(outputs));
+  context.declare(
+      {{"MODEL", options.model}, {"TOPO", options.topology}, {"--check", options.check}},
+      std::move(outputs));
   model::Model model = model::read_model(context.read("MODEL"));
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
   // Every input is read before the planning starts.
@@ -197,9 +198,9 @@ int run_plan(const PlanOptions& options, Context& context) {
       context.say(*options.check + ": up to date");
       return 0;
     }
-    context.err << io::printable_line("pipeplan: " + *options.check + " differs: " +
-                                      difference(existing->text,
-                                                 report::plan_to_json(plan, model, topology)))
+    context.err << io::printable_line(
+                       "pipeplan: " + *options.check + " differs: " +
+                       difference(existing->text, report::plan_to_json(plan, model, topology)))
                 << '\n';
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
@@ -226,8 +227,8 @@ int run_plan(const PlanOptions& options, Context& context) {
     planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + report::format_ms(ms);
   }
   if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
-  context.say(report::plan_summary(plan, model, topology) + "\n  planned in " + report::format_ms(total_ms) +
-              " (" + phases + ")");
+  context.say(report::plan_summary(plan, model, topology) + "\n  planned in " +
+              report::format_ms(total_ms) + " (" + phases + ")");
   return 0;
 }
 
@@ -236,14 +237,17 @@ int run_plan(const PlanOptions& options, Context& context) {
 void add_plan_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* sub = app.add_subcommand("plan", "Plan pipeline-parallel training of MODEL on TOPO");
-  sub->add_option("MODEL", options->model, "Model profile (model.json, - for standard input)")->required();
+  sub->add_option("MODEL", options->model, "Model profile (model.json, - for standard input)")
+      ->required();
   sub->add_option("TOPO", options->topology, "Cluster topology (topo.json)")->required();
   sub->add_option("-o,--output", options->output, "Write the plan here instead of standard output")
       ->check(output_path, "FILE");
-  sub->add_option("-m,--micro-batches", options->micro_batches, "Micro-batches per iteration (overrides the model's)")
+  sub->add_option("-m,--micro-batches", options->micro_batches,
+                  "Micro-batches per iteration (overrides the model's)")
       ->transform(decimal_integer(1, kMaxMicroBatches));
   std::string planners;
-  for (const auto& name : planners::planner_names()) planners += (planners.empty() ? "" : ", ") + name;
+  for (const auto& name : planners::planner_names())
+    planners += (planners.empty() ? "" : ", ") + name;
   sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")
       ->check(CLI::IsMember(planners::planner_names()));
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")

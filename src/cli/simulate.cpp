@@ -38,8 +38,10 @@ int run_simulate(const SimulateOptions& options, Context& context) {
 
 void add_simulate_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
-  CLI::App* sub = app.add_subcommand("simulate", "Replay a plan, check every rule, print its figures");
-  sub->add_option("PLAN", options->plan, "Plan to check (plan.json, - for standard input)")->required();
+  CLI::App* sub =
+      app.add_subcommand("simulate", "Replay a plan, check every rule, print its figures");
+  sub->add_option("PLAN", options->plan, "Plan to check (plan.json, - for standard input)")
+      ->required();
   sub->add_option("MODEL", options->model, "Model profile the plan was made for")->required();
   sub->add_option("TOPO", options->topology, "Topology the plan was made for")->required();
   sub->add_flag("--json", options->json, "Print the recomputed figures as JSON on standard output");

@@ -132,10 +132,11 @@ std::string topology_summary(const std::string& file, const topology::Topology& 
 }
 
 int run_validate(const ValidateOptions& options, Context& context) {
-  context.declare({{"MODEL", options.model},
-                   {"TOPO", options.topology.empty() ? std::nullopt
-                                                     : std::optional<std::string>(options.topology)}},
-                  {});
+  context.declare(
+      {{"MODEL", options.model},
+       {"TOPO",
+        options.topology.empty() ? std::nullopt : std::optional<std::string>(options.topology)}},
+      {});
   io::Source model_source = context.read("MODEL");
   model::Model model = model::read_model(model_source);
   context.say(model_summary(model_source.name, model));

@@ -186,7 +186,8 @@ void write_file_atomically(const std::string& path, const std::string& content) 
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat info_a {}, info_b {};
+  struct stat info_a {
+  }, info_b{};
   const bool exists_a = ::stat(a.c_str(), &info_a) == 0;
   const bool exists_b = ::stat(b.c_str(), &info_b) == 0;
   if ((exists_a && !S_ISREG(info_a.st_mode)) || (exists_b && !S_ISREG(info_b.st_mode))) {

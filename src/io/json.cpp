@@ -105,7 +105,8 @@ class StrictSaxBuilder {
     }
     Frame& top = stack_.back();
     if (top.value->is_object()) {
-      auto [it, inserted] = top.value->get_ref<json::object_t&>().emplace(top.key, std::move(value));
+      auto [it, inserted] =
+          top.value->get_ref<json::object_t&>().emplace(top.key, std::move(value));
       return &it->second;
     }
     auto& array = top.value->get_ref<json::array_t&>();
@@ -236,9 +237,10 @@ std::string printable_line(std::string_view text) {
     }
     // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no
     // overlong forms, surrogates or values beyond U+10FFFF (RFC 3629).
-    std::size_t length = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                         : c >= 0xF0 && c <= 0xF4                           ? 4
-                                                                             : 0;
+    std::size_t length = c >= 0xC2 && c <= 0xDF   ? 2
+                         : c >= 0xE0 && c <= 0xEF ? 3
+                         : c >= 0xF0 && c <= 0xF4 ? 4
+                                                  : 0;
     bool valid = length > 0 && i + length <= text.size();
     for (std::size_t k = 1; valid && k < length; ++k) {
       valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
@@ -332,7 +334,7 @@ std::string describe_value(const json& value) {
 
 nlohmann::ordered_json json_number(double value) {
   constexpr double kExact = 9007199254740992.0;  // 2^53
-  if (value == 0) return 0;  // also folds -0.0
+  if (value == 0) return 0;                      // also folds -0.0
   if (std::floor(value) == value && std::fabs(value) < kExact) {
     return static_cast<std::int64_t>(value);
   }
@@ -344,7 +346,8 @@ nlohmann::ordered_json json_array(std::vector<nlohmann::ordered_json> values) {
 }
 
 std::string dump_json(const nlohmann::ordered_json& value, int indent) {
-  return value.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace) +
+  return value.dump(indent, ' ', /*ensure_ascii=*/false,
+                    nlohmann::ordered_json::error_handler_t::replace) +
          "\n";
 }
 

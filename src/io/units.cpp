@@ -21,24 +21,42 @@ constexpr double kKibi = 1024.0, kMebi = kKibi * 1024, kGibi = kMebi * 1024, kTe
 
 // Bit rates are divided by 8 to give bytes per second.
 constexpr std::array kBandwidthUnits = {
-    Unit{"B/s", 1},              Unit{"kB/s", kKilo},         Unit{"MB/s", kMega},
-    Unit{"GB/s", kGiga},         Unit{"TB/s", kTera},         Unit{"KiB/s", kKibi},
-    Unit{"MiB/s", kMebi},        Unit{"GiB/s", kGibi},        Unit{"bit/s", 1.0 / 8},
-    Unit{"kbit/s", kKilo / 8},   Unit{"Mbit/s", kMega / 8},   Unit{"Gbit/s", kGiga / 8},
-    Unit{"Tbit/s", kTera / 8},   Unit{"b/s", 1.0 / 8},        Unit{"kb/s", kKilo / 8},
-    Unit{"Mb/s", kMega / 8},     Unit{"Gb/s", kGiga / 8},     Unit{"Tb/s", kTera / 8},
-    Unit{"bps", 1.0 / 8},        Unit{"kbps", kKilo / 8},     Unit{"Mbps", kMega / 8},
-    Unit{"Gbps", kGiga / 8},     Unit{"Tbps", kTera / 8},
+    Unit{"B/s", 1},
+    Unit{"kB/s", kKilo},
+    Unit{"MB/s", kMega},
+    Unit{"GB/s", kGiga},
+    Unit{"TB/s", kTera},
+    Unit{"KiB/s", kKibi},
+    Unit{"MiB/s", kMebi},
+    Unit{"GiB/s", kGibi},
+    Unit{"bit/s", 1.0 / 8},
+    Unit{"kbit/s", kKilo / 8},
+    Unit{"Mbit/s", kMega / 8},
+    Unit{"Gbit/s", kGiga / 8},
+    Unit{"Tbit/s", kTera / 8},
+    Unit{"b/s", 1.0 / 8},
+    Unit{"kb/s", kKilo / 8},
+    Unit{"Mb/s", kMega / 8},
+    Unit{"Gb/s", kGiga / 8},
+    Unit{"Tb/s", kTera / 8},
+    Unit{"bps", 1.0 / 8},
+    Unit{"kbps", kKilo / 8},
+    Unit{"Mbps", kMega / 8},
+    Unit{"Gbps", kGiga / 8},
+    Unit{"Tbps", kTera / 8},
 };
 constexpr std::array kLatencyUnits = {
-    Unit{"s", 1}, Unit{"ms", 1e-3}, Unit{"us", 1e-6}, Unit{"\xC2\xB5s", 1e-6},  // µs (micro sign)
-    Unit{"\xCE\xBCs", 1e-6},                                                      // μs (Greek mu)
+    Unit{"s", 1},
+    Unit{"ms", 1e-3},
+    Unit{"us", 1e-6},
+    Unit{"\xC2\xB5s", 1e-6},  // µs (micro sign)
+    Unit{"\xCE\xBCs", 1e-6},  // μs (Greek mu)
     Unit{"ns", 1e-9},
 };
 constexpr std::array kMemoryUnits = {
-    Unit{"B", 1},       Unit{"kB", kKilo},  Unit{"MB", kMega},  Unit{"GB", kGiga},
-    Unit{"TB", kTera},  Unit{"KiB", kKibi}, Unit{"MiB", kMebi}, Unit{"GiB", kGibi},
-    Unit{"TiB", kTebi},
+    Unit{"B", 1},       Unit{"kB", kKilo},  Unit{"MB", kMega},
+    Unit{"GB", kGiga},  Unit{"TB", kTera},  Unit{"KiB", kKibi},
+    Unit{"MiB", kMebi}, Unit{"GiB", kGibi}, Unit{"TiB", kTebi},
 };
 
 template <std::size_t N>

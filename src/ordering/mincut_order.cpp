@@ -90,8 +90,9 @@ std::vector<std::vector<std::size_t>> components(const Weights& w, std::size_t n
 // Global minimum cut by Stoer-Wagner (Boost); true marks one side. Requires a connected
 // graph of positive weights on n >= 2 vertices.
 std::vector<bool> stoer_wagner(const Weights& w, std::size_t n) {
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
-                                      boost::no_property, boost::property<boost::edge_weight_t, double>>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, boost::no_property,
+                            boost::property<boost::edge_weight_t, double>>;
   Graph graph(n);
   for (std::size_t a = 0; a < n; ++a) {
     for (std::size_t b = a + 1; b < n; ++b) {
@@ -100,8 +101,10 @@ std::vector<bool> stoer_wagner(const Weights& w, std::size_t n) {
   }
   std::vector<bool> side(n, false);
   auto parity = boost::make_one_bit_color_map(n, boost::get(boost::vertex_index, graph));
-  boost::stoer_wagner_min_cut(graph, boost::get(boost::edge_weight, graph), boost::parity_map(parity));
-  for (std::size_t v = 0; v < n; ++v) side[v] = boost::get(parity, v) != boost::one_bit_color_type{};
+  boost::stoer_wagner_min_cut(graph, boost::get(boost::edge_weight, graph),
+                              boost::parity_map(parity));
+  for (std::size_t v = 0; v < n; ++v)
+    side[v] = boost::get(parity, v) != boost::one_bit_color_type{};
   return side;
 }
 
@@ -152,7 +155,8 @@ void improve_ratio(const Weights& w, std::size_t n, std::vector<bool>& in_a) {
 
 // Orders join: the orientation of `left` and `right` whose junction has the widest
 // bandwidth, then the lowest latency; ties keep the first of (L R, L R', L' R, L' R').
-std::vector<int> join(const topology::Topology& topology, std::vector<int> left, std::vector<int> right) {
+std::vector<int> join(const topology::Topology& topology, std::vector<int> left,
+                      std::vector<int> right) {
   struct Option {
     bool flip_left, flip_right;
   };
@@ -222,8 +226,8 @@ std::vector<int> order_by_spanning_tree(const topology::Topology& topology,
         best_latency[v] = latency;
         best_from[v] = current;
       }
-      if (next == n || better(best_bandwidth[v], best_latency[v], best_bandwidth[next],
-                              best_latency[next])) {
+      if (next == n ||
+          better(best_bandwidth[v], best_latency[v], best_bandwidth[next], best_latency[next])) {
         next = v;
       }
     }

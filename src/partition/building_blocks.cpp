@@ -28,7 +28,8 @@ void RunStats::add(const topology::Topology& topology, int gpu) {
   speeds.push_back(added.speed);
   fastest = std::max(fastest, added.speed);
   slowest = std::min(slowest, added.speed);
-  if (added.memory_bytes) capacity = std::min(capacity.value_or(*added.memory_bytes), *added.memory_bytes);
+  if (added.memory_bytes)
+    capacity = std::min(capacity.value_or(*added.memory_bytes), *added.memory_bytes);
   if (replicas == 1) {
     first_gpu = gpu;
   } else {

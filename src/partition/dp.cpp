@@ -45,10 +45,13 @@ struct Run : RunStats {
 struct Cross {
   double bandwidth = std::numeric_limits<double>::infinity();
   double latency_ms = 0;
-  [[nodiscard]] double transfer_ms(double bytes) const { return latency_ms + bytes / bandwidth * 1e3; }
+  [[nodiscard]] double transfer_ms(double bytes) const {
+    return latency_ms + bytes / bandwidth * 1e3;
+  }
 };
 
-Cross cross(const topology::Topology& topology, const std::vector<int>& from, const std::vector<int>& to) {
+Cross cross(const topology::Topology& topology, const std::vector<int>& from,
+            const std::vector<int>& to) {
   Cross c;
   for (int u : from) {
     for (int v : to) {
@@ -62,11 +65,11 @@ Cross cross(const topology::Topology& topology, const std::vector<int>& from, co
 // The terms a stage contributes, given its run and layers (first..last+1 = [i, j)).
 struct Terms {
   bool fits = false;
-  double latency = 0;      // (F + B) / fastest
-  double load = 0;         // P: the stage's work over the iteration
+  double latency = 0;        // (F + B) / fastest
+  double load = 0;           // P: the stage's work over the iteration
   double memory_rounds = 0;  // ceil(ceil(M/r) / k) when memory caps in-flight work, else 0
   double allreduce = 0;
-  double backward = 0;     // B / fastest
+  double backward = 0;  // B / fastest
 };
 
 // The best split of M identical micro-batches over replicas of different speeds: each in
@@ -78,7 +81,9 @@ void split_micro_batches(Run& run, int M, bool round_robin) {
   for (int m = 0; m < M; ++m) {
     std::size_t best = round_robin ? static_cast<std::size_t>(m) % count.size() : 0;
     for (std::size_t g = 1; g < count.size() && !round_robin; ++g) {
-      if (static_cast<double>(count[g] + 1) / run.speeds[g] < static_cast<double>(count[best] + 1) / run.speeds[best]) best = g;
+      if (static_cast<double>(count[g] + 1) / run.speeds[g] <
+          static_cast<double>(count[best] + 1) / run.speeds[best])
+        best = g;
     }
     ++count[best];
   }
@@ -93,21 +98,27 @@ void split_micro_batches(Run& run, int M, bool round_robin) {
 Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run,
                   const ScheduleModel& schedule) {
   Terms t;
-  const double F = prefix.forward[static_cast<std::size_t>(j)] - prefix.forward[static_cast<std::size_t>(i)];
-  const double B = prefix.backward[static_cast<std::size_t>(j)] - prefix.backward[static_cast<std::size_t>(i)];
-  const double W = prefix.parameters[static_cast<std::size_t>(j)] - prefix.parameters[static_cast<std::size_t>(i)];
-  const double Y = prefix.stash[static_cast<std::size_t>(j)] - prefix.stash[static_cast<std::size_t>(i)];
+  const double F =
+      prefix.forward[static_cast<std::size_t>(j)] - prefix.forward[static_cast<std::size_t>(i)];
+  const double B =
+      prefix.backward[static_cast<std::size_t>(j)] - prefix.backward[static_cast<std::size_t>(i)];
+  const double W = prefix.parameters[static_cast<std::size_t>(j)] -
+                   prefix.parameters[static_cast<std::size_t>(i)];
+  const double Y =
+      prefix.stash[static_cast<std::size_t>(j)] - prefix.stash[static_cast<std::size_t>(i)];
   const long per_replica = run.most_micro_batches;
   const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;
-  const long in_flight = simulate::max_in_flight(model.parameter_memory_factor * W, Y, run.capacity, per_replica);
+  const long in_flight =
+      simulate::max_in_flight(model.parameter_memory_factor * W, Y, run.capacity, per_replica);
   if (in_flight < needed) return t;
   t.fits = true;
   t.latency = (F + B) / run.fastest;
   t.load = (F + B) * run.time_per_work;
   t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
-                       ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
-                       : 0;
-  t.allreduce = simulate::ring_allreduce_ms(run.replicas, W, run.ring_bandwidth, run.ring_latency_ms);
+                        ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
+                        : 0;
+  t.allreduce =
+      simulate::ring_allreduce_ms(run.replicas, W, run.ring_bandwidth, run.ring_latency_ms);
   t.backward = B / run.fastest;
   return t;
 }
@@ -122,9 +133,9 @@ struct Entry {
   double excess;
   double tail;
   int stages;  // in this suffix, this entry's stage included
-  int j;     // next state's first layer (== L: the plan ends here)
-  int b;     // next state's run length
-  int next;  // index in the next state's front; -1 at the end
+  int j;       // next state's first layer (== L: the plan ends here)
+  int b;       // next state's run length
+  int next;    // index in the next state's front; -1 at the end
 };
 
 // Most entries a front keeps. Real profiles (memory-tight stages, whose round trips trade
@@ -166,7 +177,8 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
     const Stage& stage = stages[static_cast<std::size_t>(s)];
     Run run{RunStats::of(topology, stage.gpus)};
     split_micro_batches(run, micro_batches, schedule.round_robin);
-    const Terms t = stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
+    const Terms t =
+        stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
     if (!t.fits) return std::nullopt;
     if (s == S - 1) {
       latency = t.latency;
@@ -180,7 +192,8 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
     const long channels = static_cast<long>(std::max(stage.gpus.size(), next.size()));
     const long per_replica = (micro_batches + channels - 1) / channels;
     latency = t.latency + 2 * c + latency;
-    excess = std::max(excess, std::max(stage_excess(t, latency), static_cast<double>(per_replica) * c - c));
+    excess = std::max(excess,
+                      std::max(stage_excess(t, latency), static_cast<double>(per_replica) * c - c));
     tail = std::max(t.allreduce, tail - (c + t.backward));
   }
   return Objective{latency, excess, tail, latency + excess + tail};
@@ -199,10 +212,10 @@ struct Grid {
   int lengths = 0;        // run lengths: unit, 2 unit, ..., lengths * unit <= min(N, M)
 };
 
-constexpr int kMaxBlocks = 192;        // layer blocks the DP sees at most
-constexpr int kMaxPositions = 32;      // run starts at most
-constexpr int kMaxLengths = 16;        // run lengths at most
-constexpr double kBudget = 80e6;       // blocks^2 x starts x lengths^2: about a second
+constexpr int kMaxBlocks = 192;    // layer blocks the DP sees at most
+constexpr int kMaxPositions = 32;  // run starts at most
+constexpr int kMaxLengths = 16;    // run lengths at most
+constexpr double kBudget = 80e6;   // blocks^2 x starts x lengths^2: about a second
 
 // `single_gpus`: runs start at every position (unit 1) and are at most a few GPUs long, for
 // plans whose stages must be many and narrow (memory-tight models); the lengths shrink instead
@@ -249,7 +262,8 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
     const double low = total * (b - 0.5) / blocks, high = total * (b + 0.5) / blocks;
     int best = -1;
     for (int l = previous + 1; l < L; ++l) {
-      const double work = prefix.forward[static_cast<std::size_t>(l)] + prefix.backward[static_cast<std::size_t>(l)];
+      const double work = prefix.forward[static_cast<std::size_t>(l)] +
+                          prefix.backward[static_cast<std::size_t>(l)];
       if (work < low) continue;
       if (work > high && best >= 0) break;
       if (best < 0 || model.layers[static_cast<std::size_t>(l - 1)].activation_bytes <
@@ -292,7 +306,8 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
   // Runs: stats of the run starting at position p * U with q * U GPUs.
   std::vector<Run> runs(static_cast<std::size_t>(P) * static_cast<std::size_t>(Q));
   auto run_at = [&](int p, int q) -> Run& {
-    return runs[static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) + static_cast<std::size_t>(q - 1)];
+    return runs[static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) +
+                static_cast<std::size_t>(q - 1)];
   };
   for (int p = 0; p < P; ++p) {
     Run run;
@@ -313,16 +328,23 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
       Cross c;
       for (int u = a * U; u < (a + 1) * U; ++u) {
         for (int v = b * U; v < (b + 1) * U; ++v) {
-          c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(order[static_cast<std::size_t>(u)], order[static_cast<std::size_t>(v)]));
-          c.latency_ms = std::max(c.latency_ms, topology.latency_ms(order[static_cast<std::size_t>(u)], order[static_cast<std::size_t>(v)]));
+          c.bandwidth = std::min(
+              c.bandwidth, topology.bandwidth_bytes_per_s(order[static_cast<std::size_t>(u)],
+                                                          order[static_cast<std::size_t>(v)]));
+          c.latency_ms =
+              std::max(c.latency_ms, topology.latency_ms(order[static_cast<std::size_t>(u)],
+                                                         order[static_cast<std::size_t>(v)]));
         }
       }
-      unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) + static_cast<std::size_t>(b)] = c;
+      unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) +
+                 static_cast<std::size_t>(b)] = c;
     }
   }
-  std::vector<Cross> crosses(static_cast<std::size_t>(P + 1) * static_cast<std::size_t>(Q) * static_cast<std::size_t>(Q));
+  std::vector<Cross> crosses(static_cast<std::size_t>(P + 1) * static_cast<std::size_t>(Q) *
+                             static_cast<std::size_t>(Q));
   auto cross_at = [&](int p, int q1, int q2) -> Cross& {
-    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) + static_cast<std::size_t>(q1 - 1)) *
+    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) +
+                    static_cast<std::size_t>(q1 - 1)) *
                        static_cast<std::size_t>(Q) +
                    static_cast<std::size_t>(q2 - 1)];
   };
@@ -335,7 +357,8 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
         const int last_sender = q2 > 1 ? p - 1 : p - q1;
         const int receiver_from = q2 > 1 ? p + q2 - 1 : p;
         for (int a = first_sender; a <= last_sender; ++a) {
-          const Cross& pair = unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) + static_cast<std::size_t>(receiver_from)];
+          const Cross& pair = unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) +
+                                         static_cast<std::size_t>(receiver_from)];
           c.bandwidth = std::min(c.bandwidth, pair.bandwidth);
           c.latency_ms = std::max(c.latency_ms, pair.latency_ms);
         }
@@ -344,10 +367,12 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
     }
   }
 
-  const auto states = static_cast<std::size_t>(C) * static_cast<std::size_t>(P) * static_cast<std::size_t>(Q);
+  const auto states =
+      static_cast<std::size_t>(C) * static_cast<std::size_t>(P) * static_cast<std::size_t>(Q);
   std::vector<std::vector<Entry>> fronts(states);
   auto front = [&](int ci, int p, int q) -> std::vector<Entry>& {
-    return fronts[(static_cast<std::size_t>(ci) * static_cast<std::size_t>(P) + static_cast<std::size_t>(p)) *
+    return fronts[(static_cast<std::size_t>(ci) * static_cast<std::size_t>(P) +
+                   static_cast<std::size_t>(p)) *
                       static_cast<std::size_t>(Q) +
                   static_cast<std::size_t>(q - 1)];
   };
@@ -357,13 +382,15 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
   std::vector<double> speed_before(static_cast<std::size_t>(N) + 1, 0);  // speeds of positions < k
   for (int k = 0; k < N; ++k) {
     speed_before[static_cast<std::size_t>(k) + 1] =
-        speed_before[static_cast<std::size_t>(k)] + topology.gpu(order[static_cast<std::size_t>(k)]).speed;
+        speed_before[static_cast<std::size_t>(k)] +
+        topology.gpu(order[static_cast<std::size_t>(k)]).speed;
   }
   const double prune_above = upper_bound * (1 + 1e-9);
 
   for (int ci = C - 1; ci >= 0; --ci) {
     const int i = grid.cuts[static_cast<std::size_t>(ci)];
-    const double prefix_work = prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)];
+    const double prefix_work =
+        prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)];
     // Only reachable states: the layers before i need GPUs before k, and plans start at k = 0.
     for (int p = P - 1; p >= 0; --p) {
       if ((ci == 0) != (p == 0)) continue;
@@ -372,7 +399,8 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
       // fastest speed, and (the busiest of their stages works at least M prefix_work / speeds
       // of the GPUs before k) a steady state that replaces the entry's excess.
       const double floor_latency = prefix_work / fastest_anywhere;
-      const double floor_load = k > 0 ? M * prefix_work / speed_before[static_cast<std::size_t>(k)] : 0;
+      const double floor_load =
+          k > 0 ? M * prefix_work / speed_before[static_cast<std::size_t>(k)] : 0;
       auto keep = [&](const Entry& e) {
         return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above;
       };
@@ -449,13 +477,15 @@ std::vector<Solution> run_dp(const model::Model& model, const topology::Topology
     int ci = 0, p = 0, q = first_q;
     int x = static_cast<int>(first_x);
     const Entry& top = front(0, 0, q)[first_x];
-    solution.objective = Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
+    solution.objective =
+        Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
     while (true) {
       const Entry& e = front(ci, p, q)[static_cast<std::size_t>(x)];
       Stage stage;
       stage.first_layer = grid.cuts[static_cast<std::size_t>(ci)];
       stage.last_layer = grid.cuts[static_cast<std::size_t>(e.j)] - 1;
-      for (int g = p * U; g < (p + q) * U; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
+      for (int g = p * U; g < (p + q) * U; ++g)
+        stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
       solution.stages.push_back(std::move(stage));
       if (e.next < 0) break;
       ci = e.j;
@@ -496,12 +526,16 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
           const double target = total * (s + 1) / S;
           while (last + 1 <= C - (S - 1 - s) && work_at(last + 1) <= target) ++last;
         }
-        Stage stage{grid.cuts[static_cast<std::size_t>(first)], grid.cuts[static_cast<std::size_t>(last)] - 1, {}};
-        for (int g = s * q * grid.unit; g < (s + 1) * q * grid.unit; ++g) stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
+        Stage stage{grid.cuts[static_cast<std::size_t>(first)],
+                    grid.cuts[static_cast<std::size_t>(last)] - 1,
+                    {}};
+        for (int g = s * q * grid.unit; g < (s + 1) * q * grid.unit; ++g)
+          stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
         stages.push_back(std::move(stage));
         first = last;
       }
-      if (auto value = objective(model, topology, stages, micro_batches, schedule)) best = std::min(best, value->total_ms);
+      if (auto value = objective(model, topology, stages, micro_batches, schedule))
+        best = std::min(best, value->total_ms);
     }
   }
   return best;
@@ -514,16 +548,17 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
                                     const ScheduleModel& schedule, const SolveOptions& options) {
   const double unlimited = std::numeric_limits<double>::infinity();
   const bool full_grid = options.full_grid;
-  const int max_stages = options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
+  const int max_stages =
+      options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
   double budget = full_grid ? unlimited : kBudget;
   Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches, budget);
   while (true) {
     // Large fronts can make a grid within the budget slow: a pass that passes max_pass_work
     // gives up and the grid is made coarser (a quarter of the budget), until it can be no
     // coarser; the last grid runs without a limit. Work is counted, not timed: deterministic.
-    const Grid coarser = full_grid ? grid
-                                   : make_grid(model, static_cast<int>(order.size()),
-                                               micro_batches, budget / 4);
+    const Grid coarser =
+        full_grid ? grid
+                  : make_grid(model, static_cast<int>(order.size()), micro_batches, budget / 4);
     const bool last = coarser.cuts == grid.cuts && coarser.unit == grid.unit;
     const double max_work = last ? unlimited : options.max_pass_work;
     bool gave_up = false;

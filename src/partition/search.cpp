@@ -82,8 +82,8 @@ double count_shapes(const ShapeLimits& limits, int gpus, double stop_above) {
     for (int n = 0; n <= gpus; ++n) {
       if (runs[static_cast<std::size_t>(n)] == 0) continue;
       for (int r = 1; r <= limits.max_replicas && n + r <= gpus; ++r) {
-        next[static_cast<std::size_t>(n + r)] =
-            std::min(kSaturated, next[static_cast<std::size_t>(n + r)] + runs[static_cast<std::size_t>(n)]);
+        next[static_cast<std::size_t>(n + r)] = std::min(
+            kSaturated, next[static_cast<std::size_t>(n + r)] + runs[static_cast<std::size_t>(n)]);
       }
     }
     runs = std::move(next);
@@ -110,7 +110,8 @@ void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
     for (int last = layer; last < L; ++last) {
       for (int r = 1; r <= limits.max_replicas && position + r <= N; ++r) {
         Stage stage{layer, last, {}};
-        for (int p = position; p < position + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+        for (int p = position; p < position + r; ++p)
+          stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
         current.push_back(std::move(stage));
         extend(last + 1, position + r);
         current.pop_back();
@@ -130,8 +131,9 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
   auto holds = [&](int g, int i, int j) {  // layers [i, j) on GPU order[g mod N]
     const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
     const auto& gpu = topology.gpu(order[static_cast<std::size_t>(g % N)]);
-    return simulate::max_in_flight(model.parameter_memory_factor * (sums.parameters[b] - sums.parameters[a]),
-                                   sums.stash[b] - sums.stash[a], gpu.memory_bytes, stashes) >= stashes;
+    return simulate::max_in_flight(
+               model.parameter_memory_factor * (sums.parameters[b] - sums.parameters[a]),
+               sums.stash[b] - sums.stash[a], gpu.memory_bytes, stashes) >= stashes;
   };
   std::vector<Stage> stages;
   int layer = 0, g = 0;
@@ -214,12 +216,15 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
     if (r < 2 && used >= N) continue;
     double total = 0;
     for (int l = first; l < end; ++l) {
-      total += model.layers[static_cast<std::size_t>(l)].forward_ms + model.layers[static_cast<std::size_t>(l)].backward_ms;
+      total += model.layers[static_cast<std::size_t>(l)].forward_ms +
+               model.layers[static_cast<std::size_t>(l)].backward_ms;
     }
     int cut = first + 1;
-    double seen = model.layers[static_cast<std::size_t>(first)].forward_ms + model.layers[static_cast<std::size_t>(first)].backward_ms;
+    double seen = model.layers[static_cast<std::size_t>(first)].forward_ms +
+                  model.layers[static_cast<std::size_t>(first)].backward_ms;
     while (cut + 1 < end && seen < total / 2) {
-      seen += model.layers[static_cast<std::size_t>(cut)].forward_ms + model.layers[static_cast<std::size_t>(cut)].backward_ms;
+      seen += model.layers[static_cast<std::size_t>(cut)].forward_ms +
+              model.layers[static_cast<std::size_t>(cut)].backward_ms;
       ++cut;
     }
     Layout layout = base;
@@ -257,10 +262,9 @@ std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order
 }
 
 std::optional<Found> local_search(const model::Model& model,
-                                  const std::vector<std::vector<Stage>>& starts,
-                                  std::size_t always, const std::vector<int>& order,
-                                  const ShapeLimits& limits, const Evaluate& evaluate,
-                                  double max_work) {
+                                  const std::vector<std::vector<Stage>>& starts, std::size_t always,
+                                  const std::vector<int>& order, const ShapeLimits& limits,
+                                  const Evaluate& evaluate, double max_work) {
   std::map<std::vector<int>, std::optional<double>> seen;
   double work = 0;
   auto value = [&](const std::vector<Stage>& stages) -> std::optional<double> {

@@ -141,7 +141,8 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
           if (j == L) {
             if (b != N) continue;  // every GPU is used
             const long warmup = std::min(M, r);
-            if (fits(model, prefix, i, j, run, schedule::stashes_per_replica(policy, M, r, warmup))) {
+            if (fits(model, prefix, i, j, run,
+                     schedule::stashes_per_replica(policy, M, r, warmup))) {
               insert(here, Entry{cost, 1, warmup, j, b, -1});
             }
             continue;
@@ -153,7 +154,9 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
             const Entry& e = rest[x];
             const long warmup =
                 std::min(M, std::max(e.warmup, static_cast<long>(e.stages + 1) * r));
-            if (!fits(model, prefix, i, j, run, schedule::stashes_per_replica(policy, M, r, warmup))) continue;
+            if (!fits(model, prefix, i, j, run,
+                      schedule::stashes_per_replica(policy, M, r, warmup)))
+              continue;
             insert(here, Entry{std::max({cost, boundary, e.slowest}), e.stages + 1, warmup, j, b,
                                static_cast<int>(x)});
           }

@@ -49,8 +49,8 @@ double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int
   const double M = micro_batches;
   double channels = 0;
   for (std::size_t s = 0; s + 1 < stages.size(); ++s) {
-    const double pairs = static_cast<double>(stages[s].gpus.size()) *
-                         static_cast<double>(stages[s + 1].gpus.size());
+    const double pairs =
+        static_cast<double>(stages[s].gpus.size()) * static_cast<double>(stages[s + 1].gpus.size());
     channels += 2 * std::min(pairs, M);
   }
   const double tasks = 4 * S * M - 2 * M;
@@ -216,8 +216,9 @@ Plan make_plan(std::string_view name, const Request& request,
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
                   schedule::Policy policy) {
   const long r = static_cast<long>(stages[static_cast<std::size_t>(s)].gpus.size());
-  const long warmup =
-      policy == schedule::Policy::kOneFOneB ? schedule::one_f_one_b_warmup(stages, s, micro_batches) : 0;
+  const long warmup = policy == schedule::Policy::kOneFOneB
+                          ? schedule::one_f_one_b_warmup(stages, s, micro_batches)
+                          : 0;
   return schedule::stashes_per_replica(policy, micro_batches, r, warmup);
 }
 
@@ -331,7 +332,8 @@ std::string infeasibility_reason(const Request& request) {
            report::format_number(model.parameter_memory_factor) +
            " x parameters + one stash per layer, " + report::format_bytes(static_total) +
            " in all), the layers need " + std::to_string(needed) + " GPUs and there are " +
-           std::to_string(topology.size()) + " (" + report::format_bytes(total_memory) + " in total)";
+           std::to_string(topology.size()) + " (" + report::format_bytes(total_memory) +
+           " in total)";
   }
   return "the model needs at least " + report::format_bytes(static_total) + " (" +
          report::format_number(model.parameter_memory_factor) +

@@ -65,7 +65,8 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   std::vector<int> input(static_cast<std::size_t>(N));
   std::iota(input.begin(), input.end(), 0);
   for (auto& order : {reversed, input}) {
-    if (std::find(candidates.begin(), candidates.end(), order) == candidates.end()) candidates.push_back(order);
+    if (std::find(candidates.begin(), candidates.end(), order) == candidates.end())
+      candidates.push_back(order);
   }
 
   // What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
@@ -94,10 +95,12 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   limits.max_stages = std::min({max_stages_within_task_limit(request.micro_batches), L, N});
 
   // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
-  const bool exhaustive = partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
+  const bool exhaustive =
+      partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
   if (exhaustive) models.resize(1);
 
-  static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order", "input order"};
+  static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
+                                                "input order"};
   // One candidate order under one schedule model: DP, then the replayed search.
   struct Outcome {
     std::optional<Plan> plan;
@@ -151,8 +154,9 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         // memory allows one under the list schedule (the DP's grid may miss it).
         std::vector<std::vector<Stage>> starts;
         if (!solutions.empty()) starts.push_back(solutions.front().stages);
-        if (auto packed = partition::greedy_packing(request.model, request.topology, order,
-                                                    std::max(1L, model.stashes), limits.max_stages)) {
+        if (auto packed =
+                partition::greedy_packing(request.model, request.topology, order,
+                                          std::max(1L, model.stashes), limits.max_stages)) {
           starts.push_back(std::move(*packed));
         }
         // On the input order, the baselines' shapes too (when cheap to make and to replay): the
@@ -163,9 +167,10 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             try {
               Partition partition = make_partition(request, policy);
               // Within the stage cap, and no dearer to replay than the whole search budget.
-              const double cost = 4.0 * static_cast<double>(partition.stages.size()) *
-                                      static_cast<double>(M) + N;
-              if (static_cast<int>(partition.stages.size()) <= limits.max_stages && cost <= search.work) {
+              const double cost =
+                  4.0 * static_cast<double>(partition.stages.size()) * static_cast<double>(M) + N;
+              if (static_cast<int>(partition.stages.size()) <= limits.max_stages &&
+                  cost <= search.work) {
                 starts.push_back(std::move(partition.stages));
               }
             } catch (const InfeasibleError&) {
@@ -181,17 +186,19 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         found = partition::local_search(request.model, starts, always, order, limits, replayed,
                                         search.work);
         out.scheduling_ms = since(search_started);
-        how = solutions.empty() ? std::string("DP found nothing")
-                                : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) +
-                                      " (" + std::to_string(solutions.size()) + " solutions)";
+        how = solutions.empty()
+                  ? std::string("DP found nothing")
+                  : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) +
+                        " (" + std::to_string(solutions.size()) + " solutions)";
       }
       if (!found) {
         out.note = name + ": no placement fits (" + how + ")";
         return out;
       }
       out.plan = finish_plan("spp", Partition{order, found->stages}, request, policy);
-      out.note = name + ": " + how + ", replayed " + report::format_ms(out.plan->timeline.iteration_ms) +
-                 ", " + std::to_string(found->stages.size()) + " stages, DP " +
+      out.note = name + ": " + how + ", replayed " +
+                 report::format_ms(out.plan->timeline.iteration_ms) + ", " +
+                 std::to_string(found->stages.size()) + " stages, DP " +
                  report::format_ms(out.dp_ms) + ", search " + report::format_ms(out.scheduling_ms);
     } catch (...) {
       out.failure = std::current_exception();
@@ -217,17 +224,18 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       notes.push_back(out.note);
       dp_ms += out.dp_ms;
       scheduling_ms += out.scheduling_ms;
-      if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms)) best = std::move(out.plan);
+      if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms))
+        best = std::move(out.plan);
     }
     // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
   }
   if (best) {
     if (order_stats.spanning_tree_groups > 0) {
       best->warnings.push_back(
-                   "min-cut order: " + std::to_string(order_stats.spanning_tree_gpus) + " GPUs in " +
-                       std::to_string(order_stats.spanning_tree_groups) +
-                       " group(s) without structure were ordered by maximum spanning tree, the "
-                       "minimum cuts' work budget being spent (docs/algorithms.md)");
+          "min-cut order: " + std::to_string(order_stats.spanning_tree_gpus) + " GPUs in " +
+          std::to_string(order_stats.spanning_tree_groups) +
+          " group(s) without structure were ordered by maximum spanning tree, the "
+          "minimum cuts' work budget being spent (docs/algorithms.md)");
     }
     best->notes = notes;
     best->phase_ms = {{"ordering", ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
@@ -240,12 +248,13 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
     } catch (const InfeasibleError&) {
     }
     if (list_fits) {
-      throw InfeasibleError(
-          "no placement fits in GPU memory under the " + std::string(schedule::policy_name(policy)) +
-          " schedule, which keeps " +
-          (policy == schedule::Policy::kGpipe ? "every micro-batch of a replica in flight"
-                                              : "its warm-up micro-batches in flight") +
-          "; the default list schedule, which waits for memory instead, has a plan (--schedule list)");
+      throw InfeasibleError("no placement fits in GPU memory under the " +
+                            std::string(schedule::policy_name(policy)) + " schedule, which keeps " +
+                            (policy == schedule::Policy::kGpipe
+                                 ? "every micro-batch of a replica in flight"
+                                 : "its warm-up micro-batches in flight") +
+                            "; the default list schedule, which waits for memory instead, has a "
+                            "plan (--schedule list)");
     }
   }
   throw InfeasibleError(infeasibility_message(request));

@@ -114,8 +114,8 @@ std::string iteration_text(const PlanView& view) {
   std::string out = "iteration " + format_ms(iteration);
   auto bound = [&](double value, const char* name) {
     if (const std::optional<double> ratio = bound_ratio(iteration, value)) {
-      out += ", " + format_number(*ratio, 3) + "x the " + name + " bound (" + format_ms(value) +
-             ")";
+      out +=
+          ", " + format_number(*ratio, 3) + "x the " + name + " bound (" + format_ms(value) + ")";
     }
   };
   bound(view.plan.bounds.partition_ms, "partition");

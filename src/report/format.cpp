@@ -14,7 +14,8 @@ std::string format_number(double value, int significant) {
     return buffer;
   }
   // Fixed notation with `significant` significant digits (at least the integer part).
-  int integer_digits = value == 0 ? 1 : static_cast<int>(std::floor(std::log10(std::fabs(value)))) + 1;
+  int integer_digits =
+      value == 0 ? 1 : static_cast<int>(std::floor(std::log10(std::fabs(value)))) + 1;
   int decimals = std::max(0, significant - integer_digits);
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   std::string text = buffer;

@@ -13,8 +13,8 @@
 namespace pipeplan::report {
 namespace {
 
-using nlohmann::ordered_json;
 using io::json_number;
+using nlohmann::ordered_json;
 
 ordered_json name_or_null(const std::string& name) {
   return name.empty() ? ordered_json(nullptr) : ordered_json(name);
@@ -181,7 +181,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
   stated.file = document.file;
   if (auto schema = plan.optional("schema")) {
     if (schema->as_string() != kPlanSchema) {
-      schema->fail(std::string("must be \"") + kPlanSchema + "\", got " + io::describe_value(schema->json()));
+      schema->fail(std::string("must be \"") + kPlanSchema + "\", got " +
+                   io::describe_value(schema->json()));
     }
   }
   if (auto planner = plan.optional("planner")) stated.planner = planner->as_string();
@@ -190,7 +191,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
   stated.iteration_ms = plan.required("iteration_ms").as_number();
   if (auto bounds = plan.optional("bounds")) {
     Members b(*bounds);
-    stated.bounds = Bounds{b.required("any_plan_ms").as_number(), b.required("partition_ms").as_number()};
+    stated.bounds =
+        Bounds{b.required("any_plan_ms").as_number(), b.required("partition_ms").as_number()};
   }
   if (auto order = plan.optional("gpu_order")) stated.gpu_order = gpus.resolve_list(*order);
 
@@ -198,7 +200,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
     Members stage(node);
     Stage out;
     const auto index = stage.optional("index");
-    if (index && index->as_integer(0, kMaxIndex) != static_cast<std::int64_t>(stated.stages.size())) {
+    if (index &&
+        index->as_integer(0, kMaxIndex) != static_cast<std::int64_t>(stated.stages.size())) {
       index->fail("must be " + std::to_string(stated.stages.size()) + ", the stage's position");
     }
     out.first_layer = static_cast<int>(stage.required("first_layer").as_integer(0, kMaxIndex));
@@ -206,12 +209,13 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
     io::Node stage_gpus = stage.required("gpus");
     out.gpus = gpus.resolve_list(stage_gpus);
     std::optional<simulate::StatedStageFigures> figures;
-    if (stage.optional("forward_ms") || stage.optional("backward_ms") || stage.optional("parameter_bytes") ||
-        stage.optional("boundary_bytes") || stage.optional("allreduce_ms")) {
+    if (stage.optional("forward_ms") || stage.optional("backward_ms") ||
+        stage.optional("parameter_bytes") || stage.optional("boundary_bytes") ||
+        stage.optional("allreduce_ms")) {
       figures = simulate::StatedStageFigures{
           stage.required("forward_ms").as_number(), stage.required("backward_ms").as_number(),
-          stage.required("parameter_bytes").as_number(), stage.required("boundary_bytes").as_number(),
-          stage.required("allreduce_ms").as_number()};
+          stage.required("parameter_bytes").as_number(),
+          stage.required("boundary_bytes").as_number(), stage.required("allreduce_ms").as_number()};
     }
     stated.stages.push_back(std::move(out));
     stated.stage_figures.push_back(figures);
@@ -251,7 +255,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
       op.fail("must be \"forward\" or \"backward\", got " + io::describe_value(op.json()));
     }
     task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
-    task.task.micro_batch = static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
+    task.task.micro_batch =
+        static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
     task.start_ms = read_time(entry, "start_ms");
     task.end_ms = read_time(entry, "end_ms");
     stated.compute.push_back(task);
@@ -271,7 +276,8 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
       kind.fail("must be \"activation\" or \"gradient\", got " + io::describe_value(kind.json()));
     }
     task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
-    task.task.micro_batch = static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
+    task.task.micro_batch =
+        static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
     task.bytes = entry.required("bytes").as_number();
     task.start_ms = read_time(entry, "start_ms");
     task.end_ms = read_time(entry, "end_ms");

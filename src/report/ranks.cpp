@@ -45,7 +45,8 @@ std::vector<Node> global_order(const PlanView& view) {
     present[static_cast<std::size_t>(id)] = 1;
   };
   for (std::size_t i = 0; i < timeline.compute.size(); ++i) {
-    place(graph.id(timeline.compute[i].task), Node::Kind::kCompute, i, timeline.compute[i].start_ms);
+    place(graph.id(timeline.compute[i].task), Node::Kind::kCompute, i,
+          timeline.compute[i].start_ms);
   }
   for (std::size_t i = 0; i < timeline.transfers.size(); ++i) {
     place(graph.id(timeline.transfers[i].task), Node::Kind::kTransfer, i,
@@ -80,7 +81,8 @@ std::vector<Node> global_order(const PlanView& view) {
   }
   for (const TimedAllReduce& allreduce : timeline.allreduces) {
     for (int m = 0; m < graph.micro_batches(); ++m) {
-      edge(graph.id(ComputeTask{Op::kBackward, allreduce.stage, m}), graph.allreduce(allreduce.stage));
+      edge(graph.id(ComputeTask{Op::kBackward, allreduce.stage, m}),
+           graph.allreduce(allreduce.stage));
     }
   }
 

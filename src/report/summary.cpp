@@ -25,8 +25,9 @@ std::string layer_range(const model::Model& model, int first, int last) {
   };
   if (first == last) return "layer " + std::to_string(first) + name(first);
   return "layers " + std::to_string(first) + "-" + std::to_string(last) +
-         (name(first).empty() ? "" : " (" + model.layers[static_cast<std::size_t>(first)].name + " .. " +
-                                         model.layers[static_cast<std::size_t>(last)].name + ")");
+         (name(first).empty() ? ""
+                              : " (" + model.layers[static_cast<std::size_t>(first)].name + " .. " +
+                                    model.layers[static_cast<std::size_t>(last)].name + ")");
 }
 
 namespace {
@@ -54,24 +55,28 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                          const topology::Topology& topology) {
   std::size_t used = 0;
   for (const Stage& stage : plan.stages) used += stage.gpus.size();
-  std::string out = std::to_string(plan.stages.size()) + " stage" + (plan.stages.size() == 1 ? "" : "s") +
-                    " on " + std::to_string(used) + " of " + std::to_string(topology.size()) +
-                    " GPUs, " + std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
+  std::string out = std::to_string(plan.stages.size()) + " stage" +
+                    (plan.stages.size() == 1 ? "" : "s") + " on " + std::to_string(used) + " of " +
+                    std::to_string(topology.size()) + " GPUs, " +
+                    std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& stage = plan.stages[s];
     const auto p = simulate::stage_profile(model, plan.stages, static_cast<int>(s));
-    out += "\n  stage " + std::to_string(s) + ": " + layer_range(model, stage.first_layer, stage.last_layer) +
-           " on " + std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s") + " [" +
+    out += "\n  stage " + std::to_string(s) + ": " +
+           layer_range(model, stage.first_layer, stage.last_layer) + " on " +
+           std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s") + " [" +
            gpu_list(stage, topology) + "], F+B " + format_ms(p.forward_ms + p.backward_ms);
     if (stage.gpus.size() > 1) {
-      out += ", allreduce " + format_ms(simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes));
+      out += ", allreduce " +
+             format_ms(simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes));
     }
   }
   out += "\n  iteration " + format_ms(plan.timeline.iteration_ms) + ": " +
          ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms) + " the partition bound (" +
-         format_ms(plan.bounds.partition_ms) + "), " + ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms) +
-         " the any-plan bound (" + format_ms(plan.bounds.any_plan_ms) + ")";
+         format_ms(plan.bounds.partition_ms) + "), " +
+         ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms) + " the any-plan bound (" +
+         format_ms(plan.bounds.any_plan_ms) + ")";
   return out;
 }
 
@@ -99,7 +104,8 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
   out["schedule_policy"] = plan.schedule_policy;
   out["micro_batches"] = plan.schedule.micro_batches;
   out["iteration_ms"] = plan.timeline.iteration_ms;
-  out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms}, {"partition_ms", plan.bounds.partition_ms}};
+  out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms},
+                   {"partition_ms", plan.bounds.partition_ms}};
   // 0 when there is no ratio (no bound, or one too small for a finite ratio), never null.
   out["ratio_to_bounds"] = {
       {"any_plan", bound_ratio(plan.timeline.iteration_ms, plan.bounds.any_plan_ms).value_or(0.0)},
@@ -113,8 +119,9 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
     entry["id"] = topology.gpu(g).id;
     entry["stage"] = usage.stage ? ordered_json(*usage.stage) : ordered_json(nullptr);
     entry["busy_ms"] = usage.busy_ms;
-    entry["bubble_fraction"] = usage.stage ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
-                                           : ordered_json(nullptr);
+    entry["bubble_fraction"] =
+        usage.stage ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
+                    : ordered_json(nullptr);
     entry["peak_memory_bytes"] = io::json_number(usage.peak_memory_bytes);
     entry["memory_bytes"] = capacity ? io::json_number(*capacity) : ordered_json(nullptr);
     gpus.push_back(std::move(entry));

@@ -45,7 +45,8 @@ int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batche
   const int S = static_cast<int>(stages.size());
   long best = 0;
   for (int t = s; t < S; ++t) {
-    best = std::max(best, static_cast<long>(S - t) * static_cast<long>(stages[static_cast<std::size_t>(t)].gpus.size()));
+    best = std::max(best, static_cast<long>(S - t) *
+                              static_cast<long>(stages[static_cast<std::size_t>(t)].gpus.size()));
   }
   return static_cast<int>(std::min<long>(micro_batches, best));
 }
@@ -90,7 +91,8 @@ std::vector<std::vector<ComputeTask>> fixed_orders(const topology::Topology& top
       while (backward < M) wide.push_back({Op::kBackward, s, backward++});
     }
     for (const ComputeTask& task : wide) {
-      orders[static_cast<std::size_t>(gpus[static_cast<std::size_t>(task.micro_batch % r)])].push_back(task);
+      orders[static_cast<std::size_t>(gpus[static_cast<std::size_t>(task.micro_batch % r)])]
+          .push_back(task);
     }
   }
   return orders;
@@ -100,8 +102,12 @@ class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
          const std::vector<Stage>& stages, int micro_batches, Policy policy)
-      : topology_(topology), stages_(stages), policy_(policy),
-        S_(static_cast<int>(stages.size())), M_(micro_batches), graph_(S_, M_) {
+      : topology_(topology),
+        stages_(stages),
+        policy_(policy),
+        S_(static_cast<int>(stages.size())),
+        M_(micro_batches),
+        graph_(S_, M_) {
     const auto n = static_cast<std::size_t>(topology.size());
     gpus_.resize(n);
     for (int s = 0; s < S_; ++s) {
@@ -110,9 +116,11 @@ class Engine {
         Gpu& gpu = gpus_[static_cast<std::size_t>(g)];
         gpu.stage = s;
         gpu.speed = topology.gpu(g).speed;
-        const double static_bytes = model.parameter_memory_factor * profiles_.back().parameter_bytes;
+        const double static_bytes =
+            model.parameter_memory_factor * profiles_.back().parameter_bytes;
         const auto& capacity = topology.gpu(g).memory_bytes;
-        const long fit = simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_);
+        const long fit =
+            simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_);
         if (fit < 1) {
           throw InfeasibleError(
               "stage " + std::to_string(s) + " (layers " +
@@ -125,7 +133,8 @@ class Engine {
         gpu.max_in_flight = static_cast<int>(fit);
       }
     }
-    replica_.assign(static_cast<std::size_t>(S_), std::vector<int>(static_cast<std::size_t>(M_), kNone));
+    replica_.assign(static_cast<std::size_t>(S_),
+                    std::vector<int>(static_cast<std::size_t>(M_), kNone));
     result_.schedule.micro_batches = M_;
     result_.schedule.gpu_order.resize(n);
     if (policy_ != Policy::kList) {
@@ -167,9 +176,9 @@ class Engine {
     bool busy = false;
     int in_flight = 0;
     int max_in_flight = 1 << 30;
-    double outstanding_ms = 0;  // work of assigned micro-batches not yet done
+    double outstanding_ms = 0;                    // work of assigned micro-batches not yet done
     std::set<int> ready_forward, ready_backward;  // micro-batches (list policy)
-    std::size_t next = 0;                          // position in the fixed sequence
+    std::size_t next = 0;                         // position in the fixed sequence
   };
   struct Transfer {
     double ready_time;
@@ -189,7 +198,7 @@ class Engine {
     double time;
     long sequence;
     bool is_compute;
-    int gpu;        // compute: its GPU
+    int gpu;  // compute: its GPU
     Channel channel;
     ComputeTask compute;
     TransferTask transfer;
@@ -201,7 +210,9 @@ class Engine {
   [[nodiscard]] const simulate::StageProfile& profile(int s) const {
     return profiles_[static_cast<std::size_t>(s)];
   }
-  int& replica(int s, int m) { return replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)]; }
+  int& replica(int s, int m) {
+    return replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)];
+  }
   Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
 
   [[nodiscard]] double work_ms(int s, int g) const {
@@ -224,7 +235,8 @@ class Engine {
     int best = gpus.front();
     double best_finish = std::numeric_limits<double>::infinity();
     for (int g : gpus) {
-      const double arrival = from == kNone ? 0 : topology_.transfer_ms(from, g, profile(s - 1).boundary_bytes);
+      const double arrival =
+          from == kNone ? 0 : topology_.transfer_ms(from, g, profile(s - 1).boundary_bytes);
       const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(s, g);
       if (finish < best_finish) {
         best_finish = finish;
@@ -254,9 +266,11 @@ class Engine {
   void start_transfer(const Channel& channel, const Transfer& t, double now) {
     ChannelState& state = channels_[channel];
     state.busy = true;
-    TransferTask task{t.kind == 1 ? TransferKind::kActivation : TransferKind::kGradient, t.stage, t.micro_batch};
+    TransferTask task{t.kind == 1 ? TransferKind::kActivation : TransferKind::kGradient, t.stage,
+                      t.micro_batch};
     result_.schedule.channel_order[channel].push_back(task);
-    const double duration = topology_.transfer_ms(channel.first, channel.second, profile(t.stage).boundary_bytes);
+    const double duration =
+        topology_.transfer_ms(channel.first, channel.second, profile(t.stage).boundary_bytes);
     Event event{now + duration, sequence_++, false, kNone, channel, {}, task};
     events_.push(event);
   }
@@ -340,7 +354,8 @@ class Engine {
     }
     const TransferTask transfer = graph_.transfer_task(next);
     const int peer_stage = transfer.kind == TransferKind::kActivation ? s + 1 : s - 1;
-    if (replica(peer_stage, m) == kNone) assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
+    if (replica(peer_stage, m) == kNone)
+      assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
     enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);
   }
 

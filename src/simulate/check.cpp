@@ -26,7 +26,9 @@ const std::string kTransferAt = "/schedule/transfers/";
 class StructureCheck {
  public:
   StructureCheck(const StatedPlan& stated, const std::vector<std::string>& gpu_ids)
-      : stated_(stated), gpu_ids_(gpu_ids), S_(static_cast<int>(stated.stages.size())),
+      : stated_(stated),
+        gpu_ids_(gpu_ids),
+        S_(static_cast<int>(stated.stages.size())),
         M_(stated.micro_batches) {}
 
   StatedIndex run() {
@@ -95,15 +97,17 @@ class StructureCheck {
                          : ", the layer after the last of stage " + std::to_string(s - 1)));
       }
       if (stage.last_layer < stage.first_layer) {
-        fail(at + "/last_layer", "must be >= first_layer (" + std::to_string(stage.first_layer) + ")");
+        fail(at + "/last_layer",
+             "must be >= first_layer (" + std::to_string(stage.first_layer) + ")");
       }
       if (stage.gpus.empty()) fail(at + "/gpus", "must list at least one GPU");
       for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
         int& owner = index_.stage_of[static_cast<std::size_t>(stage.gpus[k])];
         if (owner >= 0) {
           fail(at + "/gpus/" + std::to_string(k),
-               gpu_name(stage.gpus[k]) +
-                   (owner == s ? " is listed twice" : " already serves stage " + std::to_string(owner)));
+               gpu_name(stage.gpus[k]) + (owner == s
+                                              ? " is listed twice"
+                                              : " already serves stage " + std::to_string(owner)));
         }
         owner = s;
       }
@@ -111,11 +115,12 @@ class StructureCheck {
                                 ? stated_.stage_figures[static_cast<std::size_t>(s)]
                                 : std::nullopt;
       if (!figures) continue;
-      const std::pair<const char*, double> values[] = {{"forward_ms", figures->forward_ms},
-                                                       {"backward_ms", figures->backward_ms},
-                                                       {"parameter_bytes", figures->parameter_bytes},
-                                                       {"boundary_bytes", figures->boundary_bytes},
-                                                       {"allreduce_ms", figures->allreduce_ms}};
+      const std::pair<const char*, double> values[] = {
+          {"forward_ms", figures->forward_ms},
+          {"backward_ms", figures->backward_ms},
+          {"parameter_bytes", figures->parameter_bytes},
+          {"boundary_bytes", figures->boundary_bytes},
+          {"allreduce_ms", figures->allreduce_ms}};
       for (const auto& [key, value] : values) {
         if (value < 0) fail(at + "/" + key, "must be >= 0, got " + number(value));
       }
@@ -135,7 +140,8 @@ class StructureCheck {
         fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
       }
       if (index_.stage_of[static_cast<std::size_t>(e.gpu)] != e.task.stage) {
-        fail(at + "/gpu", gpu_name(e.gpu) + " does not serve stage " + std::to_string(e.task.stage));
+        fail(at + "/gpu",
+             gpu_name(e.gpu) + " does not serve stage " + std::to_string(e.task.stage));
       }
       check_times(at, describe(e.task), e.start_ms, e.end_ms);
     }
@@ -151,7 +157,8 @@ class StructureCheck {
   // Each compute task once; a backward on the GPU of its forward.
   void compute_once() {
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
-      std::size_t& slot = index_.entry[static_cast<std::size_t>(graph_->id(stated_.compute[i].task))];
+      std::size_t& slot =
+          index_.entry[static_cast<std::size_t>(graph_->id(stated_.compute[i].task))];
       if (slot != kNoEntry) {
         fail(kComputeAt + std::to_string(i), describe(stated_.compute[i].task) +
                                                  " is listed twice (also at " + kComputeAt +
@@ -164,9 +171,9 @@ class StructureCheck {
       if (e.task.op != Op::kBackward) continue;
       const int forward_gpu = compute_of({Op::kForward, e.task.stage, e.task.micro_batch}).gpu;
       if (e.gpu != forward_gpu) {
-        fail(kComputeAt + std::to_string(i) + "/gpu", describe(e.task) + " runs on " + gpu_name(e.gpu) +
-                                                          " but its forward runs on " +
-                                                          gpu_name(forward_gpu));
+        fail(kComputeAt + std::to_string(i) + "/gpu",
+             describe(e.task) + " runs on " + gpu_name(e.gpu) + " but its forward runs on " +
+                 gpu_name(forward_gpu));
       }
     }
   }
@@ -215,7 +222,8 @@ class StructureCheck {
                                       " (an activation and a gradient each)");
     }
     for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
-      std::size_t& slot = index_.entry[static_cast<std::size_t>(graph_->id(stated_.transfers[i].task))];
+      std::size_t& slot =
+          index_.entry[static_cast<std::size_t>(graph_->id(stated_.transfers[i].task))];
       if (slot != kNoEntry) {
         fail(kTransferAt + std::to_string(i), describe(stated_.transfers[i].task) +
                                                   " is listed twice (also at " + kTransferAt +
@@ -281,8 +289,8 @@ class StructureCheck {
       const auto& e = stated_.allreduces[i];
       const std::string at = "/schedule/allreduces/" + std::to_string(i);
       if (e.stage >= S_) {
-        fail(at + "/stage", "names stage " + std::to_string(e.stage) + " but the plan has " +
-                                std::to_string(S_));
+        fail(at + "/stage",
+             "names stage " + std::to_string(e.stage) + " but the plan has " + std::to_string(S_));
       }
       const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
       if (stage.gpus.size() < 2) {
@@ -292,7 +300,8 @@ class StructureCheck {
       if (slot != kNoEntry) fail(at, "second AllReduce of stage " + std::to_string(e.stage));
       slot = i;
       if (e.gpus != stage.gpus) {
-        fail(at + "/gpus", "must list the GPUs of stage " + std::to_string(e.stage) + " in ring order");
+        fail(at + "/gpus",
+             "must list the GPUs of stage " + std::to_string(e.stage) + " in ring order");
       }
       if (e.bytes < 0) fail(at + "/bytes", "must be >= 0, got " + number(e.bytes));
       const std::string what = graph.describe(graph.allreduce(e.stage));
@@ -326,7 +335,8 @@ class StructureCheck {
     if (stated_.gpu_order) {
       std::vector<char> listed(N, 0);
       for (const int g : *stated_.gpu_order) {
-        if (listed[static_cast<std::size_t>(g)]) fail("/gpu_order", "lists " + gpu_name(g) + " twice");
+        if (listed[static_cast<std::size_t>(g)])
+          fail("/gpu_order", "lists " + gpu_name(g) + " twice");
         listed[static_cast<std::size_t>(g)] = 1;
       }
       for (std::size_t g = 0; g < N; ++g) {
@@ -342,8 +352,9 @@ class StructureCheck {
       listed[static_cast<std::size_t>(e.gpu)] = 1;
       const int owner = index_.stage_of[static_cast<std::size_t>(e.gpu)];
       if (e.stage.value_or(-1) != owner) {
-        fail(at + "/stage", gpu_name(e.gpu) + " serves " +
-                                (owner >= 0 ? "stage " + std::to_string(owner) : std::string("no stage")));
+        fail(at + "/stage",
+             gpu_name(e.gpu) + " serves " +
+                 (owner >= 0 ? "stage " + std::to_string(owner) : std::string("no stage")));
       }
       if (e.busy_ms < 0) fail(at + "/busy_ms", "must be >= 0, got " + number(e.busy_ms));
       if (e.peak_memory_bytes < 0) {
@@ -424,7 +435,8 @@ class ModelCheck {
         }
       } else if (error.transfer) {
         for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
-          if (stated_.transfers[i].task == *error.transfer) pointer = kTransferAt + std::to_string(i);
+          if (stated_.transfers[i].task == *error.transfer)
+            pointer = kTransferAt + std::to_string(i);
         }
       }
       fail(pointer, error.what());
@@ -442,8 +454,9 @@ class ModelCheck {
       const double expected = (e.task.op == Op::kForward ? p.forward_ms : p.backward_ms) / speed;
       if (!times_equal(e.end_ms, e.start_ms + expected)) {
         fail(kComputeAt + std::to_string(i),
-             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " + ms(expected) +
-                 " on " + gpu_name(e.gpu) + " (speed " + report::format_number(speed, 6) + ")");
+             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " +
+                 ms(expected) + " on " + gpu_name(e.gpu) + " (speed " +
+                 report::format_number(speed, 6) + ")");
       }
     }
     for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
@@ -451,13 +464,15 @@ class ModelCheck {
       const double bytes = profiles_[static_cast<std::size_t>(e.task.stage)].boundary_bytes;
       if (!times_equal(e.bytes, bytes)) {
         fail(kTransferAt + std::to_string(i), describe(e.task) + " states " + number(e.bytes) +
-                                                  " bytes but the boundary carries " + number(bytes));
+                                                  " bytes but the boundary carries " +
+                                                  number(bytes));
       }
       const double expected = topology_.transfer_ms(e.from, e.to, bytes);
       if (!times_equal(e.end_ms, e.start_ms + expected)) {
         fail(kTransferAt + std::to_string(i),
-             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " + ms(expected) +
-                 " from " + topology_.gpu(e.from).id + " to " + topology_.gpu(e.to).id);
+             describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " +
+                 ms(expected) + " from " + topology_.gpu(e.from).id + " to " +
+                 topology_.gpu(e.to).id);
       }
     }
   }
@@ -466,8 +481,10 @@ class ModelCheck {
   void starts(const Timeline& timeline) const {
     const TaskGraph graph(static_cast<int>(stated_.stages.size()), stated_.micro_batches);
     std::vector<double> start(static_cast<std::size_t>(graph.chain_count()), 0);
-    for (const auto& e : timeline.compute) start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
-    for (const auto& e : timeline.transfers) start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
+    for (const auto& e : timeline.compute)
+      start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
+    for (const auto& e : timeline.transfers)
+      start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
     auto check = [&](const std::string& at, int id, double stated_start) {
       const double expected = start[static_cast<std::size_t>(id)];
       if (!times_equal(stated_start, expected)) {
@@ -476,7 +493,8 @@ class ModelCheck {
       }
     };
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
-      check(kComputeAt + std::to_string(i), graph.id(stated_.compute[i].task), stated_.compute[i].start_ms);
+      check(kComputeAt + std::to_string(i), graph.id(stated_.compute[i].task),
+            stated_.compute[i].start_ms);
     }
     for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
       check(kTransferAt + std::to_string(i), graph.id(stated_.transfers[i].task),
@@ -492,7 +510,8 @@ class ModelCheck {
       const double bytes = profiles_[static_cast<std::size_t>(e.stage)].parameter_bytes;
       if (!times_equal(e.bytes, bytes)) {
         fail(at + "/bytes", "states " + number(e.bytes) + " bytes but stage " +
-                                std::to_string(e.stage) + " has " + number(bytes) + " parameter bytes");
+                                std::to_string(e.stage) + " has " + number(bytes) +
+                                " parameter bytes");
       }
       for (const auto& actual : timeline.allreduces) {
         if (actual.stage != e.stage) continue;
@@ -508,8 +527,8 @@ class ModelCheck {
   void bounds(const Bounds& actual) const {
     if (!stated_.bounds) return;
     if (!times_equal(stated_.bounds->any_plan_ms, actual.any_plan_ms)) {
-      fail("/bounds/any_plan_ms", "states " + ms(stated_.bounds->any_plan_ms) + " but the bound is " +
-                                      ms(actual.any_plan_ms));
+      fail("/bounds/any_plan_ms", "states " + ms(stated_.bounds->any_plan_ms) +
+                                      " but the bound is " + ms(actual.any_plan_ms));
     }
     if (!times_equal(stated_.bounds->partition_ms, actual.partition_ms)) {
       fail("/bounds/partition_ms", "states " + ms(stated_.bounds->partition_ms) +
@@ -519,7 +538,8 @@ class ModelCheck {
 
   void stage_figures() const {
     for (std::size_t s = 0; s < stated_.stages.size(); ++s) {
-      const auto& figures = s < stated_.stage_figures.size() ? stated_.stage_figures[s] : std::nullopt;
+      const auto& figures =
+          s < stated_.stage_figures.size() ? stated_.stage_figures[s] : std::nullopt;
       if (!figures) continue;
       const auto& p = profiles_[s];
       const double allreduce = allreduce_ms(topology_, stated_.stages[s].gpus, p.parameter_bytes);
@@ -546,18 +566,22 @@ class ModelCheck {
       const std::string at = "/gpus/" + std::to_string(i);
       const GpuUsage& usage = timeline.gpus[static_cast<std::size_t>(e.gpu)];
       if (!times_equal(e.busy_ms, usage.busy_ms)) {
-        fail(at + "/busy_ms", "states " + ms(e.busy_ms) + " but the replay gives " + ms(usage.busy_ms));
+        fail(at + "/busy_ms",
+             "states " + ms(e.busy_ms) + " but the replay gives " + ms(usage.busy_ms));
       }
       if (!times_equal(e.peak_memory_bytes, usage.peak_memory_bytes)) {
         fail(at + "/peak_memory_bytes", "states " + number(e.peak_memory_bytes) +
-                                            " but the replay gives " + number(usage.peak_memory_bytes));
+                                            " but the replay gives " +
+                                            number(usage.peak_memory_bytes));
       }
       const auto& capacity = topology_.gpu(e.gpu).memory_bytes;
-      const bool same = e.memory_bytes && capacity ? times_equal(*e.memory_bytes, *capacity)
-                                                   : e.memory_bytes.has_value() == capacity.has_value();
+      const bool same = e.memory_bytes && capacity
+                            ? times_equal(*e.memory_bytes, *capacity)
+                            : e.memory_bytes.has_value() == capacity.has_value();
       if (e.memory_stated && !same) {
         fail(at + "/memory_bytes",
-             "states " + (e.memory_bytes ? number(*e.memory_bytes) : std::string("null (unlimited)")) +
+             "states " +
+                 (e.memory_bytes ? number(*e.memory_bytes) : std::string("null (unlimited)")) +
                  " but the topology gives " + gpu_name(e.gpu) + " " +
                  (capacity ? number(*capacity) : std::string("unlimited memory")));
       }
@@ -607,7 +631,8 @@ Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int
   schedule.micro_batches = stated.micro_batches;
   schedule.gpu_order.resize(static_cast<std::size_t>(gpu_count));
   for (const std::size_t i : index.compute_order) {
-    schedule.gpu_order[static_cast<std::size_t>(stated.compute[i].gpu)].push_back(stated.compute[i].task);
+    schedule.gpu_order[static_cast<std::size_t>(stated.compute[i].gpu)].push_back(
+        stated.compute[i].task);
   }
   for (const std::size_t i : index.transfer_order) {
     const auto& t = stated.transfers[i];

@@ -63,9 +63,9 @@ struct Replay {
   std::vector<int> where;              // GPU of a compute task, channel slot of a transfer
   std::vector<int> resource_pred;      // the task before it on its GPU or channel
   std::vector<int> resource_succ;
-  std::vector<int> position;           // position in its resource's order
+  std::vector<int> position;  // position in its resource's order
   std::vector<double> duration;
-  std::vector<std::uint8_t> pending;   // unfinished predecessors after the longest paths
+  std::vector<std::uint8_t> pending;  // unfinished predecessors after the longest paths
   std::vector<double> start;
   std::vector<double> end;
 
@@ -91,9 +91,8 @@ void reject_missing(const Schedule& schedule, int S, int N) {
     }
   }
   if (static_cast<int>(schedule.gpu_order.size()) != N) {
-    throw ScheduleError("the schedule has orders for " +
-                        std::to_string(schedule.gpu_order.size()) + " GPUs, the topology has " +
-                        std::to_string(N));
+    throw ScheduleError("the schedule has orders for " + std::to_string(schedule.gpu_order.size()) +
+                        " GPUs, the topology has " + std::to_string(N));
   }
 }
 
@@ -159,18 +158,17 @@ void index_transfer_orders(Replay& r) {
     for (std::size_t k = 0; k < order.size(); ++k) {
       const TransferTask& task = order[k];
       if (!graph.contains(task)) {
-        throw ScheduleError("channel " + topology.gpu(channel.first).id + " -> " +
-                            topology.gpu(channel.second).id +
-                            " carries a transfer across boundary " + std::to_string(task.stage) +
-                            " for micro-batch " + std::to_string(task.micro_batch) +
-                            ", which do not exist");
+        throw ScheduleError(
+            "channel " + topology.gpu(channel.first).id + " -> " + topology.gpu(channel.second).id +
+            " carries a transfer across boundary " + std::to_string(task.stage) +
+            " for micro-batch " + std::to_string(task.micro_batch) + ", which do not exist");
       }
       const int s = task.stage;
       const int m = task.micro_batch;
       const int lower = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s, m}))];
       const int upper = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s + 1, m}))];
-      const Channel expected = task.kind == TransferKind::kActivation ? Channel{lower, upper}
-                                                                      : Channel{upper, lower};
+      const Channel expected =
+          task.kind == TransferKind::kActivation ? Channel{lower, upper} : Channel{upper, lower};
       if (expected != channel) {
         throw ScheduleError(describe(task) + " must go from " + topology.gpu(expected.first).id +
                                 " to " + topology.gpu(expected.second).id + ", not from " +
@@ -296,7 +294,8 @@ void build_timeline(const Replay& r, Timeline& timeline) {
   timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));
   for (int id = 0; id < graph.compute_count(); ++id) {
     const auto i = r.slot(id);
-    timeline.compute.push_back(TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
+    timeline.compute.push_back(
+        TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
     timeline.gpus[static_cast<std::size_t>(r.where[i])].busy_ms += r.duration[i];
   }
   std::sort(timeline.compute.begin(), timeline.compute.end(),
@@ -392,7 +391,8 @@ StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& 
     profile.stash_bytes += layer.stash_bytes;
   }
   if (s + 1 < static_cast<int>(stages.size())) {
-    profile.boundary_bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
+    profile.boundary_bytes =
+        model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
   }
   return profile;
 }
@@ -441,7 +441,8 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
     if (stage.gpus.empty()) throw ScheduleError(name + " has no GPUs");
     for (int gpu : stage.gpus) {
       if (gpu < 0 || gpu >= topology.size()) {
-        throw ScheduleError(name + " names GPU index " + std::to_string(gpu) + ", which does not exist");
+        throw ScheduleError(name + " names GPU index " + std::to_string(gpu) +
+                            ", which does not exist");
       }
       int& slot = owner[static_cast<std::size_t>(gpu)];
       if (slot != kNone) {
@@ -462,12 +463,15 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   const int S = static_cast<int>(stages.size());
   const int N = topology.size();
   reject_missing(schedule, S, N);
-  Replay r{topology, schedule, TaskGraph(S, schedule.micro_batches), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Replay r{
+      topology, schedule, TaskGraph(S, schedule.micro_batches), {}, {}, {}, {}, {}, {}, {}, {}, {},
+      {},       {}};
   const auto T = static_cast<std::size_t>(r.graph.chain_count());
   for (int s = 0; s < S; ++s) r.profiles.push_back(stage_profile(model, stages, s));
   r.stage_of.assign(static_cast<std::size_t>(N), kNone);
   for (int s = 0; s < S; ++s) {
-    for (const int g : stages[static_cast<std::size_t>(s)].gpus) r.stage_of[static_cast<std::size_t>(g)] = s;
+    for (const int g : stages[static_cast<std::size_t>(s)].gpus)
+      r.stage_of[static_cast<std::size_t>(g)] = s;
   }
   r.where.assign(T, kNone);
   r.resource_pred.assign(T, kNone);
@@ -508,8 +512,8 @@ std::optional<std::string> memory_violation(const topology::Topology& topology,
     const auto& capacity = topology.gpu(g).memory_bytes;
     const double peak = timeline.gpus[static_cast<std::size_t>(g)].peak_memory_bytes;
     if (capacity && peak > *capacity * (1 + 1e-9)) {
-      return gpu_name(topology, g) + " needs " + report::format_bytes(peak) + " at its peak but has " +
-             report::format_bytes(*capacity);
+      return gpu_name(topology, g) + " needs " + report::format_bytes(peak) +
+             " at its peak but has " + report::format_bytes(*capacity);
     }
   }
   return std::nullopt;

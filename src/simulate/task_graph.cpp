@@ -8,7 +8,8 @@
 
 namespace pipeplan::simulate {
 
-TaskGraph::TaskGraph(int stages, int micro_batches) : stages_(stages), micro_batches_(micro_batches) {
+TaskGraph::TaskGraph(int stages, int micro_batches)
+    : stages_(stages), micro_batches_(micro_batches) {
   if (stages < 1) throw ScheduleError("the plan has no stages");
   if (micro_batches < 1) throw ScheduleError("the schedule has no micro-batches");
   const std::int64_t slots = 4 * static_cast<std::int64_t>(stages) * micro_batches -
@@ -46,8 +47,9 @@ int TaskGraph::data_predecessor(int id) const {
   if (is_compute(id)) {
     const ComputeTask t = compute_task(id);
     if (t.op == Op::kForward) {
-      return t.stage > 0 ? this->id(TransferTask{TransferKind::kActivation, t.stage - 1, t.micro_batch})
-                         : kNone;
+      return t.stage > 0
+                 ? this->id(TransferTask{TransferKind::kActivation, t.stage - 1, t.micro_batch})
+                 : kNone;
     }
     return t.stage == stages_ - 1
                ? this->id(ComputeTask{Op::kForward, t.stage, t.micro_batch})

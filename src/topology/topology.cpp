@@ -505,11 +505,12 @@ class PathFiller {
   void charge(std::size_t steps) {
     steps_ += steps;
     if (steps_ > kMaxPathSteps) {
-      throw InputError(file_ + ": too many distinct paths to search: the widest paths between the " +
-                       std::to_string(n_) +
-                       " GPUs' unlinked pairs take more than " + format_steps(kMaxPathSteps) +
-                       " steps (many distinct link bandwidths and few links); link more pairs "
-                       "directly or use fewer distinct bandwidths (see \"Limits\" in docs/errors.md)");
+      throw InputError(
+          file_ + ": too many distinct paths to search: the widest paths between the " +
+          std::to_string(n_) + " GPUs' unlinked pairs take more than " +
+          format_steps(kMaxPathSteps) +
+          " steps (many distinct link bandwidths and few links); link more pairs "
+          "directly or use fewer distinct bandwidths (see \"Limits\" in docs/errors.md)");
     }
   }
   static std::string format_steps(std::uint64_t steps) {

@@ -26,16 +26,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (what == "cluster" && argc >= 4) {
-    nlohmann::ordered_json topo = {
-        {"schema", "pipeplan/topology/v1"},
-        {"name", std::string("synthetic ") + argv[2] + "x" + argv[3]},
-        {"nodes", {{{"name", "node"}, {"count", std::stoi(argv[2])}, {"gpus", std::stoi(argv[3])}, {"memory", argc >= 5 ? argv[4] : "80 GiB"},
-                    {"link", {{"bandwidth", "150 GB/s"}, {"latency", "2 us"}}}}}},
-        {"network", {{"bandwidth", "25 GB/s"}, {"latency", "5 us"}}}};
+    nlohmann::ordered_json topo = {{"schema", "pipeplan/topology/v1"},
+                                   {"name", std::string("synthetic ") + argv[2] + "x" + argv[3]},
+                                   {"nodes",
+                                    {{{"name", "node"},
+                                      {"count", std::stoi(argv[2])},
+                                      {"gpus", std::stoi(argv[3])},
+                                      {"memory", argc >= 5 ? argv[4] : "80 GiB"},
+                                      {"link", {{"bandwidth", "150 GB/s"}, {"latency", "2 us"}}}}}},
+                                   {"network", {{"bandwidth", "25 GB/s"}, {"latency", "5 us"}}}};
     std::cout << pipeplan::io::dump_json(topo);
     return 0;
   }
-  std::cerr << "usage: pipeplan_generate model LAYERS [MICRO_BATCHES] | mixed-model LAYERS [MICRO_BATCHES "
+  std::cerr << "usage: pipeplan_generate model LAYERS [MICRO_BATCHES] | mixed-model LAYERS "
+               "[MICRO_BATCHES "
                "[PARAMETER_SCALE]] | cluster NODES GPUS_PER_NODE [MEMORY]\n";
   return 2;
 }

@@ -25,7 +25,10 @@ struct Pipeline {
 };
 
 Pipeline pipeline(int stages, long tasks) {
-  Pipeline p{synthetic_model(stages), synthetic_cluster((stages + 7) / 8, 8), {}, static_cast<int>(tasks / (4L * stages))};
+  Pipeline p{synthetic_model(stages),
+             synthetic_cluster((stages + 7) / 8, 8),
+             {},
+             static_cast<int>(tasks / (4L * stages))};
   for (int s = 0; s < stages; ++s) p.stages.push_back({s, s, {s}});
   p.model.parameter_memory_factor = 0;  // keep every micro-batch in memory for the big runs
   return p;
@@ -33,7 +36,8 @@ Pipeline pipeline(int stages, long tasks) {
 
 void BM_Replay(benchmark::State& state) {
   Pipeline p = pipeline(16, state.range(0));
-  schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches, schedule::Policy::kOneFOneB);
+  schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches,
+                                                  schedule::Policy::kOneFOneB);
   for (auto _ : state) {
     Timeline t = simulate::replay(p.model, p.topology, p.stages, s.schedule);
     benchmark::DoNotOptimize(t.iteration_ms);
@@ -45,7 +49,8 @@ BENCHMARK(BM_Replay)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
 void BM_ListSchedule(benchmark::State& state) {
   Pipeline p = pipeline(16, state.range(0));
   for (auto _ : state) {
-    schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches, schedule::Policy::kList);
+    schedule::Scheduled s = schedule::make_schedule(p.model, p.topology, p.stages, p.micro_batches,
+                                                    schedule::Policy::kList);
     benchmark::DoNotOptimize(s.iteration_ms);
   }
 }
@@ -89,7 +94,11 @@ void BM_GridCost(benchmark::State& state) {
   }
   state.counters["coarse_over_full"] = coarse / full;
 }
-BENCHMARK(BM_GridCost)->Args({200, 32, 16})->Args({96, 64, 32})->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GridCost)
+    ->Args({200, 32, 16})
+    ->Args({96, 64, 32})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 // What the ordering's spanning-tree fallback costs in plan quality, on clusters of 8-GPU
 // servers whose measured bandwidths all differ (+-5%): the DP's value on the spanning-tree
@@ -137,14 +146,17 @@ BENCHMARK(BM_PlanSpp)->Args({48, 16})->Unit(benchmark::kMillisecond);
 // 9 ms MLPs) on V100-32GB servers, M = 64.
 void BM_PlanSppMixed(benchmark::State& state) {
   model::Model m = mixed_model(static_cast<int>(state.range(0)));
-  topology::Topology t = synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8, 0, 1,
-                                           32.0 * 1024 * 1024 * 1024);
+  topology::Topology t =
+      synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8, 0, 1, 32.0 * 1024 * 1024 * 1024);
   for (auto _ : state) {
     Plan plan = planners::make_plan("spp", {m, t, static_cast<int>(state.range(2))});
     benchmark::DoNotOptimize(plan.timeline.iteration_ms);
   }
 }
-BENCHMARK(BM_PlanSppMixed)->Args({48, 16, 16})->Args({1000, 1024, 64})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanSppMixed)
+    ->Args({48, 16, 16})
+    ->Args({1000, 1024, 64})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pipeplan::bench

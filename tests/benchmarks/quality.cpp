@@ -31,8 +31,8 @@ struct Instance {
 // and latencies (ms), each pair scaled by a seeded +-`noise`; speeds and memories by GPU.
 topology::Topology grouped(const std::string& name, int groups, int per_group, double inside,
                            double inside_ms, double between, double between_ms,
-                           const std::function<double(int)>& speed, double memory, std::mt19937& rng,
-                           double noise = 0.05) {
+                           const std::function<double(int)>& speed, double memory,
+                           std::mt19937& rng, double noise = 0.05) {
   std::uniform_real_distribution<double> factor(1 - noise, 1 + noise);
   std::vector<topology::Gpu> gpus;
   const int n = groups * per_group;
@@ -44,7 +44,8 @@ topology::Topology grouped(const std::string& name, int groups, int per_group, d
   for (int u = 0; u < n; ++u) {
     for (int v = u + 1; v < n; ++v) {
       const bool same = u / per_group == v / per_group;
-      links.push_back({u, v, (same ? inside : between) * factor(rng), same ? inside_ms : between_ms});
+      links.push_back(
+          {u, v, (same ? inside : between) * factor(rng), same ? inside_ms : between_ms});
     }
   }
   return topology::Topology::build(name, gpus, links, "quality");
@@ -56,22 +57,34 @@ std::vector<Instance> families(int seeds) {
   for (int seed = 1; seed <= seeds; ++seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     const auto s = static_cast<unsigned>(seed);
-    out.push_back({"heterogeneous 1:2:4, 32 layers, 9 GPUs, M 16", synthetic_model(32, s),
-                   grouped("het", 3, 3, 150e9, 0.002, 25e9, 0.005,
-                           [](int g) { return g % 3 == 0 ? 4.0 : g % 3 == 1 ? 2.0 : 1.0; }, 40 * GiB, rng),
-                   16});
-    out.push_back({"multi-server PCIe, 48 layers, 2 x 4 GPUs, M 16", synthetic_model(48, s + 10),
-                   grouped("pcie", 2, 4, 12e9, 0.005, 1.25e9, 0.02, [](int) { return 1.0; }, 32 * GiB, rng),
-                   16});
-    out.push_back({"WAN between 3 regions, 24 layers, 3 x 2 GPUs, M 8", synthetic_model(24, s + 20),
-                   grouped("wan", 3, 2, 100e9, 0.002, 0.125e9, 30, [](int) { return 1.0; }, 80 * GiB, rng),
-                   8});
-    out.push_back({"memory-tight mix, 60 layers, 2 x 8 GPUs, M 16", mixed_model(60, s + 30, 6),
-                   grouped("tight", 2, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 16 * GiB, rng),
-                   16});
-    out.push_back({"1,000-layer realistic mix, 4 x 8 V100, M 32", mixed_model(1000, s + 40),
-                   grouped("chain", 4, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 32 * GiB, rng),
-                   32});
+    out.push_back(
+        {"heterogeneous 1:2:4, 32 layers, 9 GPUs, M 16", synthetic_model(32, s),
+         grouped(
+             "het", 3, 3, 150e9, 0.002, 25e9, 0.005,
+             [](int g) { return g % 3 == 0   ? 4.0
+                                : g % 3 == 1 ? 2.0
+                                             : 1.0; }, 40 * GiB, rng),
+         16});
+    out.push_back(
+        {"multi-server PCIe, 48 layers, 2 x 4 GPUs, M 16", synthetic_model(48, s + 10),
+         grouped(
+             "pcie", 2, 4, 12e9, 0.005, 1.25e9, 0.02, [](int) { return 1.0; }, 32 * GiB, rng),
+         16});
+    out.push_back(
+        {"WAN between 3 regions, 24 layers, 3 x 2 GPUs, M 8", synthetic_model(24, s + 20),
+         grouped(
+             "wan", 3, 2, 100e9, 0.002, 0.125e9, 30, [](int) { return 1.0; }, 80 * GiB, rng),
+         8});
+    out.push_back(
+        {"memory-tight mix, 60 layers, 2 x 8 GPUs, M 16", mixed_model(60, s + 30, 6),
+         grouped(
+             "tight", 2, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 16 * GiB, rng),
+         16});
+    out.push_back(
+        {"1,000-layer realistic mix, 4 x 8 V100, M 32", mixed_model(1000, s + 40),
+         grouped(
+             "chain", 4, 8, 150e9, 0.002, 25e9, 0.005, [](int) { return 1.0; }, 32 * GiB, rng),
+         32});
   }
   return out;
 }
@@ -86,7 +99,8 @@ int main(int argc, char** argv) {
   slow.dp_solutions = 32;
   slow.restarts = 16;
   slow.work = 60 * planners::SppSearch{}.work;
-  std::printf("| family | seed | spp (ms) | slow search (ms) | spp / slow | spp time | slow time |\n");
+  std::printf(
+      "| family | seed | spp (ms) | slow search (ms) | spp / slow | spp time | slow time |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   struct Tally {
     std::string family;
@@ -121,10 +135,12 @@ int main(int argc, char** argv) {
     }
   }
   tallies.push_back(all);
-  std::printf("\n| family | instances | geometric mean spp / best | worst |\n| --- | ---: | ---: | ---: |\n");
+  std::printf(
+      "\n| family | instances | geometric mean spp / best | worst |\n| --- | ---: | ---: | ---: "
+      "|\n");
   for (const auto& t : tallies) {
-    std::printf("| %s | %d | %.4f | %.4f |\n", t.family.c_str(), t.count, std::exp(t.log_sum / t.count),
-                t.worst);
+    std::printf("| %s | %d | %.4f | %.4f |\n", t.family.c_str(), t.count,
+                std::exp(t.log_sum / t.count), t.worst);
   }
   return 0;
 }

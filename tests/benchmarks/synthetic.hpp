@@ -81,15 +81,16 @@ inline model::Model mixed_model(int layers, unsigned seed = 1, double parameter_
 /// 80 GiB each, built through the reader's shorthand path (DirectLinks).
 /// With `noise` > 0, every pair's bandwidth is scaled by a seeded factor in [1 - noise,
 /// 1 + noise], as measured bandwidths are: no two pairs alike, so no structure to exploit.
-inline topology::Topology synthetic_cluster(int nodes, int per_node, double noise = 0, unsigned seed = 1,
-                                           double memory_bytes = 80.0 * 1024 * 1024 * 1024) {
+inline topology::Topology synthetic_cluster(int nodes, int per_node, double noise = 0,
+                                            unsigned seed = 1,
+                                            double memory_bytes = 80.0 * 1024 * 1024 * 1024) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> factor(1 - noise, 1 + noise);
   std::vector<topology::Gpu> gpus;
   for (int n = 0; n < nodes; ++n) {
     for (int g = 0; g < per_node; ++g) {
-      gpus.push_back({"node" + std::to_string(n) + "/gpu" + std::to_string(g), "node" + std::to_string(n), 1.0,
-                      memory_bytes});
+      gpus.push_back({"node" + std::to_string(n) + "/gpu" + std::to_string(g),
+                      "node" + std::to_string(n), 1.0, memory_bytes});
     }
   }
   const int total = nodes * per_node;

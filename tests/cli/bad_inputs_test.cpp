@@ -183,13 +183,15 @@ TEST(BadInputCorpusTest, APlanIsRefusedAlikeWithAndWithoutItsInputs) {
     const WorkingFolder here(folder);
     std::istringstream in;
     std::ostringstream out, alone, checked;
-    const int alone_code = run({"--quiet", "export", "plan.json", "--format", "svg"}, in, out, alone);
+    const int alone_code =
+        run({"--quiet", "export", "plan.json", "--format", "svg"}, in, out, alone);
     if (alone_code == 0) continue;
     const int checked_code = run({"--quiet", "export", "plan.json", "--format", "svg", "--model",
                                   "model.json", "--topology", "topo.json"},
                                  in, out, checked);
     EXPECT_EQ(checked_code, alone_code) << name;
-    EXPECT_EQ(replace_all(checked.str(), "(not in the topology)", "(not in /gpus)"), alone.str()) << name;
+    EXPECT_EQ(replace_all(checked.str(), "(not in the topology)", "(not in /gpus)"), alone.str())
+        << name;
     ++compared;
   }
   EXPECT_GE(compared, 15);

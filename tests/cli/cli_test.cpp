@@ -1,8 +1,6 @@
 // The command line: `validate` summaries, standard input, help, version and usage errors,
 // in-process through cli::run and, for exit codes, through real runs of the binary.
 
-#include "../support/cli_run.hpp"
-#include "../support/temp_folder.hpp"
 #include "pipeplan/cli/cli.hpp"
 
 #include <gtest/gtest.h>
@@ -14,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {

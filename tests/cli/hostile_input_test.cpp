@@ -174,7 +174,8 @@ TEST_F(HostileInputTest, OverflowingNumbersNameFileAndPointer) {
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err, "pipeplan: error: " + model +
                             ": /layers/0/backward_ms: must be a finite number, got 1e400\n");
-  const std::string topology = write("big-topo.json", R"({"gpus": [{"id": "a", "speed": -1e999}]})");
+  const std::string topology =
+      write("big-topo.json", R"({"gpus": [{"id": "a", "speed": -1e999}]})");
   result = run_cli({"--quiet", "validate", model_, topology});
   EXPECT_EQ(result.err, "pipeplan: error: " + topology +
                             ": /gpus/0/speed: must be a finite number, got -1e999\n");
@@ -231,9 +232,9 @@ TEST_F(HostileInputTest, AChromeTraceIsNeverWrittenWithNull) {
 TEST_F(HostileInputTest, GpusWithoutMemoryAreNamed) {
   for (const char* memory : {"-0.0", "0", "\"0 B\""}) {
     SCOPED_TRACE(memory);
-    const std::string topology = write(
-        "zero.json", std::string(R"({"gpus": [{"id": "first", "memory": )") + memory +
-                         R"(}, {"id": "second", "memory": "0 B"}],
+    const std::string topology =
+        write("zero.json", std::string(R"({"gpus": [{"id": "first", "memory": )") + memory +
+                               R"(}, {"id": "second", "memory": "0 B"}],
           "network": {"bandwidth": "1 GB/s", "latency": "1 us"}})");
     const Result result = run_cli({"plan", model_, topology});
     EXPECT_EQ(result.code, 4);

@@ -342,8 +342,8 @@ TEST_F(InputErrorsTest, DisconnectedClustersAreRefusedBeforeThePairCostsAreAlloc
   const std::string topology =
       write("disconnected.json", R"({"nodes": [{"name": "n", "count": 8192, "gpus": 1}]})");
   const std::string command = "ulimit -v 400000 && '" + std::string(PIPEPLAN_BINARY) +
-                              "' --quiet validate '" + model_path_ + "' '" + topology +
-                              "' 2> '" + (folder_ / "err.txt").string() + "'";
+                              "' --quiet validate '" + model_path_ + "' '" + topology + "' 2> '" +
+                              (folder_ / "err.txt").string() + "'";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3);

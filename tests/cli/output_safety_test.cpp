@@ -211,15 +211,16 @@ TEST_F(OutputSafetyTest, PlanWithTraceAndReportWritesAllOrNothing) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.plan + " " + c.trace + " " + c.report);
-    for (const std::string& path : {plan, trace, report}) write(fs::path(path).filename(), previous);
+    for (const std::string& path : {plan, trace, report})
+      write(fs::path(path).filename(), previous);
     const std::vector<std::string> before = names();
     const Result result = run_cli({"--quiet", "plan", model_, topology_, "-o", c.plan, "--trace",
                                    c.trace, "--report", c.report});
     EXPECT_EQ(result.code, 5);
-    EXPECT_EQ(result.err, "pipeplan: error: " + c.failing + ": cannot write: " +
-                              (c.failing == missing ? "No such file or directory"
-                                                    : "No space left on device") +
-                              "\n");
+    EXPECT_EQ(result.err,
+              "pipeplan: error: " + c.failing + ": cannot write: " +
+                  (c.failing == missing ? "No such file or directory" : "No space left on device") +
+                  "\n");
     for (const std::string& path : {plan, trace, report}) EXPECT_EQ(read(path), previous) << path;
     EXPECT_EQ(names(), before);
   }
@@ -293,8 +294,7 @@ TEST_F(OutputSafetyTest, LongOutputNamesAreWrittenWithShortTemporaryNames) {
     EXPECT_EQ(read(path).rfind("{\n  \"schema\"", 0), 0u);
     fs::remove(path);
   }
-  EXPECT_EQ(names(),
-            (std::vector<std::string>{"bad.json", "model.json", "topo.json"}));
+  EXPECT_EQ(names(), (std::vector<std::string>{"bad.json", "model.json", "topo.json"}));
 }
 
 TEST_F(OutputSafetyTest, HelpAndVersionThatCannotBeWrittenExitFive) {

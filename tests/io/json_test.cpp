@@ -53,9 +53,7 @@ TEST(JsonTest, RejectsOverflowingNumbers) {
   EXPECT_EQ(parse_error("1e400"), "in.json: must be a finite number, got 1e400");
 }
 
-TEST(JsonTest, EscapesPointerTokens) {
-  EXPECT_EQ(pointer_append("/x", "a/b~c"), "/x/a~1b~0c");
-}
+TEST(JsonTest, EscapesPointerTokens) { EXPECT_EQ(pointer_append("/x", "a/b~c"), "/x/a~1b~0c"); }
 
 TEST(JsonTest, ObjectReaderRejectsUnknownKeysWithHint) {
   Document document = parse_json(source_from_text("m.json", R"({"forwrd_ms": 1, "x-note": 2})"));
@@ -74,7 +72,8 @@ TEST(JsonTest, IntegerReadingChecksIntegralValues) {
   EXPECT_EQ(elements[0].as_integer(1, 100), 16);
   EXPECT_THROW((void)elements[1].as_integer(1, 100), InputError);
   EXPECT_THROW((void)elements[2].as_integer(1, 100), InputError);
-  EXPECT_THROW((void)elements[3].as_integer(1, std::numeric_limits<std::int64_t>::max()), InputError);
+  EXPECT_THROW((void)elements[3].as_integer(1, std::numeric_limits<std::int64_t>::max()),
+               InputError);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ namespace {
 using namespace pipeplan::testing;
 
 // Whether the GPUs whose id starts with `prefix` form one contiguous run of `order`.
-bool contiguous(const topology::Topology& topology, const std::vector<int>& order, const std::string& prefix) {
+bool contiguous(const topology::Topology& topology, const std::vector<int>& order,
+                const std::string& prefix) {
   int first = -1, last = -1, count = 0;
   for (int p = 0; p < static_cast<int>(order.size()); ++p) {
     if (topology.gpu(order[static_cast<std::size_t>(p)]).id.rfind(prefix, 0) != 0) continue;
@@ -58,9 +59,10 @@ TEST(MincutOrderTest, ServersStayContiguous) {
 topology::Topology dgx1() {
   std::vector<std::string> ids;
   for (int i = 0; i < 8; ++i) ids.push_back("gpu" + std::to_string(i));
-  const int nv[8][8] = {
-      {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0}, {2, 1, 2, 0, 0, 0, 0, 1},
-      {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1}, {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
+  const int nv[8][8] = {{0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0},
+                        {1, 2, 0, 2, 0, 0, 1, 0}, {2, 1, 2, 0, 0, 0, 0, 1},
+                        {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+                        {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
   std::vector<topology::Link> links;
   for (int u = 0; u < 8; ++u) {
     for (int v = u + 1; v < 8; ++v) {
@@ -126,14 +128,18 @@ TEST(MincutOrderTest, ThreeLevelHierarchy) {
   std::vector<std::string> ids;
   for (int rack = 0; rack < 2; ++rack)
     for (int node = 0; node < 2; ++node)
-      for (int gpu = 0; gpu < 2; ++gpu) ids.push_back("r" + std::to_string(rack) + "n" + std::to_string(node) + "g" + std::to_string(gpu));
+      for (int gpu = 0; gpu < 2; ++gpu)
+        ids.push_back("r" + std::to_string(rack) + "n" + std::to_string(node) + "g" +
+                      std::to_string(gpu));
   std::reverse(ids.begin(), ids.end());
   std::vector<topology::Link> links;
   for (int u = 0; u < 8; ++u) {
     for (int v = u + 1; v < 8; ++v) {
       const auto& a = ids[static_cast<std::size_t>(u)];
       const auto& b = ids[static_cast<std::size_t>(v)];
-      const double bw = a.substr(0, 4) == b.substr(0, 4) ? 100e9 : a.substr(0, 2) == b.substr(0, 2) ? 20e9 : 5e9;
+      const double bw = a.substr(0, 4) == b.substr(0, 4)   ? 100e9
+                        : a.substr(0, 2) == b.substr(0, 2) ? 20e9
+                                                           : 5e9;
       links.push_back({u, v, bw, 0.005});
     }
   }
@@ -149,7 +155,8 @@ TEST(MincutOrderTest, SmallNoisyClustersUseTheCutsOnly) {
   OrderStats stats;
   const std::vector<int> order = mincut_order(topology, &stats);
   EXPECT_EQ(stats.spanning_tree_groups, 0u);
-  for (const char* prefix : {"c0/", "c1/", "c2/"}) EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
+  for (const char* prefix : {"c0/", "c1/", "c2/"})
+    EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
 }
 
 TEST(MincutOrderTest, LargeGroupsWithoutStructureFallBackToTheSpanningTree) {
@@ -161,7 +168,8 @@ TEST(MincutOrderTest, LargeGroupsWithoutStructureFallBackToTheSpanningTree) {
   EXPECT_EQ(stats.spanning_tree_groups, 1u);
   EXPECT_EQ(stats.spanning_tree_gpus, 480u);
   ASSERT_TRUE(is_permutation_of_all(order, 480));
-  for (const char* prefix : {"c0/", "c1/", "c2/", "c3/"}) EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
+  for (const char* prefix : {"c0/", "c1/", "c2/", "c3/"})
+    EXPECT_TRUE(contiguous(topology, order, prefix)) << prefix;
   EXPECT_EQ(mincut_order(topology), order);  // deterministic
 }
 

@@ -22,11 +22,12 @@ std::optional<double> brute_force(const model::Model& model, const topology::Top
                                   const std::vector<int>& order, int M, int* plans_seen,
                                   const ScheduleModel& schedule = {}) {
   std::optional<double> best;
-  for_each_plan(static_cast<int>(model.layers.size()), order, M, 1 << 30, [&](const std::vector<Stage>& stages) {
-    ++*plans_seen;
-    auto value = objective(model, topology, stages, M, schedule);
-    if (value && (!best || value->total_ms < *best)) best = value->total_ms;
-  });
+  for_each_plan(static_cast<int>(model.layers.size()), order, M, 1 << 30,
+                [&](const std::vector<Stage>& stages) {
+                  ++*plans_seen;
+                  auto value = objective(model, topology, stages, M, schedule);
+                  if (value && (!best || value->total_ms < *best)) best = value->total_ms;
+                });
   return best;
 }
 
@@ -61,7 +62,7 @@ TEST(DpTest, EqualsExhaustiveSearchOnRandomInstances) {
     EXPECT_NO_THROW(simulate::check_stages(model, topology, solution->stages));
   }
   EXPECT_EQ(instances, 240);
-  EXPECT_GT(plans, 5000);            // the oracle really searched
+  EXPECT_GT(plans, 5000);                // the oracle really searched
   EXPECT_LT(infeasible, instances / 3);  // and most instances had a plan
 }
 
@@ -71,8 +72,8 @@ TEST(DpTest, ObjectiveByHand) {
   topology::Topology topology = uniform_topology(2, 1e9, 0);
   auto value = objective(model, topology, {{0, 0, {0}}, {1, 1, {1}}}, 4);
   ASSERT_TRUE(value.has_value());
-  EXPECT_DOUBLE_EQ(value->latency_ms, 3 + 2 * 1 + 9);    // one micro-batch's round trip
-  EXPECT_DOUBLE_EQ(value->excess_ms, 3 * 9);             // the slow stage's other 3 micro-batches
+  EXPECT_DOUBLE_EQ(value->latency_ms, 3 + 2 * 1 + 9);  // one micro-batch's round trip
+  EXPECT_DOUBLE_EQ(value->excess_ms, 3 * 9);           // the slow stage's other 3 micro-batches
   EXPECT_DOUBLE_EQ(value->tail_ms, 0);
   EXPECT_DOUBLE_EQ(value->total_ms, 14 + 27);
 }

@@ -19,7 +19,8 @@ TEST(SearchTest, CountsAndEnumeratesEveryShape) {
     for (int N = 1; N <= 5; ++N) {
       for (int R = 1; R <= N; ++R) {
         for (int S = 1; S <= 6; ++S) {
-          SCOPED_TRACE(std::to_string(L) + " " + std::to_string(N) + " " + std::to_string(R) + " " + std::to_string(S));
+          SCOPED_TRACE(std::to_string(L) + " " + std::to_string(N) + " " + std::to_string(R) + " " +
+                       std::to_string(S));
           std::vector<int> order(static_cast<std::size_t>(N));
           std::iota(order.rbegin(), order.rend(), 0);
           const ShapeLimits limits{L, R, S};
@@ -48,7 +49,8 @@ TEST(SearchTest, NeighboursAreValidShapes) {
     for (const auto& stages : around) {
       ASSERT_NO_THROW(simulate::check_stages(model, topology, stages)) << stages_text(stages);
       EXPECT_LE(static_cast<int>(stages.size()), limits.max_stages);
-      for (const Stage& stage : stages) EXPECT_LE(static_cast<int>(stage.gpus.size()), limits.max_replicas);
+      for (const Stage& stage : stages)
+        EXPECT_LE(static_cast<int>(stage.gpus.size()), limits.max_replicas);
     }
   }
 }
@@ -60,7 +62,8 @@ TEST(SearchTest, GreedyPackingNeedsTheFewestGpus) {
   for (int trial = 0; trial < 100; ++trial) {
     const int L = 1 + static_cast<int>(rng() % 7);
     const model::Model model = random_model(rng, L, 4e6);
-    const topology::Topology topology = uniform_topology(6, 10e9, 0.01, {}, 4e6 + 4e6 * (rng() % 4));
+    const topology::Topology topology =
+        uniform_topology(6, 10e9, 0.01, {}, 4e6 + 4e6 * (rng() % 4));
     const std::vector<int> order{0, 1, 2, 3, 4, 5};
     int fewest = 0;
     for_each_plan(L, order, 1, 6, [&](const std::vector<Stage>& stages) {
@@ -70,7 +73,8 @@ TEST(SearchTest, GreedyPackingNeedsTheFewestGpus) {
           w += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
           y += model.layers[static_cast<std::size_t>(l)].stash_bytes;
         }
-        if (simulate::max_in_flight(4 * w, y, topology.gpu(stage.gpus[0]).memory_bytes, 1) < 1) return;
+        if (simulate::max_in_flight(4 * w, y, topology.gpu(stage.gpus[0]).memory_bytes, 1) < 1)
+          return;
       }
       const int S = static_cast<int>(stages.size());
       if (fewest == 0 || S < fewest) fewest = S;

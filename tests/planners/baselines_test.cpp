@@ -69,7 +69,8 @@ TEST(UniformTest, SpreadsTheRemainderFromTheFirstStage) {
   EXPECT_EQ(stages_text(partition.stages), "0-2@0 3-5@1 6-7@2 8-9@3");
   EXPECT_EQ(partition.gpu_order, (std::vector<int>{0, 1, 2, 3}));
   const model::Model eight = equal_layers(8);
-  EXPECT_EQ(stages_text(uniform_partition(Request{eight, four, 4}).stages), "0-1@0 2-3@1 4-5@2 6-7@3");
+  EXPECT_EQ(stages_text(uniform_partition(Request{eight, four, 4}).stages),
+            "0-1@0 2-3@1 4-5@2 6-7@3");
 }
 
 TEST(UniformTest, NeverAnEmptyStage) {

@@ -98,7 +98,8 @@ TEST(GpipeTest, FillDrainStashesShapeTheSplit) {
   EXPECT_EQ(plan.schedule_policy, "gpipe");
   EXPECT_EQ(stages_text(plan.stages), stages_text(fill_drain->stages));
   EXPECT_EQ(plan.gpu_order, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(stages_text(make_plan("gpipe", request, Policy::kList).stages), stages_text(list->stages));
+  EXPECT_EQ(stages_text(make_plan("gpipe", request, Policy::kList).stages),
+            stages_text(list->stages));
 }
 
 TEST(GpipeTest, OneStagePerGpuUpToTheLayerCount) {

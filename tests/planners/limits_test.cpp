@@ -52,7 +52,10 @@ TEST(LimitsTest, EveryClusterTheReaderAcceptsMayBePlanned) {
   const model::Model model = layers(2);
   const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
   for (const std::string& planner : planner_names()) {
-    EXPECT_EQ(infeasible([&] { check_limits(planner, Request{model, topology, 64}); }), "")
+    EXPECT_EQ(infeasible([&] {
+                check_limits(planner, Request{model, topology, 64});
+              }),
+              "")
         << planner;
   }
 }
@@ -106,13 +109,14 @@ TEST(LimitsTest, StepsCountTheWorkThatTakesTime) {
   // limit of 1e10; 256 layers take about a second.
   const topology::Topology cluster = uniform_topology(24, 1e10, 0.001);
   const model::Model many = layers(4096);
-  EXPECT_EQ(infeasible([&] { check_limits("pipedream", Request{many, cluster, 16}); }),
+  EXPECT_EQ(infeasible([&] {
+              check_limits("pipedream", Request{many, cluster, 16});
+            }),
             "cannot plan 4096 layers on 24 GPUs with 16 micro-batches: the pipedream planner "
             "would take about 9.66e+09 steps, more than its limit of 1e+08; use fewer layers, "
             "GPUs or micro-batches" +
                 kSee);
-  EXPECT_EQ(infeasible([&] { check_limits("pipedream", Request{layers(256), cluster, 16}); }),
-            "");
+  EXPECT_EQ(infeasible([&] { check_limits("pipedream", Request{layers(256), cluster, 16}); }), "");
   // gpipe's split on the same input takes about 3 s: admitted.
   EXPECT_EQ(infeasible([&] { check_limits("gpipe", Request{many, cluster, 16}); }), "");
 }
@@ -130,7 +134,9 @@ TEST(LimitsTest, SchedulingStepsCountEveryScanOfGpusAndChannels) {
                 kSee);
   const model::Model model = layers(4096);
   const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
-  EXPECT_EQ(infeasible([&] { make_plan("uniform", Request{model, topology, 16}); }),
+  EXPECT_EQ(infeasible([&] {
+              make_plan("uniform", Request{model, topology, 16});
+            }),
             "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
             "take about 3.22e+09 steps (every task scans every GPU and channel), more than its "
             "limit of 4e+08; use fewer stages or micro-batches" +

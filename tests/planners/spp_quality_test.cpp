@@ -45,14 +45,16 @@ std::optional<double> oracle(const Request& request, schedule::Policy policy, in
   const int max_stages = max_stages_within_task_limit(request.micro_batches);
   std::optional<double> best;
   for (const auto& order : spp_orders(request.topology)) {
-    for_each_plan(L, order, static_cast<int>(order.size()), max_stages, [&](const std::vector<Stage>& stages) {
-      ++*shapes;
-      try {
-        const Plan plan = finish_plan("oracle", Partition{order, stages}, request, policy);
-        if (!best || plan.timeline.iteration_ms < *best) best = plan.timeline.iteration_ms;
-      } catch (const InfeasibleError&) {
-      }
-    });
+    for_each_plan(
+        L, order, static_cast<int>(order.size()), max_stages,
+        [&](const std::vector<Stage>& stages) {
+          ++*shapes;
+          try {
+            const Plan plan = finish_plan("oracle", Partition{order, stages}, request, policy);
+            if (!best || plan.timeline.iteration_ms < *best) best = plan.timeline.iteration_ms;
+          } catch (const InfeasibleError&) {
+          }
+        });
   }
   return best;
 }
@@ -95,8 +97,8 @@ TEST(SppQualityTest, EqualsTheBestReplayedShapeOnSmallInstances) {
     const Plan plan = plan_spp(request, instance.policy);
     EXPECT_NEAR(plan.timeline.iteration_ms, *best, 1e-9 * *best);
   }
-  EXPECT_GT(shapes, 50000);                  // the oracle really searched
-  EXPECT_LT(infeasible, kInstances / 4);     // and most instances had a plan
+  EXPECT_GT(shapes, 50000);               // the oracle really searched
+  EXPECT_LT(infeasible, kInstances / 4);  // and most instances had a plan
 }
 
 TEST(SppQualityTest, DpAndLocalSearchAloneStayCloseToTheBest) {
@@ -172,9 +174,9 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
     std::vector<int> input(static_cast<std::size_t>(gpus));
     std::iota(input.begin(), input.end(), 0);
     int needed = 0;
-    const bool fits = partition::greedy_packing(instance.model, instance.topology, input, 1,
-                                                1 << 30, &needed)
-                          .has_value();
+    const bool fits =
+        partition::greedy_packing(instance.model, instance.topology, input, 1, 1 << 30, &needed)
+            .has_value();
     SppSearch quick;  // the guarantee comes from the packing seed, not from the search budget
     quick.work = 0;
     for (int M = 1; M <= 64; ++M) {
@@ -183,14 +185,17 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
       // The default search on a few micro-batch counts, the zero-budget search on all of them.
       const bool full = M == 1 || M == 64;
       if (fits) {
-        EXPECT_NO_THROW(full ? plan_spp(request) : plan_spp(request, schedule::Policy::kList, quick));
+        EXPECT_NO_THROW(full ? plan_spp(request)
+                             : plan_spp(request, schedule::Policy::kList, quick));
         ++planned;
       } else {
         try {
           plan_spp(request, schedule::Policy::kList, quick);
           ADD_FAILURE() << "planned although the packing needs " << needed << " GPUs";
         } catch (const InfeasibleError& error) {
-          EXPECT_NE(std::string(error.what()).find("the layers need " + std::to_string(needed) + " GPUs and there are " + std::to_string(gpus)),
+          EXPECT_NE(std::string(error.what())
+                        .find("the layers need " + std::to_string(needed) + " GPUs and there are " +
+                              std::to_string(gpus)),
                     std::string::npos)
               << error.what();
         }
@@ -204,16 +209,19 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
 
 TEST(SppMemoryTest, SaysHowManyGpusThePackingNeeds) {
   // Four layers of 4 x 1 MB + 1 MB each on GPUs of 6 MB: one layer per GPU, four GPUs, three there.
-  const model::Model model = make_model({{1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}});
+  const model::Model model = make_model(
+      {{1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}, {1, 2, 0, 1e6, 1e6}});
   const topology::Topology topology = uniform_topology(3, 10e9, 0.01, {}, 6e6);
   try {
     plan_spp({model, topology, 16});
     FAIL() << "no error";
   } catch (const InfeasibleError& error) {
-    EXPECT_STREQ(error.what(),
-                 "no placement fits in GPU memory: packed in order with one micro-batch in flight (4 x "
-                 "parameters + one stash per layer, 19.07 MiB in all), the layers need 4 GPUs and there are 3 "
-                 "(17.17 MiB in total)");
+    EXPECT_STREQ(
+        error.what(),
+        "no placement fits in GPU memory: packed in order with one micro-batch in flight (4 x "
+        "parameters + one stash per layer, 19.07 MiB in all), the layers need 4 GPUs and there are "
+        "3 "
+        "(17.17 MiB in total)");
   }
 }
 

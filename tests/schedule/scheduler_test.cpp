@@ -25,11 +25,12 @@ struct Instance {
 // Random stages with random replica counts on random GPUs; memories from tight (one or two
 // stashes) to unlimited, always enough for one micro-batch.
 Instance random_instance(std::mt19937& rng) {
-  std::uniform_real_distribution<double> time(0.1, 5), bytes(1e5, 4e6), speed(0.3, 2), bandwidth(1e9, 50e9),
-      latency(0, 0.05);
+  std::uniform_real_distribution<double> time(0.1, 5), bytes(1e5, 4e6), speed(0.3, 2),
+      bandwidth(1e9, 50e9), latency(0, 0.05);
   const int layers = 1 + static_cast<int>(rng() % 6);
   std::vector<L> spec;
-  for (int l = 0; l < layers; ++l) spec.push_back({time(rng), time(rng), bytes(rng), bytes(rng), bytes(rng)});
+  for (int l = 0; l < layers; ++l)
+    spec.push_back({time(rng), time(rng), bytes(rng), bytes(rng), bytes(rng)});
   Instance in{make_model(spec), {}, {}, 1 + static_cast<int>(rng() % 12)};
   // Random contiguous stages.
   std::vector<int> cuts;
@@ -47,13 +48,15 @@ Instance random_instance(std::mt19937& rng) {
   }
   const int N = gpu + static_cast<int>(rng() % 2);  // maybe an unused GPU
   std::vector<topology::Gpu> gpus;
-  for (int g = 0; g < N; ++g) gpus.push_back({"g" + std::to_string(g), "g" + std::to_string(g), speed(rng), std::nullopt});
+  for (int g = 0; g < N; ++g)
+    gpus.push_back({"g" + std::to_string(g), "g" + std::to_string(g), speed(rng), std::nullopt});
   for (std::size_t s = 0; s < in.stages.size(); ++s) {
     const auto p = simulate::stage_profile(in.model, in.stages, static_cast<int>(s));
     for (int g : in.stages[s].gpus) {
       if (rng() % 3 == 0) continue;  // unlimited
       const double stashes = 1 + static_cast<double>(rng() % 3) + 0.5;
-      gpus[static_cast<std::size_t>(g)].memory_bytes = 4 * p.parameter_bytes + stashes * p.stash_bytes;
+      gpus[static_cast<std::size_t>(g)].memory_bytes =
+          4 * p.parameter_bytes + stashes * p.stash_bytes;
     }
   }
   std::vector<topology::Link> links;
@@ -76,7 +79,8 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
     compute_end[{static_cast<int>(e.task.op), e.task.stage, e.task.micro_batch}] = e.end_ms;
     gpu_of[{e.task.stage, e.task.micro_batch}] = e.gpu;
   }
-  for (const auto& e : t.transfers) transfer_end[{static_cast<int>(e.task.kind), e.task.stage, e.task.micro_batch}] = e.end_ms;
+  for (const auto& e : t.transfers)
+    transfer_end[{static_cast<int>(e.task.kind), e.task.stage, e.task.micro_batch}] = e.end_ms;
   auto ready = [&](const ComputeTask& task) -> double {
     if (task.op == Op::kForward) {
       return task.stage == 0 ? 0.0 : transfer_end.at({0, task.stage - 1, task.micro_batch});
@@ -88,8 +92,8 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
   for (const auto& e : t.compute) per_gpu[e.gpu].push_back(e);
   for (auto& [g, tasks] : per_gpu) {
     const auto p = simulate::stage_profile(in.model, in.stages, tasks.front().task.stage);
-    const long cap = simulate::max_in_flight(in.model.parameter_memory_factor * p.parameter_bytes, p.stash_bytes,
-                                             in.topology.gpu(g).memory_bytes, M);
+    const long cap = simulate::max_in_flight(in.model.parameter_memory_factor * p.parameter_bytes,
+                                             p.stash_bytes, in.topology.gpu(g).memory_bytes, M);
     int in_flight = 0;
     for (std::size_t k = 0; k < tasks.size(); ++k) {
       const double idle_from = k == 0 ? 0.0 : tasks[k - 1].end_ms;
@@ -102,8 +106,8 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
         const double r = ready(x);
         if (r >= idle_to - 1e-9) continue;
         if (x.op == Op::kForward && in_flight >= cap) continue;
-        ADD_FAILURE() << "trial " << trial << ": GPU " << g << " idle from " << idle_from << " to " << idle_to
-                      << " while " << simulate::describe(x) << " was ready at " << r;
+        ADD_FAILURE() << "trial " << trial << ": GPU " << g << " idle from " << idle_from << " to "
+                      << idle_to << " while " << simulate::describe(x) << " was ready at " << r;
         return;
       }
     }
@@ -117,10 +121,12 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
       if (idle_to - idle_from <= 1e-9) continue;
       for (std::size_t later = k; later < transfers.size(); ++later) {
         const TransferTask& x = transfers[later].task;
-        const double r = x.kind == TransferKind::kActivation ? compute_end.at({0, x.stage, x.micro_batch})
-                                                             : compute_end.at({1, x.stage + 1, x.micro_batch});
+        const double r = x.kind == TransferKind::kActivation
+                             ? compute_end.at({0, x.stage, x.micro_batch})
+                             : compute_end.at({1, x.stage + 1, x.micro_batch});
         if (r < idle_to - 1e-9) {
-          ADD_FAILURE() << "trial " << trial << ": channel idle while " << simulate::describe(x) << " was ready";
+          ADD_FAILURE() << "trial " << trial << ": channel idle while " << simulate::describe(x)
+                        << " was ready";
           return;
         }
       }
@@ -133,7 +139,8 @@ TEST(SchedulerTest, ListScheduleIsNonDelayAndFitsMemory) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     Instance in = random_instance(rng);
-    Scheduled scheduled = make_schedule(in.model, in.topology, in.stages, in.micro_batches, Policy::kList);
+    Scheduled scheduled =
+        make_schedule(in.model, in.topology, in.stages, in.micro_batches, Policy::kList);
     Timeline t = simulate::replay(in.model, in.topology, in.stages, scheduled.schedule);
     EXPECT_FALSE(simulate::memory_violation(in.topology, t).has_value()) << "trial " << trial;
     // The engine's own clock agrees with the replay of the orders it produced.
@@ -143,7 +150,8 @@ TEST(SchedulerTest, ListScheduleIsNonDelayAndFitsMemory) {
     EXPECT_NEAR(scheduled.iteration_ms, last, 1e-9 * last) << "trial " << trial;
     expect_non_delay(in, t, trial);
     // Never worse than the bound, of course.
-    const Bounds bounds = simulate::compute_bounds(in.model, in.topology, in.stages, in.micro_batches);
+    const Bounds bounds =
+        simulate::compute_bounds(in.model, in.topology, in.stages, in.micro_batches);
     EXPECT_GE(t.iteration_ms, bounds.partition_ms * (1 - 1e-9)) << "trial " << trial;
   }
 }
@@ -153,12 +161,14 @@ TEST(SchedulerTest, FixedPoliciesReplayTheirOwnClock) {
   for (int trial = 0; trial < 200; ++trial) {
     Instance in = random_instance(rng);
     for (Policy policy : {Policy::kOneFOneB, Policy::kGpipe}) {
-      Scheduled scheduled = make_schedule(in.model, in.topology, in.stages, in.micro_batches, policy);
+      Scheduled scheduled =
+          make_schedule(in.model, in.topology, in.stages, in.micro_batches, policy);
       Timeline t = simulate::replay(in.model, in.topology, in.stages, scheduled.schedule);
       double last = 0;
       for (const auto& e : t.compute) last = std::max(last, e.end_ms);
       EXPECT_NEAR(scheduled.iteration_ms, last, 1e-9 * last) << "trial " << trial;
-      const Bounds bounds = simulate::compute_bounds(in.model, in.topology, in.stages, in.micro_batches);
+      const Bounds bounds =
+          simulate::compute_bounds(in.model, in.topology, in.stages, in.micro_batches);
       EXPECT_GE(t.iteration_ms, bounds.partition_ms * (1 - 1e-9)) << "trial " << trial;
     }
   }
@@ -175,18 +185,21 @@ TEST(SchedulerTest, OneFOneBOrderFollowsTheSpec) {
   EXPECT_EQ(one_f_one_b_warmup(plan, 0, 1), 1);
   Scheduled s = make_schedule(model, topology, plan, 5, Policy::kOneFOneB);
   EXPECT_EQ(s.schedule.gpu_order[0],
-            (std::vector<ComputeTask>{F(0, 0), F(0, 1), B(0, 0), F(0, 2), B(0, 1), F(0, 3), B(0, 2), F(0, 4),
-                                      B(0, 3), B(0, 4)}));
+            (std::vector<ComputeTask>{F(0, 0), F(0, 1), B(0, 0), F(0, 2), B(0, 1), F(0, 3), B(0, 2),
+                                      F(0, 4), B(0, 3), B(0, 4)}));
   // Stage-wide order F0 F1 B0 F2 B1 F3 B2 F4 B3 B4, split by replica (m mod 2).
-  EXPECT_EQ(s.schedule.gpu_order[1], (std::vector<ComputeTask>{F(1, 0), B(1, 0), F(1, 2), B(1, 2), F(1, 4), B(1, 4)}));
-  EXPECT_EQ(s.schedule.gpu_order[2], (std::vector<ComputeTask>{F(1, 1), B(1, 1), F(1, 3), B(1, 3)}));
+  EXPECT_EQ(s.schedule.gpu_order[1],
+            (std::vector<ComputeTask>{F(1, 0), B(1, 0), F(1, 2), B(1, 2), F(1, 4), B(1, 4)}));
+  EXPECT_EQ(s.schedule.gpu_order[2],
+            (std::vector<ComputeTask>{F(1, 1), B(1, 1), F(1, 3), B(1, 3)}));
 }
 
 TEST(SchedulerTest, GpipeOrderRunsAllForwardsFirst) {
   model::Model model = make_model({{1, 1, 0, 0, 1}});
   topology::Topology topology = uniform_topology(2, 1e9, 0);
   Scheduled s = make_schedule(model, topology, {{0, 0, {0, 1}}}, 3, Policy::kGpipe);
-  EXPECT_EQ(s.schedule.gpu_order[0], (std::vector<ComputeTask>{F(0, 0), F(0, 2), B(0, 0), B(0, 2)}));
+  EXPECT_EQ(s.schedule.gpu_order[0],
+            (std::vector<ComputeTask>{F(0, 0), F(0, 2), B(0, 0), B(0, 2)}));
   EXPECT_EQ(s.schedule.gpu_order[1], (std::vector<ComputeTask>{F(0, 1), B(0, 1)}));
 }
 
@@ -205,18 +218,21 @@ TEST(SchedulerTest, ListWaitsForMemory) {
 TEST(SchedulerTest, StageThatCannotHoldOneMicroBatchIsInfeasible) {
   model::Model model = make_model({{1, 1, 0, 100, 100}});
   std::vector<topology::Gpu> gpus{{"a", "a", 1.0, 450.0}};
-  topology::Topology topology = topology::Topology::build("t", gpus, std::vector<topology::Link>{}, "test");
+  topology::Topology topology =
+      topology::Topology::build("t", gpus, std::vector<topology::Link>{}, "test");
   try {
     make_schedule(model, topology, {{0, 0, {0}}}, 2, Policy::kList);
     FAIL() << "no error";
   } catch (const InfeasibleError& error) {
-    EXPECT_STREQ(error.what(),
-                 "stage 0 (layers 0..0) needs 500 B with one micro-batch in flight but GPU \"a\" has 450 B");
+    EXPECT_STREQ(
+        error.what(),
+        "stage 0 (layers 0..0) needs 500 B with one micro-batch in flight but GPU \"a\" has 450 B");
   }
 }
 
 TEST(SchedulerTest, PolicyNames) {
-  for (Policy p : {Policy::kList, Policy::kOneFOneB, Policy::kGpipe}) EXPECT_EQ(parse_policy(policy_name(p)), p);
+  for (Policy p : {Policy::kList, Policy::kOneFOneB, Policy::kGpipe})
+    EXPECT_EQ(parse_policy(policy_name(p)), p);
   EXPECT_FALSE(parse_policy("eager").has_value());
 }
 
@@ -230,8 +246,12 @@ TEST(SchedulerTest, NonDelayCheckCatchesOneFOneBStalls) {
   // The checker above is not vacuous: 1F1B with link latency idles a GPU while a forward
   // is ready (its order insists on a backward first).
   std::vector<L> layers(3, L{2, 3, 0, 0, 1});
-  Instance in{make_model(layers), uniform_topology(3, 1e9, 0.25), {{0, 0, {0}}, {1, 1, {1}}, {2, 2, {2}}}, 8};
-  Scheduled s = make_schedule(in.model, in.topology, in.stages, in.micro_batches, Policy::kOneFOneB);
+  Instance in{make_model(layers),
+              uniform_topology(3, 1e9, 0.25),
+              {{0, 0, {0}}, {1, 1, {1}}, {2, 2, {2}}},
+              8};
+  Scheduled s =
+      make_schedule(in.model, in.topology, in.stages, in.micro_batches, Policy::kOneFOneB);
   Timeline t = simulate::replay(in.model, in.topology, in.stages, s.schedule);
   EXPECT_NONFATAL_FAILURE(expect_non_delay(in, t, 0), "was ready");
 }

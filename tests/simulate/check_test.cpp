@@ -19,7 +19,8 @@ using nlohmann::ordered_json;
 // Three layers on four GPUs: the planner replicates something and pipelines the rest, so the
 // plan has activations, gradients and an AllReduce.
 struct CheckTest : ::testing::Test {
-  model::Model model = make_model({{2, 4, 4e6, 1e6, 1e6}, {6, 12, 2e6, 2e6, 1e6}, {2, 4, 0, 4e7, 1e6}});
+  model::Model model =
+      make_model({{2, 4, 4e6, 1e6, 1e6}, {6, 12, 2e6, 2e6, 1e6}, {2, 4, 0, 4e7, 1e6}});
   topology::Topology topology = uniform_topology(4, 10e9, 0.005, {}, 1e9);
   Plan plan = planners::make_plan("spp", planners::Request{model, topology, 6});
   ordered_json json = report::plan_to_json(plan, model, topology);
@@ -54,7 +55,9 @@ TEST_F(CheckTest, PlanRoundTripsAndChecks) {
   EXPECT_DOUBLE_EQ(again.timeline.iteration_ms, plan.timeline.iteration_ms);
   EXPECT_EQ(report::plan_to_json(again, model, topology), json);
   // Deterministic bytes.
-  EXPECT_EQ(io::dump_json(json), io::dump_json(report::plan_to_json(planners::make_plan("spp", {model, topology, 6}), model, topology)));
+  EXPECT_EQ(io::dump_json(json),
+            io::dump_json(report::plan_to_json(planners::make_plan("spp", {model, topology, 6}),
+                                               model, topology)));
 }
 
 TEST_F(CheckTest, EachMutationHasItsOwnMessage) {
@@ -69,20 +72,27 @@ TEST_F(CheckTest, EachMutationHasItsOwnMessage) {
     for (auto& allreduce : j["schedule"]["allreduces"]) {
       allreduce["start_ms"] = allreduce["start_ms"].get<double>() + end_by;
       allreduce["end_ms"] = allreduce["end_ms"].get<double>() + end_by;
-      j["iteration_ms"] = std::max(j["iteration_ms"].get<double>(), allreduce["end_ms"].get<double>());
+      j["iteration_ms"] =
+          std::max(j["iteration_ms"].get<double>(), allreduce["end_ms"].get<double>());
     }
   };
   std::string shifted = error_of([&](ordered_json& j) { shift_last(j, 1, 1); });
-  EXPECT_EQ(shifted.find("plan.json: /schedule/compute/" + std::to_string(last) + ": "), 0u) << shifted;
-  EXPECT_NE(shifted.find("but the replay of the orders starts it at"), std::string::npos) << shifted;
+  EXPECT_EQ(shifted.find("plan.json: /schedule/compute/" + std::to_string(last) + ": "), 0u)
+      << shifted;
+  EXPECT_NE(shifted.find("but the replay of the orders starts it at"), std::string::npos)
+      << shifted;
 
   std::string missing = error_of([&](ordered_json& j) { j["schedule"]["compute"].erase(last); });
-  EXPECT_NE(missing.find("plan.json: /schedule/compute: lists 23 tasks but 2 stages and 6 micro-batches make 24"),
-            std::string::npos)
+  EXPECT_NE(
+      missing.find(
+          "plan.json: /schedule/compute: lists 23 tasks but 2 stages and 6 micro-batches make 24"),
+      std::string::npos)
       << missing;
 
   std::string longer = error_of([&](ordered_json& j) { shift_last(j, 0, 0.5); });
-  EXPECT_EQ(longer.find("plan.json: /schedule/compute/" + std::to_string(last) + ": backward of micro-batch"), 0u)
+  EXPECT_EQ(longer.find("plan.json: /schedule/compute/" + std::to_string(last) +
+                        ": backward of micro-batch"),
+            0u)
       << longer;
   EXPECT_NE(longer.find(" lasts "), std::string::npos) << longer;
 
@@ -93,26 +103,37 @@ TEST_F(CheckTest, EachMutationHasItsOwnMessage) {
   });
   EXPECT_NE(wrong_gpu.find("does not serve stage 0"), std::string::npos) << wrong_gpu;
 
-  std::string stated = error_of([&](ordered_json& j) { j["iteration_ms"] = j["iteration_ms"].get<double>() * 1.01; });
+  std::string stated = error_of(
+      [&](ordered_json& j) { j["iteration_ms"] = j["iteration_ms"].get<double>() * 1.01; });
   EXPECT_NE(stated.find("plan.json: /iteration_ms: states"), std::string::npos) << stated;
 
-  std::string bytes = error_of([&](ordered_json& j) { j["schedule"]["transfers"][0]["bytes"] = 17; });
+  std::string bytes =
+      error_of([&](ordered_json& j) { j["schedule"]["transfers"][0]["bytes"] = 17; });
   EXPECT_NE(bytes.find("plan.json: /schedule/transfers/0: "), std::string::npos) << bytes;
   EXPECT_NE(bytes.find("states 17 bytes but the boundary carries"), std::string::npos) << bytes;
 
   std::string bound = error_of([&](ordered_json& j) { j["bounds"]["partition_ms"] = 1; });
-  EXPECT_NE(bound.find("plan.json: /bounds/partition_ms: states 1 ms but the bound is"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("plan.json: /bounds/partition_ms: states 1 ms but the bound is"),
+            std::string::npos)
+      << bound;
 
   std::string figures = error_of([&](ordered_json& j) { j["stages"][0]["forward_ms"] = 99; });
-  EXPECT_EQ(figures.find("plan.json: /stages/0/forward_ms: states 99 but the model gives"), 0u) << figures;
+  EXPECT_EQ(figures.find("plan.json: /stages/0/forward_ms: states 99 but the model gives"), 0u)
+      << figures;
 
-  std::string unknown = error_of([&](ordered_json& j) { j["schedule"]["compute"][0]["gpu"] = "nope"; });
-  EXPECT_EQ(unknown, "plan.json: /schedule/compute/0/gpu: unknown GPU \"nope\" (not in the topology)");
+  std::string unknown =
+      error_of([&](ordered_json& j) { j["schedule"]["compute"][0]["gpu"] = "nope"; });
+  EXPECT_EQ(unknown,
+            "plan.json: /schedule/compute/0/gpu: unknown GPU \"nope\" (not in the topology)");
 
-  std::string stage_gpus = error_of([&](ordered_json& j) { j["stages"][1]["gpus"] = j["stages"][0]["gpus"]; });
+  std::string stage_gpus =
+      error_of([&](ordered_json& j) { j["stages"][1]["gpus"] = j["stages"][0]["gpus"]; });
   EXPECT_EQ(stage_gpus.find("plan.json: /stages/1/gpus/0: GPU \""), 0u) << stage_gpus;
 
-  std::string extra_keys = error_of([&](ordered_json& j) { j["x-launcher"] = 1; j["future_field"] = 2; });
+  std::string extra_keys = error_of([&](ordered_json& j) {
+    j["x-launcher"] = 1;
+    j["future_field"] = 2;
+  });
   EXPECT_EQ(extra_keys, "no error");  // plan readers ignore unknown keys
 }
 
@@ -152,7 +173,8 @@ TEST_F(CheckTest, MemoryOverflowIsRejected) {
     read_and_check(copy, small);
     FAIL() << "no error";
   } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find("at its peak but has"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("at its peak but has"), std::string::npos)
+        << error.what();
   }
 }
 

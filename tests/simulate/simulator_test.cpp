@@ -45,7 +45,8 @@ struct TwoStages : ::testing::Test {
 };
 
 TEST_F(TwoStages, FillDrainTimelineByHand) {
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), F(1, 1), B(1, 0), B(1, 1)}});
+  Schedule s =
+      schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), F(1, 1), B(1, 0), B(1, 1)}});
   s.channel_order[{0, 1}] = {Act(0, 0), Act(0, 1)};
   s.channel_order[{1, 0}] = {Grad(0, 0), Grad(0, 1)};
   Timeline t = replay(model, topology, plan_stages, s);
@@ -76,7 +77,8 @@ TEST_F(TwoStages, FillDrainTimelineByHand) {
 TEST_F(TwoStages, OneFOneBTimelineByHand) {
   // Stage 1's warm-up is one forward: F(m0) 2-4, B(m0) 4-7, F(m1) 7-9 (its activation
   // arrived at 3), B(m1) 9-12. Gradients 7-8 and 12-13; GPU0: B(m0) 8-10, B(m1) 13-15.
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), B(1, 0), F(1, 1), B(1, 1)}});
+  Schedule s =
+      schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), B(1, 0), F(1, 1), B(1, 1)}});
   s.channel_order[{0, 1}] = {Act(0, 0), Act(0, 1)};
   s.channel_order[{1, 0}] = {Grad(0, 0), Grad(0, 1)};
   Timeline t = replay(model, topology, plan_stages, s);
@@ -93,7 +95,8 @@ TEST_F(TwoStages, OneFOneBTimelineByHand) {
 
 TEST_F(TwoStages, ChannelOrderIsRespected) {
   // Sending micro-batch 1 first delays micro-batch 0's activation behind it.
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), F(1, 1), B(1, 0), B(1, 1)}});
+  Schedule s =
+      schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(1, 0), F(1, 1), B(1, 0), B(1, 1)}});
   s.channel_order[{0, 1}] = {Act(0, 1), Act(0, 0)};
   s.channel_order[{1, 0}] = {Grad(0, 0), Grad(0, 1)};
   Timeline t = replay(model, topology, plan_stages, s);
@@ -135,11 +138,13 @@ TEST(SimulatorTest, LatencyOnlyAndBandwidthOnlyLinks) {
   s.channel_order[{0, 1}] = {Act(0, 0)};
   s.channel_order[{1, 0}] = {Grad(0, 0)};
   // 1 + 0.5 + 1 + 1 + 0.5 + 1.
-  EXPECT_DOUBLE_EQ(replay(model, latency_only, stages({{0, 0, {0}}, {1, 1, {1}}}), s).iteration_ms, 5);
+  EXPECT_DOUBLE_EQ(replay(model, latency_only, stages({{0, 0, {0}}, {1, 1, {1}}}), s).iteration_ms,
+                   5);
   model::Model heavy = make_model({{1, 1, 2e9, 0, 0}, {1, 1, 0, 0, 0}});
   topology::Topology bandwidth_only = uniform_topology(2, 1e12, 0);
   // 2 GB over 1 TB/s: 2 ms each way.
-  EXPECT_DOUBLE_EQ(replay(heavy, bandwidth_only, stages({{0, 0, {0}}, {1, 1, {1}}}), s).iteration_ms, 8);
+  EXPECT_DOUBLE_EQ(
+      replay(heavy, bandwidth_only, stages({{0, 0, {0}}, {1, 1, {1}}}), s).iteration_ms, 8);
 }
 
 // Closed form: S equal stages, forward f, backward b, links of latency c and zero bytes:
@@ -191,7 +196,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          schedule::Policy::kList)),
     [](const auto& param_info) {
       const schedule::Policy policy = std::get<2>(param_info.param);
-      const char* name = policy == schedule::Policy::kGpipe ? "Gpipe" : (policy == schedule::Policy::kList ? "List" : "OneFOneB");
+      const char* name = policy == schedule::Policy::kGpipe
+                             ? "Gpipe"
+                             : (policy == schedule::Policy::kList ? "List" : "OneFOneB");
       return "S" + std::to_string(std::get<0>(param_info.param)) + "M" +
              std::to_string(std::get<1>(param_info.param)) + name;
     });
@@ -229,29 +236,35 @@ TEST(SimulatorTest, RejectsBrokenSchedules) {
   Schedule wrong_gpu = base();
   wrong_gpu.gpu_order[2] = {B(0, 0)};
   wrong_gpu.gpu_order[0] = {F(0, 0)};
-  EXPECT_EQ(error(wrong_gpu),
-            "backward of micro-batch 0 on stage 0 runs on GPU \"g2\", which does not serve stage 0");
+  EXPECT_EQ(
+      error(wrong_gpu),
+      "backward of micro-batch 0 on stage 0 runs on GPU \"g2\", which does not serve stage 0");
   Schedule wrong_channel = base();
   wrong_channel.channel_order.erase({1, 0});
   wrong_channel.channel_order[{1, 2}] = {Grad(0, 0)};
   EXPECT_EQ(error(wrong_channel),
-            "gradient transfer of micro-batch 0 from stage 1 to stage 0 must go from g1 to g0, not from g1 to g2");
+            "gradient transfer of micro-batch 0 from stage 1 to stage 0 must go from g1 to g0, not "
+            "from g1 to g2");
   Schedule deadlock = base();
   deadlock.gpu_order[1] = {B(1, 0), F(1, 0)};
   EXPECT_EQ(error(deadlock),
-            "the orders deadlock: backward of micro-batch 0 on stage 1 on GPU \"g1\" waits for forward of "
+            "the orders deadlock: backward of micro-batch 0 on stage 1 on GPU \"g1\" waits for "
+            "forward of "
             "micro-batch 0 on stage 1, which is ordered behind it");
   // Activations sent in an order that the two GPUs' 1F1B orders contradict: a cycle through
   // both GPUs and both channels.
   Schedule crossed = base();
   crossed.micro_batches = 2;
-  crossed.gpu_order = {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)}, {F(1, 0), B(1, 0), F(1, 1), B(1, 1)}, {}};
+  crossed.gpu_order = {
+      {F(0, 0), B(0, 0), F(0, 1), B(0, 1)}, {F(1, 0), B(1, 0), F(1, 1), B(1, 1)}, {}};
   crossed.channel_order[{0, 1}] = {Act(0, 1), Act(0, 0)};
   crossed.channel_order[{1, 0}] = {Grad(0, 0), Grad(0, 1)};
-  EXPECT_EQ(error(crossed),
-            "the orders deadlock: gradient transfer of micro-batch 0 from stage 1 to stage 0 on channel g1 "
-            "-> g0 waits for backward of micro-batch 0 on stage 1, which is ordered behind forward of "
-            "micro-batch 0 on stage 1 on GPU \"g1\"");
+  EXPECT_EQ(
+      error(crossed),
+      "the orders deadlock: gradient transfer of micro-batch 0 from stage 1 to stage 0 on channel "
+      "g1 "
+      "-> g0 waits for backward of micro-batch 0 on stage 1, which is ordered behind forward of "
+      "micro-batch 0 on stage 1 on GPU \"g1\"");
 }
 
 TEST(SimulatorTest, StagesMustCoverLayersOnDisjointGpus) {
@@ -266,8 +279,9 @@ TEST(SimulatorTest, StagesMustCoverLayersOnDisjointGpus) {
     return std::string("no error");
   };
   EXPECT_EQ(error({{0, 2, {0, 1}}}), "no error");
-  EXPECT_EQ(error({{0, 0, {0}}, {2, 2, {1}}}),
-            "stage 1 starts at layer 2, expected layer 1 (stages must cover the layers once, in order)");
+  EXPECT_EQ(
+      error({{0, 0, {0}}, {2, 2, {1}}}),
+      "stage 1 starts at layer 2, expected layer 1 (stages must cover the layers once, in order)");
   EXPECT_EQ(error({{0, 1, {0}}}), "the stages end at layer 1 but the model has 3 layers");
   EXPECT_EQ(error({{0, 0, {0}}, {1, 2, {0}}}), "GPU \"g0\" serves both stage 0 and stage 1");
   EXPECT_EQ(error({{0, 2, {}}}), "stage 0 has no GPUs");

@@ -81,7 +81,8 @@ inline Schedule schedule_of(int micro_batches, std::vector<std::vector<ComputeTa
 /// A random complete topology for property tests: bandwidths 1-100 GB/s, latencies 0-20 us,
 /// speeds 0.25-2, memories uniform in [memory_low, memory_high] on three GPUs out of four
 /// (the others unlimited).
-inline topology::Topology random_topology(std::mt19937& rng, int n, double memory_low, double memory_high) {
+inline topology::Topology random_topology(std::mt19937& rng, int n, double memory_low,
+                                          double memory_high) {
   std::uniform_real_distribution<double> bandwidth(1e9, 100e9), latency(0, 0.02), speed(0.25, 2),
       memory(memory_low, memory_high);
   std::vector<topology::Gpu> gpus;
@@ -107,7 +108,8 @@ inline model::Model random_model(std::mt19937& rng, int layers, double max_bytes
   std::vector<L> spec;
   for (int l = 0; l < layers; ++l) {
     const double f = time(rng);
-    spec.push_back(L{f, f * (1 + static_cast<double>(rng() % 3)), bytes(rng), params(rng), bytes(rng)});
+    spec.push_back(
+        L{f, f * (1 + static_cast<double>(rng() % 3)), bytes(rng), params(rng), bytes(rng)});
   }
   return make_model(spec);
 }
@@ -116,8 +118,10 @@ inline model::Model random_model(std::mt19937& rng, int layers, double max_bytes
 inline std::string stages_text(const std::vector<Stage>& stages) {
   std::string out;
   for (const Stage& stage : stages) {
-    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer) + "@";
-    for (std::size_t x = 0; x < stage.gpus.size(); ++x) out += (x ? "," : "") + std::to_string(stage.gpus[x]);
+    out += (out.empty() ? "" : " ") + std::to_string(stage.first_layer) + "-" +
+           std::to_string(stage.last_layer) + "@";
+    for (std::size_t x = 0; x < stage.gpus.size(); ++x)
+      out += (x ? "," : "") + std::to_string(stage.gpus[x]);
   }
   return out;
 }

@@ -12,7 +12,8 @@ namespace pipeplan::testing {
 /// on consecutive runs of `order` from its first GPU, each of 1 to `max_replicas` GPUs, at most
 /// `max_stages` stages (unused GPUs form the order's tail). Written independently of
 /// `partition::for_each_shape`, which it checks.
-inline void for_each_plan(int layers, const std::vector<int>& order, int max_replicas, int max_stages,
+inline void for_each_plan(int layers, const std::vector<int>& order, int max_replicas,
+                          int max_stages,
                           const std::function<void(const std::vector<Stage>&)>& visit) {
   const int N = static_cast<int>(order.size());
   std::vector<Stage> current;
@@ -25,7 +26,8 @@ inline void for_each_plan(int layers, const std::vector<int>& order, int max_rep
     for (int last = layer; last < layers; ++last) {
       for (int r = 1; r <= max_replicas && position + r <= N; ++r) {
         Stage stage{layer, last, {}};
-        for (int p = position; p < position + r; ++p) stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+        for (int p = position; p < position + r; ++p)
+          stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
         current.push_back(stage);
         extend(last + 1, position + r);
         current.pop_back();

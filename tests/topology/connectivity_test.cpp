@@ -22,7 +22,7 @@ TEST(ConnectivityTest, TheReaderAgreesWithASearchOverTheLinkedPairs) {
   for (int trial = 0; trial < 400; ++trial) {
     // 2-7 GPUs: shorthand nodes (with or without a node link), explicit GPUs (own node or a
     // named one), some explicit links, a network or not.
-    std::vector<int> node_of;    // per GPU
+    std::vector<int> node_of;     // per GPU
     std::vector<bool> node_link;  // per node
     std::vector<std::string> ids;
     std::string nodes, gpus;
@@ -74,8 +74,8 @@ TEST(ConnectivityTest, TheReaderAgreesWithASearchOverTheLinkedPairs) {
     for (int u = 0; u < n; ++u) {
       for (int v = u + 1; v < n; ++v) {
         if (rng() % 6 != 0) continue;
-        links += std::string(links.empty() ? "" : ", ") + R"({"between": [")" + ids[u] +
-                 R"(", ")" + ids[v] + R"("], "bandwidth": "2 GB/s", "latency": "1 us"})";
+        links += std::string(links.empty() ? "" : ", ") + R"({"between": [")" + ids[u] + R"(", ")" +
+                 ids[v] + R"("], "bandwidth": "2 GB/s", "latency": "1 us"})";
         linked[u][v] = linked[v][u] = true;
       }
     }

@@ -78,8 +78,8 @@ struct Model {
   /// The part of `parameter_memory_factor` a sharded optimizer divides among a stage's
   /// replicas; absent means `max(0, parameter_memory_factor - 2)` (see `sharded_factor`).
   std::optional<double> sharded_memory_factor;
-  double input_bytes = 0;                          ///< One micro-batch's input to layer 0, bytes.
-  std::vector<Layer> layers;                       ///< At least one, in execution order.
+  double input_bytes = 0;     ///< One micro-batch's input to layer 0, bytes.
+  std::vector<Layer> layers;  ///< At least one, in execution order.
 };
 
 /// Reads and validates a `model.json` (spec sections 1 and 8.1; schema v1 or v2). Throws

@@ -56,12 +56,12 @@ inline constexpr double kMaxPassWork = 2e9;
 /// replicas each (unused GPUs form the tail of the order). Nothing when no plan fits in memory.
 /// Exact (Pareto fronts of (latency, excess, tail) per state, since the objective is monotone
 /// in each) while no front passes 32 entries (beyond that the entry of largest objective is
-/// dropped: memory-tight profiles grow fronts into the thousands), on a grid: every layer boundary and GPU position while
-/// blocks^2 x positions x lengths^2 stays within a budget of about a second; beyond it, runs
-/// align to units of 2^k GPUs and layers group into blocks of equal compute cut where the
-/// activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for measuring
-/// what the grid costs). O(C^2 P Q^2 F) for C blocks, P run starts, Q run lengths, fronts of F.
-/// A pass whose work (entries combined, times the front they enter) passes `max_pass_work`
+/// dropped: memory-tight profiles grow fronts into the thousands), on a grid: every layer boundary
+/// and GPU position while blocks^2 x positions x lengths^2 stays within a budget of about a second;
+/// beyond it, runs align to units of 2^k GPUs and layers group into blocks of equal compute cut
+/// where the activation is smallest (docs/algorithms.md). `full_grid` lifts the budget (for
+/// measuring what the grid costs). O(C^2 P Q^2 F) for C blocks, P run starts, Q run lengths, fronts
+/// of F. A pass whose work (entries combined, times the front they enter) passes `max_pass_work`
 /// gives up and the DP retries on a coarser grid, until the grid can be no coarser.
 std::optional<Solution> solve(const model::Model& model, const topology::Topology& topology,
                               const std::vector<int>& order, int micro_batches,
@@ -70,12 +70,12 @@ std::optional<Solution> solve(const model::Model& model, const topology::Topolog
 
 /// Options of `solve_several`.
 struct SolveOptions {
-  bool full_grid = false;                ///< Lift the grid's budget (see `solve`).
-  double max_pass_work = kMaxPassWork;   ///< Work one pass may do before the grid coarsens.
-  std::size_t solutions = 1;             ///< How many of the best solutions to return.
-  int max_stages = 0;                    ///< At most this many stages (0: no cap). With a cap
-                                         ///< below the grid's reach the fronts also keep the
-                                         ///< stage count (fewer is better), so the DP stays exact.
+  bool full_grid = false;               ///< Lift the grid's budget (see `solve`).
+  double max_pass_work = kMaxPassWork;  ///< Work one pass may do before the grid coarsens.
+  std::size_t solutions = 1;            ///< How many of the best solutions to return.
+  int max_stages = 0;                   ///< At most this many stages (0: no cap). With a cap
+                                        ///< below the grid's reach the fronts also keep the
+                                        ///< stage count (fewer is better), so the DP stays exact.
 };
 
 /// `solve`, returning up to `options.solutions` solutions: the plans of the final Pareto front

@@ -84,9 +84,8 @@ struct Found {
 /// is evaluated once (memoised). Deterministic. Returns the best shape seen, nothing when
 /// every shape seen was infeasible. O(always + work budget / work per evaluation) evaluations.
 std::optional<Found> local_search(const model::Model& model,
-                                  const std::vector<std::vector<Stage>>& starts,
-                                  std::size_t always, const std::vector<int>& order,
-                                  const ShapeLimits& limits, const Evaluate& evaluate,
-                                  double max_work);
+                                  const std::vector<std::vector<Stage>>& starts, std::size_t always,
+                                  const std::vector<int>& order, const ShapeLimits& limits,
+                                  const Evaluate& evaluate, double max_work);
 
 }  // namespace pipeplan::partition

@@ -50,9 +50,9 @@ struct StatedGpu {
 
 /// Everything a plan file states, with GPU ids already resolved to topology indices.
 struct StatedPlan {
-  std::string file;                   ///< For messages.
-  std::string planner;                ///< As stated (may be empty).
-  std::string schedule_policy;        ///< As stated (may be empty).
+  std::string file;             ///< For messages.
+  std::string planner;          ///< As stated (may be empty).
+  std::string schedule_policy;  ///< As stated (may be empty).
   int micro_batches = 0;
   double iteration_ms = 0;
   std::optional<Bounds> bounds;

@@ -48,10 +48,10 @@ class ScheduleError : public Error {
 /// The profiled sums of one stage (at speed 1.0).
 struct StageProfile {
   double forward_ms = 0;       ///< F_s.
-  double backward_ms = 0;     ///< B_s.
-  double parameter_bytes = 0; ///< W_s.
-  double stash_bytes = 0;     ///< Y_s.
-  double boundary_bytes = 0;  ///< A_s; 0 for the last stage.
+  double backward_ms = 0;      ///< B_s.
+  double parameter_bytes = 0;  ///< W_s.
+  double stash_bytes = 0;      ///< Y_s.
+  double boundary_bytes = 0;   ///< A_s; 0 for the last stage.
 };
 
 /// Sums stage `s` of `stages` directly over its layers (not by prefix differences, so that
@@ -64,8 +64,7 @@ double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double la
 
 /// Ring AllReduce time over `gpus` in ring order for `bytes` (spec section 3):
 /// `2 (r-1)/r * bytes / beta + 2 (r-1) * lambda`; 0 for a single GPU. O(r).
-double allreduce_ms(const topology::Topology& topology, const std::vector<int>& gpus,
-                    double bytes);
+double allreduce_ms(const topology::Topology& topology, const std::vector<int>& gpus, double bytes);
 
 /// Checks that `stages` is a valid partition and placement: at least one stage, contiguous
 /// layer ranges covering every layer once in order, at least one GPU each, every GPU an
