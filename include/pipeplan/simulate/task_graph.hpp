@@ -76,15 +76,6 @@ class TaskGraph {
   [[nodiscard]] int data_predecessor(int id) const;
   /// The task that waits for this one along its chain; `kNone` for `B(m,0)`.
   [[nodiscard]] int data_successor(int id) const;
-  /// The chain predecessor of a task given by value (no id needed): for messages and checks
-  /// on plans whose tasks are not numbered yet.
-  [[nodiscard]] int data_predecessor(const ComputeTask& task) const {
-    return data_predecessor(id(task));
-  }
-  [[nodiscard]] int data_predecessor(const TransferTask& task) const {
-    return data_predecessor(id(task));
-  }
-
   /// A task in words for messages: `forward of micro-batch 3 on stage 1`,
   /// `activation transfer of micro-batch 3 from stage 1 to stage 2`,
   /// `the AllReduce of stage 2`.
