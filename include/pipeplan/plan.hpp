@@ -7,6 +7,7 @@
 /// GPUs are indices into `topology::Topology::gpus()`; layers are indices into
 /// `model::Model::layers`. Times are milliseconds, sizes bytes.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -16,13 +17,47 @@
 
 namespace pipeplan {
 
-/// One pipeline stage: layers `first_layer..last_layer` (inclusive) replicated on `gpus`,
-/// whose order is the AllReduce ring order.
+/// One pipeline stage: layers `first_layer..last_layer` (inclusive) on `gpus`, replicated
+/// `replicas()` times, each replica a tensor-parallel **group** of `tensor_parallel` GPUs (spec
+/// 8.2): replica `i` is `gpus[i t .. i t + t - 1]`, its first GPU the group's **leader** (the GPU
+/// compute tasks name and transfers run between). With `t = 1` (every v1 plan) each GPU is a
+/// replica of its own and the list is the AllReduce ring order.
 struct Stage {
-  int first_layer = 0;    ///< First layer, 0-based.
-  int last_layer = 0;     ///< Last layer, inclusive.
-  std::vector<int> gpus;  ///< Replicas, at least one, in ring order.
+  int first_layer = 0;      ///< First layer, 0-based.
+  int last_layer = 0;       ///< Last layer, inclusive.
+  std::vector<int> gpus;    ///< `r t` GPUs, group by group, in ring order.
+  int tensor_parallel = 1;  ///< t: GPUs per group (spec 8.2).
+  bool recompute = false;   ///< Whether the backward recomputes the forward (spec 8.3).
+
+  /// r: the number of groups (replicas).
+  [[nodiscard]] int replicas() const {
+    return static_cast<int>(gpus.size()) / (tensor_parallel > 0 ? tensor_parallel : 1);
+  }
+  /// The leader of replica `i` (`0 <= i < replicas()`).
+  [[nodiscard]] int leader(int i) const {
+    return gpus[static_cast<std::size_t>(i) * static_cast<std::size_t>(tensor_parallel)];
+  }
+  /// Every group's leader, in replica order (for t = 1: `gpus`).
+  [[nodiscard]] std::vector<int> leaders() const {
+    std::vector<int> out;
+    out.reserve(static_cast<std::size_t>(replicas()));
+    for (int i = 0; i < replicas(); ++i) out.push_back(leader(i));
+    return out;
+  }
+  /// The GPUs of replica `i`, leader first.
+  [[nodiscard]] std::vector<int> group(int i) const {
+    const auto t = static_cast<std::size_t>(tensor_parallel);
+    const auto first = gpus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * t);
+    return {first, first + static_cast<std::ptrdiff_t>(t)};
+  }
+  /// Whether the stage uses a field of spec 8.2 (then the plan is written as v2).
+  [[nodiscard]] bool uses_v2_fields() const { return tensor_parallel != 1 || recompute; }
+  friend bool operator==(const Stage&, const Stage&) = default;
 };
+
+/// Where the optimizer state lives (spec 8.2): whole on every replica, or divided among a
+/// stage's replicas (ZeRO-1 style).
+enum class Optimizer : std::uint8_t { kReplicated, kSharded };
 
 /// Forward or backward.
 enum class Op : std::uint8_t { kForward, kBackward };
@@ -84,6 +119,14 @@ struct TimedAllReduce {
   double end_ms = 0;
 };
 
+/// The optimizer step of one group of a stage (spec 8.3), on the group's GPUs, named by its leader.
+struct TimedUpdate {
+  int stage = 0;
+  int gpu = 0;  ///< The group's leader.
+  double start_ms = 0;
+  double end_ms = 0;
+};
+
 /// What the execution model says about one GPU.
 struct GpuUsage {
   std::optional<int> stage;      ///< The stage it serves; empty when unused.
@@ -103,6 +146,8 @@ struct Timeline {
   std::vector<TimedCompute> compute;       ///< Sorted by start, then GPU, then GPU order.
   std::vector<TimedTransfer> transfers;    ///< Sorted by start, then channel, then order.
   std::vector<TimedAllReduce> allreduces;  ///< One per replicated stage, by stage.
+  std::vector<TimedUpdate> updates;        ///< Optimizer steps (spec 8.3), by stage, then group;
+                                           ///< empty when no layer has an update time.
   std::vector<GpuUsage> gpus;              ///< Per topology GPU.
 };
 
@@ -112,6 +157,7 @@ struct Plan {
   std::string schedule_policy;        ///< `list`, `1f1b` or `gpipe`.
   std::vector<int> gpu_order;         ///< Every GPU once, in the order the planner considered them.
   std::vector<Stage> stages;          ///< Cover every layer once, in order.
+  Optimizer optimizer = Optimizer::kReplicated;  ///< Spec 8.2.
   Schedule schedule;                  ///< The decisions.
   Timeline timeline;                  ///< Their consequences.
   Bounds bounds;                      ///< Lower bounds for comparison.
