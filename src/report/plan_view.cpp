@@ -34,6 +34,7 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
     view.stage_figures.push_back({p.forward_ms, p.backward_ms, p.parameter_bytes, p.boundary_bytes,
                                   simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes)});
     memory.stash_bytes.push_back(p.stash_bytes);
+    memory.transient_bytes.push_back(0);
     for (int g : stage.gpus) {
       memory.static_bytes[static_cast<std::size_t>(g)] =
           model.parameter_memory_factor * p.parameter_bytes;

@@ -24,7 +24,9 @@
 
 namespace pipeplan::report {
 
-/// A stage's figures as plan.json states them (profiled sums at speed 1.0).
+/// A stage's figures as plan.json states them (profiled sums at speed 1.0; in a stage of
+/// tensor-parallel degree t > 1, per-GPU sums at that degree, communication and recomputation
+/// excluded: spec 8.2).
 struct StageFigures {
   double forward_ms = 0;       ///< F_s.
   double backward_ms = 0;      ///< B_s.
@@ -33,10 +35,23 @@ struct StageFigures {
   double allreduce_ms = 0;     ///< The stage's AllReduce time; 0 for one replica.
 };
 
+/// What one group (replica) of a stage spends of its task durations on tensor-parallel
+/// all-reduces and on recomputation (spec 8.3), per micro-batch; known only with the model and
+/// topology. All 0 for a v1 stage.
+struct GroupFigures {
+  double forward_allreduce_ms = 0;   ///< The all-reduce part of one forward.
+  double backward_allreduce_ms = 0;  ///< The all-reduce part of one backward (with the
+                                     ///< recomputed forward's all-reduces).
+  double recompute_ms = 0;           ///< The recomputed forward inside one backward.
+};
+
 /// What the memory counter needs; known only with the model.
 struct MemoryFigures {
   std::vector<double> static_bytes;  ///< Per GPU: parameter_memory_factor * W_s; 0 when unused.
-  std::vector<double> stash_bytes;   ///< Per stage: Y_s, held per micro-batch in flight.
+  std::vector<double> stash_bytes;   ///< Per stage: Y_s, held per micro-batch in flight (with
+                                     ///< recomputation: the inputs of its layers, spec 8.3).
+  std::vector<double> transient_bytes;  ///< Per stage: held during each backward only (with
+                                        ///< recomputation: its largest layer stash), else 0.
 };
 
 /// A plan with everything the exports show. GPUs are indices into `gpu_ids` (the topology's
@@ -53,6 +68,9 @@ struct PlanView {
                                                         ///< only with the model.
   std::string model_file;               ///< The model's file name for messages; may be empty.
   std::optional<MemoryFigures> memory;  ///< Only with the model.
+  /// Per stage, per group (replica order): the tensor-parallel and recomputation shares of its
+  /// tasks. Only with the model and topology.
+  std::optional<std::vector<std::vector<GroupFigures>>> group_figures;
 };
 
 /// The view of a plan that `simulate::check_plan` (or a planner) produced for `model` and

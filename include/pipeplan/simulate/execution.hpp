@@ -1,0 +1,58 @@
+#pragma once
+/// \file
+/// The figures of the execution model per stage and per group (spec sections 3 and 8.3), in
+/// one place: every consumer (the replay, the scheduler, the bounds, the plan checker, the plan
+/// writer and the views) takes task durations, transfer sizes, memory and AllReduce times from
+/// here, so that a rule of the execution model is written once.
+
+#include <optional>
+#include <vector>
+
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/plan.hpp"
+#include "pipeplan/topology/topology.hpp"
+
+namespace pipeplan::simulate {
+
+/// One group (replica) of a stage as the execution model runs it: one compute resource.
+struct GroupExecution {
+  int leader = 0;                        ///< The GPU compute tasks name.
+  std::vector<int> gpus;                 ///< Its t GPUs, leader first (the ring of its
+                                         ///< tensor-parallel all-reduces).
+  double speed = 1;                      ///< v: the slowest GPU's speed.
+  std::optional<double> capacity_bytes;  ///< The smallest memory among its GPUs; empty when
+                                         ///< every one is unlimited.
+  int tightest_gpu = 0;                  ///< A GPU with that smallest memory (the first).
+  double forward_ms = 0;                 ///< Duration of one F(m,s).
+  double backward_ms = 0;                ///< Duration of one B(m,s), recomputation included.
+  double work_ms = 0;                    ///< One micro-batch's F + B, as the scheduler's replica
+                                         ///< choice and the bounds count it.
+  double forward_allreduce_ms = 0;       ///< The tensor-parallel all-reduce part of forward_ms.
+  double backward_allreduce_ms = 0;      ///< The all-reduce part of backward_ms (the recomputed
+                                         ///< forward's included).
+  double recompute_ms = 0;               ///< The recomputed forward inside backward_ms.
+  double update_ms = 0;                  ///< Duration of its optimizer step; 0: none.
+};
+
+/// One stage as the execution model runs it.
+struct StageExecution {
+  double forward_ms = 0;       ///< F_s: per-GPU forward sum at the stage's degree, speed 1.0.
+  double backward_ms = 0;      ///< B_s, likewise.
+  double parameter_bytes = 0;  ///< W_s: per-GPU parameter bytes at the stage's degree.
+  double boundary_bytes = 0;   ///< A_s: activation bytes after the stage; 0 for the last.
+  double transfer_bytes = 0;   ///< What one boundary transfer carries between leaders:
+                               ///< A_s / min(t_s, t_{s+1}); 0 for the last stage.
+  double static_bytes = 0;     ///< Held by each of its GPUs throughout.
+  double stash_bytes = 0;      ///< Held per micro-batch in flight, from F start to B end.
+  double transient_bytes = 0;  ///< Held during each B only (recomputation's one-layer stash).
+  double allreduce_ms = 0;     ///< The data-parallel AllReduce (t rings in parallel); 0: r = 1.
+  std::vector<GroupExecution> groups;  ///< In replica order.
+};
+
+/// The execution figures of every stage of `stages` (which must pass `check_stages`) under
+/// `optimizer`. O(sum over stages of layers x degrees + r t).
+std::vector<StageExecution> execution(const model::Model& model,
+                                      const topology::Topology& topology,
+                                      const std::vector<Stage>& stages, Optimizer optimizer);
+
+}  // namespace pipeplan::simulate
