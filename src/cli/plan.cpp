@@ -26,6 +26,7 @@ struct PlanOptions {
   std::optional<std::string> check;
   std::optional<std::string> trace;
   std::optional<std::string> report;
+  PlanningOptions planning;  // spec 8.4
 };
 
 // `a, b, c` for a stage's GPU ids, shortened to the first three and the last beyond five.
@@ -186,6 +187,7 @@ int run_plan(const PlanOptions& options, Context& context) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
   planners::Request request{model, topology, micro_batches};
+  apply_planning_options(options.planning, request);
   Plan plan = planners::make_plan(options.planner, request, policy);
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
@@ -245,11 +247,12 @@ void add_plan_command(CLI::App& app, Action& action) {
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
       ->transform(decimal_integer(1, kMaxMicroBatches));
+  std::vector<std::string> names = planners::planner_names();
+  names.emplace_back("megatron");
   std::string planners;
-  for (const auto& name : planners::planner_names())
-    planners += (planners.empty() ? "" : ", ") + name;
+  for (const auto& name : names) planners += (planners.empty() ? "" : ", ") + name;
   sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")
-      ->check(CLI::IsMember(planners::planner_names()));
+      ->check(CLI::IsMember(names));
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
   // Files only: standard output carries the plan.
@@ -271,6 +274,7 @@ void add_plan_command(CLI::App& app, Action& action) {
          "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not")
       ->excludes(trace_option)
       ->excludes(report_option);
+  add_planning_options(*sub, options->planning);
   sub->callback([options, &action] {
     action = [options](Context& context) { return run_plan(*options, context); };
   });
