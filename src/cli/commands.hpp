@@ -81,6 +81,7 @@ struct PlanningOptions {
   bool shard_optimizer = false;                ///< `--shard-optimizer`.
   std::optional<int> pipeline_parallel;        ///< `--pipeline-parallel P` (megatron).
   std::optional<int> data_parallel;            ///< `--data-parallel D` (megatron).
+  bool uniform = false;                        ///< `--uniform`.
 };
 
 /// Adds the planning options to a command.

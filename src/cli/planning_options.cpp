@@ -17,12 +17,14 @@ std::vector<int> degree_list(const std::string& text) {
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
-    const bool digits = !item.empty() && item.size() <= 6 &&
-                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !item.empty() && item.size() <= 6 &&
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
     const long value = digits ? std::stol(item) : 0;
     if (!digits || value < 1 || value > model::kMaxTensorParallelDegree) {
-      throw UsageError("--tensor-parallel: expected degrees like 1,2,4 (decimal integers from 1 to " +
-                       std::to_string(model::kMaxTensorParallelDegree) + "), got \"" + text + "\"");
+      throw UsageError(
+          "--tensor-parallel: expected degrees like 1,2,4 (decimal integers from 1 to " +
+          std::to_string(model::kMaxTensorParallelDegree) + "), got \"" + text + "\"");
     }
     degrees.push_back(static_cast<int>(value));
   }
@@ -51,11 +53,16 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
   command.add_flag("--shard-optimizer", options.shard_optimizer,
                    "Plan for a sharded optimizer (ZeRO-1: optimizer state divided among a stage's "
                    "replicas)");
-  command.add_option("--pipeline-parallel", options.pipeline_parallel,
-                     "The megatron planner's pipeline depth P")
+  command.add_flag("--uniform", options.uniform,
+                   "Only plans every framework can run: the same replica count and tensor-parallel "
+                   "degree for every stage (Megatron-LM, DeepSpeed, torch.distributed.pipelining)");
+  command
+      .add_option("--pipeline-parallel", options.pipeline_parallel,
+                  "The megatron planner's pipeline depth P")
       ->transform(decimal_integer(1, 1 << 16));
-  command.add_option("--data-parallel", options.data_parallel,
-                     "The megatron planner's data-parallel degree D (default: GPUs / (T P))")
+  command
+      .add_option("--data-parallel", options.data_parallel,
+                  "The megatron planner's data-parallel degree D (default: GPUs / (T P))")
       ->transform(decimal_integer(1, 1 << 16));
 }
 
@@ -67,6 +74,7 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
                                                          : planners::Recompute::kAuto;
   }
   if (options.shard_optimizer) request.optimizer = Optimizer::kSharded;
+  request.uniform = options.uniform;
   request.pipeline_parallel = options.pipeline_parallel;
   request.data_parallel = options.data_parallel;
 }

@@ -530,10 +530,10 @@ int longest_run(int gpus, int micro_batches, const StageChoices& choices) {
 }
 
 // How many (degree, next degree, recomputation) combinations a transition weighs: 1 for a v1
-// model.
+// model. A uniform plan's next stage has the stage's own degree and run length.
 double choice_factor(const StageChoices& choices) {
   const double d = static_cast<double>(choices.degrees.size());
-  return d * d * static_cast<double>(recompute_options(choices).size());
+  return (choices.uniform ? d : d * d) * static_cast<double>(recompute_options(choices).size());
 }
 
 // Layer blocks of about equal compute; inside each window the cut goes where the activation
@@ -816,6 +816,7 @@ class Pass {
     const int r_here = run_at(p, q, d)->groups_count;
     for (int q2 = 1; q2 <= Q_ && next_p + q2 <= P_; ++q2) {
       for (int d2 = 0; d2 < D_; ++d2) {
+        if (choices_.uniform && (q2 != q || d2 != d)) continue;  // one shape for every stage
         const std::vector<Entry>& rest = front(cj, next_p, q2, d2);
         if (rest.empty()) continue;
         const int t_next = choices_.degrees[static_cast<std::size_t>(d2)];

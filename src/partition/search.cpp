@@ -97,6 +97,13 @@ bool valid(const Layout& layout, const std::vector<int>& order, const ShapeLimit
       return false;
     }
   }
+  if (limits.uniform) {
+    for (int s = 1; s < S; ++s) {
+      const auto at = static_cast<std::size_t>(s);
+      if (layout.runs[at] != layout.runs[0] || layout.degrees[at] != layout.degrees[0])
+        return false;
+    }
+  }
   return used_gpus(layout) <= static_cast<int>(order.size());
 }
 
@@ -147,10 +154,14 @@ void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
     }
     if (static_cast<int>(current.size()) == limits.max_stages) return;
     const std::vector<bool> options = recompute_options(limits);
+    // A uniform shape's later stages take the first one's degree and run length.
+    const bool follow = limits.uniform && !current.empty();
     for (int last = layer; last < L; ++last) {
       for (const int t : limits.degrees) {
         if (!degree_allowed(limits, layer, last, t)) continue;
+        if (follow && t != current.front().tensor_parallel) continue;
         for (int r = 1; r <= limits.max_replicas && position + r * t <= N; ++r) {
+          if (follow && r != current.front().replicas()) continue;
           for (const bool recompute : options) {
             Stage stage{layer, last, {}};
             for (int p = position; p < position + r * t; ++p)
@@ -284,6 +295,50 @@ void degree_and_recompute_moves(const Layout& base, const ShapeLimits& limits, i
   }
 }
 
+// The moves that keep a shape uniform (every run of n GPUs at degree t): every stage one
+// group more or fewer, every stage at another degree (keeping its GPUs, or its groups), two
+// neighbours merged onto one run, a stage split in two with a run from the unused tail.
+void uniform_moves(const model::Model& model, const Layout& base, const ShapeLimits& limits, int N,
+                   const std::function<void(const Layout&)>& offer) {
+  const int S = static_cast<int>(base.firsts.size());
+  const int n = base.runs.front(), t = base.degrees.front(), r = n / t;
+  const int used = used_gpus(base);
+  auto all = [&](int runs, int degree) {
+    Layout layout = base;
+    layout.runs.assign(static_cast<std::size_t>(S), runs);
+    layout.degrees.assign(static_cast<std::size_t>(S), degree);
+    offer(layout);
+  };
+  for (int sign : {1, -1}) {
+    if (sign < 0 || used + S * t <= N) all(n + sign * t, t);
+  }
+  for (const int other : limits.degrees) {
+    if (other == t) continue;
+    if (n % other == 0) all(n, other);
+    if (S * r * other <= N) all(r * other, other);
+  }
+  for (int s = 0; s + 1 < S; ++s) {
+    Layout layout = base;
+    layout.firsts.erase(layout.firsts.begin() + s + 1);
+    layout.runs.erase(layout.runs.begin() + s + 1);
+    layout.degrees.erase(layout.degrees.begin() + s + 1);
+    layout.recompute.erase(layout.recompute.begin() + s + 1);
+    offer(layout);
+  }
+  for (int s = 0; s < S && S < limits.max_stages && used + n <= N; ++s) {
+    const int first = base.firsts[static_cast<std::size_t>(s)];
+    const int end = s + 1 < S ? base.firsts[static_cast<std::size_t>(s) + 1] : limits.layers;
+    if (end - first < 2) continue;
+    Layout layout = base;
+    layout.firsts.insert(layout.firsts.begin() + s + 1, middle_of_compute(model, first, end));
+    layout.runs.insert(layout.runs.begin() + s + 1, n);
+    layout.degrees.insert(layout.degrees.begin() + s + 1, t);
+    layout.recompute.insert(layout.recompute.begin() + s + 1,
+                            base.recompute[static_cast<std::size_t>(s)]);
+    offer(layout);
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
@@ -366,6 +421,7 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
     offer(layout);
   }
   degree_and_recompute_moves(base, limits, N, offer);
+  if (limits.uniform) uniform_moves(model, base, limits, N, offer);
   return out;
 }
 

@@ -37,6 +37,7 @@ partition::StageChoices stage_choices(const Request& request) {
   choices.may_recompute = recompute == Recompute::kAuto;
   choices.must_recompute = recompute == Recompute::kAlways;
   choices.optimizer = request.optimizer;
+  choices.uniform = request.uniform;
   return choices;
 }
 
@@ -46,6 +47,7 @@ void restrict_shapes(const Request& request, partition::ShapeLimits& limits) {
   limits.may_recompute = choices.may_recompute;
   limits.must_recompute = choices.must_recompute;
   limits.model = &request.model;
+  limits.uniform = choices.uniform;
 }
 
 }  // namespace pipeplan::planners

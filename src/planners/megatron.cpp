@@ -54,11 +54,9 @@ std::vector<int> even_split(int count, int P, int offset) {
 
 // Whether every group of every stage holds what `policy` keeps in flight.
 bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Policy policy) {
-  const auto exec =
-      simulate::execution(request.model, request.topology, stages, request.optimizer);
+  const auto exec = simulate::execution(request.model, request.topology, stages, request.optimizer);
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    const long stashes =
-        peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
+    const long stashes = peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
     const auto& e = exec[s];
     for (const auto& group : e.groups) {
       if (simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,

@@ -117,7 +117,8 @@ std::optional<double> pipedream_objective(const model::Model& model,
 
 std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
                                                  const topology::Topology& topology,
-                                                 int micro_batches, schedule::Policy policy) {
+                                                 int micro_batches, schedule::Policy policy,
+                                                 int only_replicas) {
   const int L = static_cast<int>(model.layers.size());
   const int N = topology.size();
   const long M = micro_batches;
@@ -135,6 +136,7 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
       for (int b = p + 1; b <= N; ++b) {
         run.add(topology, b - 1);  // extend the run (input order: position == GPU index)
         const long r = run.replicas;
+        if (only_replicas > 0 && r != only_replicas) continue;
         for (int j = i + 1; j <= L; ++j) {
           if (!fits(model, prefix, i, j, run, 1)) break;  // more layers only need more memory
           const double cost = stage_cost(prefix, i, j, run);
@@ -193,7 +195,21 @@ std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
 }
 
 Partition pipedream_partition(const Request& request, schedule::Policy policy) {
-  auto solution = pipedream_solve(request.model, request.topology, request.micro_batches, policy);
+  std::optional<PipeDreamSolution> solution;
+  if (request.uniform) {
+    // --uniform: the best of PipeDream's DP with every stage at r replicas, for every r that
+    // divides the GPUs (every GPU is used); ties to the smaller r.
+    const int N = request.topology.size();
+    for (int r = 1; r <= N; ++r) {
+      if (N % r != 0) continue;
+      auto candidate =
+          pipedream_solve(request.model, request.topology, request.micro_batches, policy, r);
+      if (candidate && (!solution || candidate->slowest_ms < solution->slowest_ms))
+        solution = std::move(candidate);
+    }
+  } else {
+    solution = pipedream_solve(request.model, request.topology, request.micro_batches, policy);
+  }
   if (!solution) {
     throw InfeasibleError(
         "pipedream: no partition of the " + std::to_string(request.model.layers.size()) +

@@ -209,12 +209,26 @@ Plan make_plan(std::string_view name, const Request& request,
       {"megatron", megatron_partition}};
   for (const auto& [baseline, make_partition] : kBaselines) {
     if (name == baseline) {
-      return finish_plan(std::string(baseline), make_partition(request, chosen), request, chosen);
+      Plan plan =
+          finish_plan(std::string(baseline), make_partition(request, chosen), request, chosen);
+      if (request.uniform && !is_uniform(plan.stages)) {
+        throw InternalError("the " + std::string(baseline) +
+                            " planner made a plan that is not "
+                            "uniform under --uniform");
+      }
+      return plan;
     }
   }
   std::string known;
   for (const auto& planner : planner_names()) known += (known.empty() ? "" : ", ") + planner;
   throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + known + ")");
+}
+
+bool is_uniform(const std::vector<Stage>& stages) {
+  return std::all_of(stages.begin(), stages.end(), [&](const Stage& stage) {
+    return stage.replicas() == stages.front().replicas() &&
+           stage.tensor_parallel == stages.front().tensor_parallel;
+  });
 }
 
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,

@@ -218,7 +218,26 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
+        // Uniform plans (--uniform): Megatron-LM's own placement at every degree and depth, so
+        // that the search never ends slower than a megatron configuration it could reach
+        // (while the budget lasts; small instances replay every shape anyway).
+        std::vector<std::vector<Stage>> megatron_seeds;
+        if (request.uniform && order == input) {
+          for (const int t : choices.degrees) {
+            for (int P = 1; P <= std::min(L, N / t); ++P) {
+              Request fixed = request;
+              fixed.tensor_parallel = {t};
+              fixed.pipeline_parallel = P;
+              try {
+                megatron_seeds.push_back(megatron_partition(fixed, policy).stages);
+              } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
+              } catch (const UsageError&) {
+              }
+            }
+          }
+        }
         const std::size_t always = starts.size();
+        for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
         for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
         std::mt19937 rng(search.seed + static_cast<unsigned>(c));
         for (int x = 0; x < search.restarts; ++x) {

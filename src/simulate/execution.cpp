@@ -106,8 +106,7 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
 
 }  // namespace
 
-std::vector<StageExecution> execution(const model::Model& model,
-                                      const topology::Topology& topology,
+std::vector<StageExecution> execution(const model::Model& model, const topology::Topology& topology,
                                       const std::vector<Stage>& stages, Optimizer optimizer) {
   const bool updates = model::has_updates(model);
   const double phi = model.parameter_memory_factor;

@@ -21,7 +21,8 @@ model::Model transformer_shaped(int decoders, double stash = 1e6) {
   spec.push_back({2, 4, 0, 2e6, 1e5});
   model::Model model = make_model(spec);
   model.layers.front().name = "embedding";
-  for (int l = 0; l < decoders; ++l) model.layers[static_cast<std::size_t>(l) + 1].name = "decoder" + std::to_string(l);
+  for (int l = 0; l < decoders; ++l)
+    model.layers[static_cast<std::size_t>(l) + 1].name = "decoder" + std::to_string(l);
   model.layers.back().name = "output";
   for (model::Layer& layer : model.layers) {
     model::TensorParallel tp;
@@ -81,8 +82,7 @@ TEST(MegatronTest, UnevenSplitsGiveTheFirstStagesOneMore) {
   // A profile not shaped like a transformer: equal layer counts.
   const model::Model plain = make_model({{1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}});
   const Partition generic = megatron_partition(
-      configuration(plain, uniform_topology(3, 50e9, 0.002), 4, 1, 3),
-      schedule::Policy::kOneFOneB);
+      configuration(plain, uniform_topology(3, 50e9, 0.002), 4, 1, 3), schedule::Policy::kOneFOneB);
   EXPECT_EQ(stages_text(generic.stages), "0-1@0 2-3@1 4-4@2");
 }
 
@@ -117,7 +117,8 @@ TEST(MegatronTest, ConfigurationsThatCannotBeBuiltAreRefused) {
     make_plan("megatron", configuration(model, topology, 4, 1, 5));
     FAIL();
   } catch (const InfeasibleError& error) {
-    EXPECT_STREQ(error.what(), "pipeline-parallel 5 is more stages than the 4 decoder layers to split");
+    EXPECT_STREQ(error.what(),
+                 "pipeline-parallel 5 is more stages than the 4 decoder layers to split");
   }
 }
 

@@ -55,21 +55,20 @@ TEST(DpV2Test, EqualsExhaustiveSearchOverDegreesAndRecomputation) {
     for_each_v2_plan(model, order, choices.degrees, recompute_list(choices), M, 1 << 30,
                      [&](const std::vector<Stage>& stages) {
                        ++plans;
-                       const auto value = partition::objective(model, topology, stages, M,
-                                                               schedule, choices.optimizer);
+                       const auto value = partition::objective(model, topology, stages, M, schedule,
+                                                               choices.optimizer);
                        if (value && (!best || value->total_ms < *best)) best = value->total_ms;
                      });
     partition::SolveOptions options;
     options.choices = choices;
-    const auto solutions =
-        partition::solve_several(model, topology, order, M, schedule, options);
+    const auto solutions = partition::solve_several(model, topology, order, M, schedule, options);
     SCOPED_TRACE("trial " + std::to_string(trial));
     ASSERT_EQ(best.has_value(), !solutions.empty());
     if (!best) continue;
     ++solved;
     EXPECT_NEAR(solutions.front().objective.total_ms, *best, 1e-9 * *best);
-    const auto check = partition::objective(model, topology, solutions.front().stages, M,
-                                            schedule, choices.optimizer);
+    const auto check = partition::objective(model, topology, solutions.front().stages, M, schedule,
+                                            choices.optimizer);
     ASSERT_TRUE(check.has_value());
     EXPECT_DOUBLE_EQ(check->total_ms, solutions.front().objective.total_ms);
     EXPECT_NO_THROW(simulate::check_stages(model, topology, solutions.front().stages));
@@ -99,22 +98,21 @@ TEST(SppV2Test, EqualsTheBestReplayedShapeOnSmallInstances) {
     const topology::Topology topology = random_topology(rng, N, 4e6, 40e6);
     Request request{model, topology, M};
     request.optimizer = trial % 3 == 2 ? Optimizer::kSharded : Optimizer::kReplicated;
-    const schedule::Policy policy = trial % 3 == 1 ? schedule::Policy::kOneFOneB
-                                                   : schedule::Policy::kList;
+    const schedule::Policy policy =
+        trial % 3 == 1 ? schedule::Policy::kOneFOneB : schedule::Policy::kList;
     const partition::StageChoices choices = stage_choices(request);
     std::optional<double> best;
     for (const auto& order : spp_orders(topology)) {
-      for_each_v2_plan(model, order, choices.degrees, recompute_list(choices), N,
-                       max_stages_within_task_limit(M), [&](const std::vector<Stage>& stages) {
-                         ++shapes;
-                         try {
-                           const Plan plan =
-                               finish_plan("oracle", Partition{order, stages}, request, policy);
-                           if (!best || plan.timeline.iteration_ms < *best)
-                             best = plan.timeline.iteration_ms;
-                         } catch (const InfeasibleError&) {
-                         }
-                       });
+      for_each_v2_plan(
+          model, order, choices.degrees, recompute_list(choices), N,
+          max_stages_within_task_limit(M), [&](const std::vector<Stage>& stages) {
+            ++shapes;
+            try {
+              const Plan plan = finish_plan("oracle", Partition{order, stages}, request, policy);
+              if (!best || plan.timeline.iteration_ms < *best) best = plan.timeline.iteration_ms;
+            } catch (const InfeasibleError&) {
+            }
+          });
     }
     SCOPED_TRACE("trial " + std::to_string(trial));
     if (!best) {
@@ -162,8 +160,8 @@ TEST(SppV2Test, FindsThePlanOnlyRecomputationMakesFit) {
   // Stashes of 20 MB per layer and micro-batch, inputs of 1 MB, 6 MB of static memory: on a GPU
   // of 30 MB the three layers fit only recomputed (6 + 3 x 1 + one 20 MB stash = 29 MB; without,
   // 6 + 60 MB).
-  model::Model model = make_model({{2, 4, 1e6, 0.5e6, 20e6}, {2, 4, 1e6, 0.5e6, 20e6},
-                                   {2, 4, 0, 0.5e6, 20e6}});
+  model::Model model =
+      make_model({{2, 4, 1e6, 0.5e6, 20e6}, {2, 4, 1e6, 0.5e6, 20e6}, {2, 4, 0, 0.5e6, 20e6}});
   model.input_bytes = 1e6;
   model.layers[0].update_ms = 0.5;  // a v2 model: recomputation is a choice by default
   const topology::Topology topology = uniform_topology(1, 50e9, 0.002, {}, 30e6);
@@ -214,9 +212,8 @@ TEST(SppV2Test, SimulateRechecksEveryV2PlanOverSeededInputs) {
     const topology::Topology topology = random_topology(rng, N, 8e6, 80e6);
     Request request{model, topology, M};
     request.optimizer = trial % 2 ? Optimizer::kSharded : Optimizer::kReplicated;
-    const std::array<schedule::Policy, 3> policies{schedule::Policy::kList,
-                                                   schedule::Policy::kOneFOneB,
-                                                   schedule::Policy::kGpipe};
+    const std::array<schedule::Policy, 3> policies{
+        schedule::Policy::kList, schedule::Policy::kOneFOneB, schedule::Policy::kGpipe};
     const schedule::Policy policy = policies[static_cast<std::size_t>(trial % 3)];
     std::optional<Plan> plan;
     try {

@@ -157,8 +157,7 @@ TEST(ExecutionV2, BoundaryTransfersCarryTheActivationOverTheSmallerDegreeBetween
   const topology::Topology topology = four_gpus({1, 1, 1, 1});
   // Stage 0 at t = 2 on {g0, g1}, stage 1 at t = 1 on g2: the activation carries 4e6 / 1 bytes
   // from g0 to g2: 0.5 + 4 = 4.5 ms.
-  std::vector<Stage> stages{group_stage({0, 1}, 2, false, 0, 0),
-                            group_stage({2}, 1, false, 1, 1)};
+  std::vector<Stage> stages{group_stage({0, 1}, 2, false, 0, 0), group_stage({2}, 1, false, 1, 1)};
   auto exec = execution(model, topology, stages, Optimizer::kReplicated);
   EXPECT_DOUBLE_EQ(exec[0].transfer_bytes, 4e6);
   // Both at t = 2: 2e6 bytes, 2.5 ms, leader g0 to leader g2.
@@ -321,8 +320,8 @@ struct V2PlanFile : ::testing::Test {
   Plan plan = [this] {
     planners::Request request{model, topology, 4};
     request.optimizer = Optimizer::kSharded;
-    planners::Partition partition{{0, 1, 2, 3},
-                                  {group_stage({0, 1}, 2, true, 0, 0), group_stage({2, 3}, 1, false, 1, 1)}};
+    planners::Partition partition{
+        {0, 1, 2, 3}, {group_stage({0, 1}, 2, true, 0, 0), group_stage({2, 3}, 1, false, 1, 1)}};
     return planners::finish_plan("test", partition, request, schedule::Policy::kOneFOneB);
   }();
   nlohmann::ordered_json json = report::plan_to_json(plan, model, topology);
@@ -366,7 +365,8 @@ TEST_F(V2PlanFile, EachV2MutationHasItsOwnMessage) {
               j["schedule"].erase("updates");
               double last = 0;
               for (const auto& key : {"compute", "transfers", "allreduces"}) {
-                for (const auto& e : j["schedule"][key]) last = std::max(last, e["end_ms"].template get<double>());
+                for (const auto& e : j["schedule"][key])
+                  last = std::max(last, e["end_ms"].template get<double>());
               }
               j["iteration_ms"] = last;
             }),

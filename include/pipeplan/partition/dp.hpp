@@ -39,6 +39,9 @@ struct StageChoices {
   bool may_recompute = false;   ///< A stage may recompute (`--recompute auto`).
   bool must_recompute = false;  ///< Every stage recomputes (`--recompute always`).
   Optimizer optimizer = Optimizer::kReplicated;  ///< Static memory and optimizer steps.
+  /// Every stage with the same run length and degree (`--uniform`, spec 8.4): the plans
+  /// Megatron-LM, DeepSpeed and torch.distributed.pipelining can run.
+  bool uniform = false;
 };
 
 /// What the DP assumes of the schedule that will run its plan.

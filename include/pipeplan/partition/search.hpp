@@ -31,6 +31,7 @@ struct ShapeLimits {
   bool must_recompute = false;          ///< Every stage recomputes.
   const model::Model* model = nullptr;  ///< For the degrees a stage allows; needed when
                                         ///< `degrees` is not {1}.
+  bool uniform = false;  ///< Every stage with the same run length and degree (`--uniform`).
 };
 
 /// The value of a shape: the replayed iteration time in ms, or nothing when it is infeasible
@@ -80,7 +81,9 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
 /// replica (the later runs shift along the order); merge two neighbouring stages; split a
 /// stage in two at its middle of compute (halving its run, or taking a GPU from the unused
 /// tail); then, where `limits` allows them, change a stage's degree (keeping its GPUs, or
-/// its replicas) and switch its recomputation. Only shapes `limits` allows.
+/// its replicas) and switch its recomputation; for uniform shapes, change every stage's replica
+/// count or degree at once, merge two stages into one of the same run, or split one taking a
+/// run from the unused tail. Only shapes `limits` allows.
 /// O(S (log L + S + D)) shapes of O(S) each.
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,

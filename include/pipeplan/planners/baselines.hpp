@@ -112,10 +112,13 @@ std::optional<double> pipedream_objective(const model::Model& model,
 /// front of (slowest, stage count, warm-up), all three of which only grow as stages are
 /// added in front. Ties: fewer stages, then smaller warm-up, then the first found (first
 /// stage shortest, then fewest replicas). Nothing when no partition fits.
-/// O(L^2 N^2 F) for L layers, N GPUs and fronts of size F <= min(L, N) * M.
+/// O(L^2 N^2 F) for L layers, N GPUs and fronts of size F <= min(L, N) * M. With
+/// `only_replicas` > 0 every stage has exactly that many replicas (`--uniform`; it must divide
+/// N for a solution to exist): O(L^2 N F).
 std::optional<PipeDreamSolution> pipedream_solve(const model::Model& model,
                                                  const topology::Topology& topology,
-                                                 int micro_batches, schedule::Policy policy);
+                                                 int micro_batches, schedule::Policy policy,
+                                                 int only_replicas = 0);
 
 /// The `pipedream` planner's partition: `pipedream_solve`. Throws `InfeasibleError` when no
 /// partition fits in memory.

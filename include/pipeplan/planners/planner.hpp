@@ -115,6 +115,10 @@ struct Partition {
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy);
 
+/// Whether every stage has the same replica count and tensor-parallel degree (spec 8.4,
+/// `--uniform`: the plans every framework can run). O(S).
+bool is_uniform(const std::vector<Stage>& stages);
+
 /// The planners, in the order `compare` lists them: `spp` first.
 const std::vector<std::string>& planner_names();
 
