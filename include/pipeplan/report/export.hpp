@@ -144,25 +144,34 @@ std::string torch_schedule_csv(const PlanView& view);
 /// chrome://tracing): one process per used GPU in rank order (pid = rank + 1), threads for
 /// compute, AllReduce, and one per channel for sends and for receives; complete events with
 /// `ts` and `dur` in microseconds; a memory counter per GPU (static and stash bytes with the
-/// model, micro-batches in flight without it). O(T log T).
+/// model, micro-batches in flight without it). In a v2 plan (`is_v2_plan`) one process per
+/// group named after its GPUs, the tensor-parallel and recomputation shares in the args of each
+/// task (with `group_figures`), optimizer steps, and transient bytes in the counter.
+/// O(T log T).
 nlohmann::ordered_json chrome_trace(const PlanView& view);
 
 /// A self-contained SVG Gantt chart: one row per used GPU grouped by stage, forwards and
 /// backwards in distinct colours with micro-batch labels where they fit, AllReduces in the
 /// GPU's row, transfers in a thin band under the sending GPU, a time axis in ms, a legend
-/// and a title with the iteration time and its ratio to the bounds. Starts with `<svg`
-/// (no XML declaration), so it can be embedded in HTML as is. O(T).
+/// and a title with the iteration time and its ratio to the bounds. In a v2 plan one row per
+/// group named by its GPUs, strips with each task's recomputation and tensor-parallel shares
+/// (with `group_figures`) and the optimizer steps. Starts with `<svg` (no XML declaration), so it
+/// can be embedded in HTML as is. O(T).
 std::string svg_gantt(const PlanView& view);
 
 /// One self-contained HTML page (no scripts, no network, no external fonts): the Gantt chart,
-/// the stage table, and per-GPU utilisation, bubble and peak memory against capacity. O(T).
+/// the stage table, and per-GPU utilisation, bubble and peak memory against capacity; in a v2
+/// plan also each stage's degrees, recomputation and optimizer step and each GPU's group. O(T).
 std::string html_report(const PlanView& view);
 
 /// One JSON object per used GPU, as a JSON array in `rank_order`: its stage, layers (with
-/// names when known), data-parallel group, its micro-batches with their activation and
+/// names when known), its tensor-parallel group (v2 plans only), its data-parallel group (the
+/// GPUs at its place in every group of its stage), its micro-batches with their activation and
 /// gradient peers, and its ordered operations. Every rank's operations are a subsequence of
 /// one global order of the plan's tasks (by start time, dependencies first on ties), so the
-/// lists run without deadlock with blocking or non-blocking send and receive. O(T log T).
+/// lists run without deadlock with blocking or non-blocking send and receive. Every GPU of a
+/// group runs the leader's operations; a transfer between groups of t and t' GPUs is min(t, t')
+/// pieces between the GPUs at the same place; optimizer steps come last. O(T log T + T t).
 nlohmann::ordered_json ranks_json(const PlanView& view);
 
 /// The split points for torch.distributed.pipelining: the name of the layer that begins each
