@@ -66,8 +66,8 @@ int run_export(const ExportOptions& options, Context& context) {
 
 void add_export_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<ExportOptions>();
-  CLI::App* sub =
-      app.add_subcommand("export", "Export a plan as a timeline view or for a launcher");
+  CLI::App* sub = app.add_subcommand(
+      "export", "Export a plan as a timeline view, for a launcher or for a training framework");
   sub->add_option("PLAN", options->plan, "Plan to export (plan.json, - for standard input)")
       ->required();
   sub->add_option(
