@@ -335,6 +335,23 @@ def summary(result):
     return "\n".join(lines) + "\n"
 
 
+def check_runnable(plan, path):
+    """run executes v1 plans (spec sections 1-7): a stage with a tensor-parallel degree above 1
+    or with recomputation (spec 8.2) is refused with one line naming the stage."""
+    stages = plan.get("stages") if isinstance(plan, dict) else None
+    for i, stage in enumerate(stages if isinstance(stages, list) else []):
+        if not isinstance(stage, dict):
+            continue
+        degree = stage.get("tensor_parallel", 1)
+        if degree != 1:
+            raise InputError(f"{path}: /stages/{i}/tensor_parallel: run executes plans without "
+                             f"tensor parallelism, and stage {i} has tensor-parallel degree "
+                             f"{degree}")
+        if stage.get("recompute", False) is not False:
+            raise InputError(f"{path}: /stages/{i}/recompute: run executes plans without "
+                             f"recomputation, and stage {i} recomputes its forward")
+
+
 def run(args):
     if args.iterations < 1:
         raise UsageError("--iterations must be >= 1")
@@ -344,6 +361,7 @@ def run(args):
         raise UsageError("--backend nccl: no CUDA device is available")
     pipeplan_binary()
     plan = read_json(args.plan, "plan")
+    check_runnable(plan, args.plan)
     model = read_json(args.model, "model")
     ranks = ranks_export(args.plan, args.model, args.topology)
     batch_size = model.get("profile", {}).get("batch_size")

@@ -209,6 +209,27 @@ class CommandLineTest(unittest.TestCase):
         self.assertTrue(result.stderr.startswith(f"pipeplan_torch: error: {missing}: cannot "
                                                  "read the plan"), result.stderr)
 
+    def test_v2_plans_are_refused(self):
+        folder = tempfile.mkdtemp(prefix="pipeplan_torch-test-")
+        self.addCleanup(shutil.rmtree, folder)
+        stages = [{"index": 0, "first_layer": 0, "last_layer": 1, "gpus": ["a", "b"]},
+                  {"index": 1, "first_layer": 2, "last_layer": 3, "gpus": ["c", "d"],
+                   "tensor_parallel": 2}]
+        plan = support.write_json(os.path.join(folder, "plan.json"),
+                                  {"schema": "pipeplan/plan/v2", "stages": stages})
+        self.assert_fails(["run", plan, plan, plan, "--module", support.GPT], 3,
+                          f"{plan}: /stages/1/tensor_parallel: run executes plans without "
+                          "tensor parallelism, and stage 1 has tensor-parallel degree 2")
+        stages[1]["tensor_parallel"] = 1
+        stages[0]["recompute"] = True
+        support.write_json(plan, {"schema": "pipeplan/plan/v2", "stages": stages})
+        self.assert_fails(["run", plan, plan, plan, "--module", support.GPT], 3,
+                          f"{plan}: /stages/0/recompute: run executes plans without "
+                          "recomputation, and stage 0 recomputes its forward")
+        # A v1 plan passes this check (and fails later, for its missing model).
+        stages[0]["recompute"] = False
+        run.check_runnable({"stages": stages}, plan)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,10 +1,12 @@
-// `pipeplan export PLAN --format chrome-trace|svg|html|ranks|torch-split [-o FILE]
-// [--model MODEL --topology TOPO]`: timeline views and launcher formats of a plan.
+// `pipeplan export PLAN --format chrome-trace|svg|html|ranks|torch-split|torch-schedule|megatron|
+// deepspeed [-o FILE] [--model MODEL --topology TOPO]`: timeline views and launcher and framework
+// formats of a plan.
 //
 // With the model and topology, the plan is first checked in full (simulate::check_plan), so an
 // export never shows an invalid plan; without them, the plan file is read on its own
-// (report::read_plan_view), which suffices for the timeline views. ranks and torch-split need
-// the layer names, so they need the model (and with it the topology, to check the plan).
+// (report::read_plan_view), which suffices for the timeline views and torch-schedule. ranks,
+// torch-split, megatron and deepspeed need the layer names (and the batch size and hosts), so they
+// need the model (and with it the topology, to check the plan).
 
 #include "pipeplan/report/export.hpp"
 
@@ -43,9 +45,11 @@ int run_export(const ExportOptions& options, Context& context) {
     const model::Model model = model::read_model(context.read("--model"));
     const topology::Topology topology =
         topology::read_topology(context.read("--topology"), model.profile_device);
+    const io::Source plan_source = context.read("PLAN");
     const Plan plan =
-        simulate::check_plan(report::read_plan(context.read("PLAN"), topology), model, topology);
+        simulate::check_plan(report::read_plan(plan_source, topology), model, topology);
     view = report::make_view(plan, model, topology, *options.model);
+    view.plan_file = plan_source.name;
   } else {
     view = report::read_plan_view(context.read("PLAN"));
   }
@@ -62,22 +66,24 @@ int run_export(const ExportOptions& options, Context& context) {
 
 void add_export_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<ExportOptions>();
-  CLI::App* sub =
-      app.add_subcommand("export", "Export a plan as a timeline view or for a launcher");
+  CLI::App* sub = app.add_subcommand(
+      "export", "Export a plan as a timeline view, for a launcher or for a training framework");
   sub->add_option("PLAN", options->plan, "Plan to export (plan.json, - for standard input)")
       ->required();
   sub->add_option(
          "-f,--format", options->format,
          "chrome-trace (Perfetto, chrome://tracing), svg (Gantt chart), html (report), ranks "
-         "(per-rank "
-         "operations for a launcher) or torch-split (torch.distributed.pipelining split points)")
+         "(per-rank operations for a launcher), torch-split and torch-schedule "
+         "(torch.distributed.pipelining split points and schedule CSV), megatron (Megatron-LM "
+         "arguments) or deepspeed (PipelineModule parts)")
       ->required()
       ->check(CLI::IsMember(report::export_format_names()));
   sub->add_option("-o,--output", options->output, "Write here instead of standard output")
       ->check(output_path, "FILE");
   sub->add_option(
       "--model", options->model,
-      "Model the plan was made for: check the plan first; needed for ranks and torch-split");
+      "Model the plan was made for: check the plan first; needed for ranks, torch-split, "
+      "megatron and deepspeed");
   sub->add_option("--topology", options->topology, "Topology the plan was made for (with --model)");
   sub->callback([options, &action] {
     action = [options](Context& context) { return run_export(*options, context); };

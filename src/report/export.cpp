@@ -126,8 +126,9 @@ std::string iteration_text(const PlanView& view) {
 }  // namespace detail
 
 const std::vector<std::string>& export_format_names() {
-  static const std::vector<std::string> kNames = {"chrome-trace", "svg", "html", "ranks",
-                                                  "torch-split"};
+  static const std::vector<std::string> kNames = {"chrome-trace", "svg",         "html",
+                                                  "ranks",        "torch-split", "torch-schedule",
+                                                  "megatron",     "deepspeed"};
   return kNames;
 }
 
@@ -137,11 +138,15 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
   if (name == "html") return ExportFormat::kHtml;
   if (name == "ranks") return ExportFormat::kRanks;
   if (name == "torch-split") return ExportFormat::kTorchSplit;
+  if (name == "torch-schedule") return ExportFormat::kTorchSchedule;
+  if (name == "megatron") return ExportFormat::kMegatron;
+  if (name == "deepspeed") return ExportFormat::kDeepSpeed;
   return std::nullopt;
 }
 
 bool export_needs_model(ExportFormat format) {
-  return format == ExportFormat::kRanks || format == ExportFormat::kTorchSplit;
+  return format == ExportFormat::kRanks || format == ExportFormat::kTorchSplit ||
+         format == ExportFormat::kMegatron || format == ExportFormat::kDeepSpeed;
 }
 
 std::string export_plan(const PlanView& view, ExportFormat format) {
@@ -156,6 +161,12 @@ std::string export_plan(const PlanView& view, ExportFormat format) {
       return detail::dump_compact_below(ranks_json(view), 3);
     case ExportFormat::kTorchSplit:
       return io::dump_json(torch_split_json(view));
+    case ExportFormat::kTorchSchedule:
+      return torch_schedule_csv(view);
+    case ExportFormat::kMegatron:
+      return io::dump_json(megatron_json(view));
+    case ExportFormat::kDeepSpeed:
+      return io::dump_json(deepspeed_json(view));
   }
   throw InternalError("unknown export format");
 }

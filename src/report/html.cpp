@@ -71,40 +71,89 @@ std::string html_report(const PlanView& view) {
          xml_escape(plan.planner) + ", schedule " + xml_escape(plan.schedule_policy) + ", " +
          std::to_string(view.micro_batches) + " micro-batches.</p>\n";
   out += "<figure>\n" + svg_gantt(view) + "</figure>\n";
+  const bool v2 = is_v2_plan(plan);
 
-  // Stages.
+  // Stages; a v2 plan adds each stage's degrees, recomputation and optimizer step.
   out +=
-      "<h2>Stages</h2>\n<table class=\"stages\">\n<tr><th>stage</th><th>layers</th><th>GPUs</th>"
+      "<h2>Stages</h2>\n<table class=\"stages\">\n<tr><th>stage</th><th>layers</th><th>GPUs</th>";
+  if (v2) out += "<th class=\"n\">replicas x t</th><th>recompute</th>";
+  out +=
       "<th class=\"n\">forward</th><th class=\"n\">backward</th><th class=\"n\">boundary</th>"
-      "<th class=\"n\">parameters</th><th class=\"n\">AllReduce</th></tr>\n";
+      "<th class=\"n\">parameters</th><th class=\"n\">AllReduce</th>";
+  if (v2) out += "<th class=\"n\">optimizer step</th>";
+  out += "</tr>\n";
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& stage = plan.stages[s];
     const StageFigures& f = view.stage_figures[s];
     std::string gpus;
-    for (int g : stage.gpus) {
-      gpus += (gpus.empty() ? "" : ", ") + xml_escape(detail::gpu_id(view, g));
+    for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
+      // In a v2 plan the groups are separated by semicolons.
+      const char* separator =
+          k == 0 ? ""
+                 : (v2 && k % static_cast<std::size_t>(stage.tensor_parallel) == 0 ? "; " : ", ");
+      gpus += separator + xml_escape(detail::gpu_id(view, stage.gpus[k]));
+    }
+    std::string degrees;
+    if (v2) {
+      degrees = "<td class=\"n\">" + std::to_string(stage.replicas()) + " x " +
+                std::to_string(stage.tensor_parallel) + "</td><td>" +
+                (stage.recompute ? "yes" : "no") + "</td>";
+    }
+    std::string update;
+    if (v2) {
+      update = "-";
+      for (const TimedUpdate& e : plan.timeline.updates) {
+        if (e.stage == static_cast<int>(s)) {
+          update = format_ms(e.end_ms - e.start_ms);
+          break;
+        }
+      }
+      update = "<td class=\"n\">" + update + "</td>";
     }
     out += "<tr><td>" + std::to_string(s) + "</td><td>" + xml_escape(layer_text(view, stage)) +
-           "</td><td>" + std::to_string(stage.gpus.size()) + ": " + gpus + "</td><td class=\"n\">" +
-           format_ms(f.forward_ms) + "</td><td class=\"n\">" + format_ms(f.backward_ms) +
-           "</td><td class=\"n\">" +
+           "</td><td>" + std::to_string(stage.gpus.size()) + ": " + gpus + "</td>" + degrees +
+           "<td class=\"n\">" + format_ms(f.forward_ms) + "</td><td class=\"n\">" +
+           format_ms(f.backward_ms) + "</td><td class=\"n\">" +
            (s + 1 < plan.stages.size() ? format_bytes(f.boundary_bytes) : std::string("-")) +
            "</td><td class=\"n\">" + format_bytes(f.parameter_bytes) + "</td><td class=\"n\">" +
-           (stage.gpus.size() > 1 ? format_ms(f.allreduce_ms) : std::string("-")) + "</td></tr>\n";
+           (stage.replicas() > 1 ? format_ms(f.allreduce_ms) : std::string("-")) + "</td>" +
+           update + "</tr>\n";
   }
   out +=
       "</table>\n<p>Forward and backward are per micro-batch at speed 1.0; boundary is what "
       "crosses to the next "
       "stage per micro-batch, each way.</p>\n";
+  if (v2) {
+    out +=
+        "<p>Each replica is a tensor-parallel group of t GPUs, its first GPU the leader that "
+        "the chart's row names. Forward, backward and parameters are per GPU at the stage's "
+        "degree, without tensor-parallel all-reduces and recomputation (the chart's strips "
+        "show their shares of each task); the optimizer is " +
+        std::string(plan.optimizer == Optimizer::kSharded ? "sharded among replicas"
+                                                          : "replicated") +
+        ".</p>\n";
+  }
 
   // GPUs, in rank order, then the unused ones.
   out +=
       "<h2>GPUs</h2>\n<table class=\"gpus\">\n<tr><th class=\"n\">rank</th><th>GPU</th><th "
-      "class=\"n\">stage</th>"
+      "class=\"n\">stage</th>" +
+      std::string(v2 ? "<th>group</th>" : "") +
       "<th class=\"n\">busy</th><th>utilisation</th><th class=\"n\">bubble</th><th "
       "class=\"n\">peak memory</th>"
       "<th class=\"n\">capacity</th><th>memory used</th></tr>\n";
   const std::vector<int> ranks = rank_order(view);
+  // Per GPU in a v2 plan: its group (replica) and whether it leads it.
+  std::vector<std::string> group_cell(view.gpu_ids.size());
+  if (v2) {
+    for (const Stage& stage : plan.stages) {
+      for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
+        const auto t = static_cast<std::size_t>(stage.tensor_parallel);
+        group_cell[static_cast<std::size_t>(stage.gpus[k])] =
+            "<td>" + std::to_string(k / t) + (k % t == 0 ? " (leader)" : "") + "</td>";
+      }
+    }
+  }
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const int g = ranks[r];
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
@@ -123,8 +172,9 @@ std::string html_report(const PlanView& view) {
     }
     out += "<tr><td class=\"n\">" + std::to_string(r) + "</td><td>" +
            xml_escape(detail::gpu_id(view, g)) + "</td><td class=\"n\">" +
-           std::to_string(*usage.stage) + "</td><td class=\"n\">" + format_ms(usage.busy_ms) +
-           "</td><td>" + bar(utilisation) + " " + percent(utilisation) + "</td><td class=\"n\">" +
+           std::to_string(*usage.stage) + "</td>" + group_cell[static_cast<std::size_t>(g)] +
+           "<td class=\"n\">" + format_ms(usage.busy_ms) + "</td><td>" + bar(utilisation) + " " +
+           percent(utilisation) + "</td><td class=\"n\">" +
            percent(simulate::bubble_fraction(usage, iteration)) + "</td><td class=\"n\">" +
            format_bytes(usage.peak_memory_bytes) + "</td>" + memory_cells + "</tr>\n";
   }
@@ -132,7 +182,8 @@ std::string html_report(const PlanView& view) {
     if (plan.timeline.gpus[g].stage) continue;
     const auto& capacity = view.memory_bytes[g];
     out += "<tr class=\"unused\"><td class=\"n\">-</td><td>" + xml_escape(view.gpu_ids[g]) +
-           "</td><td class=\"n\">unused</td><td class=\"n\">-</td><td></td><td "
+           "</td><td class=\"n\">unused</td>" + std::string(v2 ? "<td></td>" : "") +
+           "<td class=\"n\">-</td><td></td><td "
            "class=\"n\">-</td><td class=\"n\">-</td>"
            "<td class=\"n\">" +
            (capacity ? format_bytes(*capacity) : std::string("unlimited")) +

@@ -26,7 +26,9 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
   for (const topology::Gpu& gpu : topology.gpus()) {
     view.gpu_ids.push_back(gpu.id);
     view.memory_bytes.push_back(gpu.memory_bytes);
+    view.gpu_nodes.push_back(gpu.node);
   }
+  if (model.profile_batch_size) view.batch_size = *model.profile_batch_size;
   MemoryFigures memory;
   memory.static_bytes.assign(static_cast<std::size_t>(topology.size()), 0);
   const std::vector<simulate::StageExecution> exec =
@@ -61,6 +63,12 @@ std::vector<int> rank_order(const PlanView& view) {
     out.insert(out.end(), stage.gpus.begin(), stage.gpus.end());
   }
   return out;
+}
+
+bool is_v2_plan(const Plan& plan) {
+  if (plan.optimizer != Optimizer::kReplicated || !plan.timeline.updates.empty()) return true;
+  return std::any_of(plan.stages.begin(), plan.stages.end(),
+                     [](const Stage& stage) { return stage.uses_v2_fields(); });
 }
 
 namespace {
@@ -187,6 +195,7 @@ PlanView read_plan_view(const io::Source& source) {
   view.micro_batches = stated.micro_batches;
   view.model_name = standalone.model;
   view.topology_name = standalone.topology;
+  view.plan_file = source.name;
   view.gpu_ids = std::move(standalone.gpu_ids);
   view.memory_bytes = std::move(standalone.memory_bytes);
   view.stage_figures = std::move(figures);

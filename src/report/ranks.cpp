@@ -8,8 +8,12 @@
 // Each transfer appears once in that order and so at the same place in its sender's and its
 // receiver's lists, and each AllReduce at the same place in all its members' lists; the first
 // unfinished task of the global order is therefore always next on every rank it involves, so
-// the lists cannot deadlock, with blocking or non-blocking sends. O(T log T) for T tasks.
+// the lists cannot deadlock, with blocking or non-blocking sends. The GPUs of a tensor-parallel
+// group (spec 8.2) other than its leader get the leader's list, with each transfer cut into the
+// pieces between the groups' GPUs at the same place (all at the transfer's place in the global
+// order, so the argument holds for them too). O(T log T + T t) for T tasks.
 
+#include <algorithm>
 #include <functional>
 #include <queue>
 
@@ -131,10 +135,35 @@ ordered_json ranks_json(const PlanView& view) {
   const std::size_t N = view.gpu_ids.size();
   const int S = static_cast<int>(plan.stages.size());
   const int M = view.micro_batches;
+  const bool v2 = is_v2_plan(plan);
   std::vector<int> rank_of(N, -1);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
   }
+  // Every GPU's group (spec 8.2: its stage's replica, leader first) and its place in it; a v1
+  // GPU is a group of its own.
+  std::vector<std::vector<int>> group_of(N);
+  std::vector<int> member_of(N, 0);
+  for (const Stage& stage : plan.stages) {
+    for (int i = 0; i < stage.replicas(); ++i) {
+      const std::vector<int> group = stage.group(i);
+      for (std::size_t j = 0; j < group.size(); ++j) {
+        group_of[static_cast<std::size_t>(group[j])] = group;
+        member_of[static_cast<std::size_t>(group[j])] = static_cast<int>(j);
+      }
+    }
+  }
+  // The data-parallel ring of a GPU: the GPUs at its place in every group of its stage.
+  auto ring_of = [&](const Stage& stage, int member) {
+    std::vector<int> ring;
+    for (int i = 0; i < stage.replicas(); ++i) {
+      ring.push_back(stage.gpus[static_cast<std::size_t>(i * stage.tensor_parallel + member)]);
+    }
+    return ring;
+  };
+  auto group_at = [&](int leader) -> const std::vector<int>& {
+    return group_of[static_cast<std::size_t>(leader)];
+  };
 
   // Where every micro-batch of every stage runs.
   std::vector<int> gpu_of(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), -1);
@@ -149,42 +178,63 @@ ordered_json ranks_json(const PlanView& view) {
                   static_cast<std::size_t>(m)];
   };
 
+  // The other GPUs of a group run the leader's operations in tensor-parallel lockstep. A
+  // transfer between groups of t and t' GPUs travels as min(t, t') pieces of the stated size,
+  // piece p from the p-th GPU of one group to the p-th of the other (spec 8.3); the GPUs beyond
+  // take no part in it. Each ring of a data-parallel AllReduce joins the GPUs at one place of
+  // every group.
   std::vector<ordered_json> operations(N, ordered_json::array());
   for (const Node& node : global_order(view)) {
     switch (node.kind) {
       case Node::Kind::kCompute: {
         const TimedCompute& e = plan.timeline.compute[node.index];
-        operations[static_cast<std::size_t>(e.gpu)].push_back(
-            {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
-             {"micro_batch", e.task.micro_batch}});
+        for (int g : group_at(e.gpu)) {
+          operations[static_cast<std::size_t>(g)].push_back(
+              {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
+               {"micro_batch", e.task.micro_batch}});
+        }
         break;
       }
       case Node::Kind::kTransfer: {
         const TimedTransfer& e = plan.timeline.transfers[node.index];
         const char* kind = e.task.kind == TransferKind::kActivation ? "activation" : "gradient";
-        auto op = [&](const char* name, int other) {
-          return ordered_json{{"op", name},
-                              {"kind", kind},
-                              {"micro_batch", e.task.micro_batch},
-                              {"peer", rank_of[static_cast<std::size_t>(other)]},
-                              {"peer_gpu", detail::gpu_id(view, other)},
-                              {"bytes", io::json_number(e.bytes)}};
-        };
-        operations[static_cast<std::size_t>(e.from)].push_back(op("send", e.to));
-        operations[static_cast<std::size_t>(e.to)].push_back(op("recv", e.from));
+        const std::vector<int>& senders = group_at(e.from);
+        const std::vector<int>& receivers = group_at(e.to);
+        for (std::size_t p = 0; p < std::min(senders.size(), receivers.size()); ++p) {
+          auto op = [&](const char* name, int other) {
+            return ordered_json{{"op", name},
+                                {"kind", kind},
+                                {"micro_batch", e.task.micro_batch},
+                                {"peer", rank_of[static_cast<std::size_t>(other)]},
+                                {"peer_gpu", detail::gpu_id(view, other)},
+                                {"bytes", io::json_number(e.bytes)}};
+          };
+          operations[static_cast<std::size_t>(senders[p])].push_back(op("send", receivers[p]));
+          operations[static_cast<std::size_t>(receivers[p])].push_back(op("recv", senders[p]));
+        }
         break;
       }
       case Node::Kind::kAllReduce: {
         const TimedAllReduce& e = plan.timeline.allreduces[node.index];
         const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
-        ordered_json group = ordered_json::array();
-        for (int g : stage.gpus) group.push_back(rank_of[static_cast<std::size_t>(g)]);
-        for (int g : stage.gpus) {
-          operations[static_cast<std::size_t>(g)].push_back(
-              {{"op", "allreduce"}, {"ranks", group}, {"bytes", io::json_number(e.bytes)}});
+        for (int member = 0; member < stage.tensor_parallel; ++member) {
+          const std::vector<int> ring = ring_of(stage, member);
+          ordered_json group = ordered_json::array();
+          for (int g : ring) group.push_back(rank_of[static_cast<std::size_t>(g)]);
+          for (int g : ring) {
+            operations[static_cast<std::size_t>(g)].push_back(
+                {{"op", "allreduce"}, {"ranks", group}, {"bytes", io::json_number(e.bytes)}});
+          }
         }
         break;
       }
+    }
+  }
+  // The optimizer steps last: they follow the stage's AllReduce (or last backward), and no other
+  // rank waits for them.
+  for (const TimedUpdate& e : plan.timeline.updates) {
+    for (int g : group_at(e.gpu)) {
+      operations[static_cast<std::size_t>(g)].push_back({{"op", "update"}});
     }
   }
 
@@ -209,21 +259,32 @@ ordered_json ranks_json(const PlanView& view) {
       layers["names"] = nullptr;
     }
     entry["layers"] = std::move(layers);
-    ordered_json group_ranks = ordered_json::array();
-    ordered_json group_gpus = ordered_json::array();
-    for (int member : stage.gpus) {
-      group_ranks.push_back(rank_of[static_cast<std::size_t>(member)]);
-      group_gpus.push_back(detail::gpu_id(view, member));
-    }
-    entry["data_parallel_group"] = {{"ranks", std::move(group_ranks)},
-                                    {"gpus", std::move(group_gpus)}};
+    auto ranks_and_gpus = [&](const std::vector<int>& gpus) {
+      ordered_json group_ranks = ordered_json::array();
+      ordered_json group_gpus = ordered_json::array();
+      for (int member : gpus) {
+        group_ranks.push_back(rank_of[static_cast<std::size_t>(member)]);
+        group_gpus.push_back(detail::gpu_id(view, member));
+      }
+      return ordered_json{{"ranks", std::move(group_ranks)}, {"gpus", std::move(group_gpus)}};
+    };
+    const std::vector<int>& group = group_of[static_cast<std::size_t>(g)];
+    const int member = member_of[static_cast<std::size_t>(g)];
+    if (v2) entry["tensor_parallel_group"] = ranks_and_gpus(group);
+    entry["data_parallel_group"] = ranks_and_gpus(ring_of(stage, member));
+    // The peer of this GPU's piece of a transfer with the group at `leader`; none when that
+    // group has no GPU at its place.
+    auto peer_at = [&](int leader) {
+      const std::vector<int>& other = group_at(leader);
+      return member < static_cast<int>(other.size())
+                 ? peer(view, rank_of, other[static_cast<std::size_t>(member)])
+                 : ordered_json(nullptr);
+    };
     ordered_json micro_batches = ordered_json::array();
     for (int m = 0; m < M; ++m) {
-      if (where(s, m) != g) continue;
-      const ordered_json below =
-          s > 0 ? peer(view, rank_of, where(s - 1, m)) : ordered_json(nullptr);
-      const ordered_json above =
-          s + 1 < S ? peer(view, rank_of, where(s + 1, m)) : ordered_json(nullptr);
+      if (where(s, m) != group.front()) continue;
+      const ordered_json below = s > 0 ? peer_at(where(s - 1, m)) : ordered_json(nullptr);
+      const ordered_json above = s + 1 < S ? peer_at(where(s + 1, m)) : ordered_json(nullptr);
       micro_batches.push_back({{"micro_batch", m},
                                {"activations_from", below},
                                {"activations_to", above},

@@ -1,4 +1,5 @@
-// SVG Gantt chart of a plan: one row per used GPU grouped by stage, a thin band under each
+// SVG Gantt chart of a plan: one row per used GPU (per tensor-parallel group in a plan that uses
+// spec 8.2) grouped by stage, a thin band under each
 // row for the transfers it sends, a time axis with 1-2-5 ticks, a legend and a title. Row
 // heights and labels shrink with the GPU count, and labels that would not fit are left out
 // rather than drawn over each other. O(T) for T tasks; deterministic (fixed two-decimal
@@ -25,6 +26,11 @@ constexpr const char* kAllReduce = "#54a24b";
 constexpr const char* kActivation = "#76b7e5";
 constexpr const char* kGradient = "#ffbf79";
 constexpr const char* kIdle = "#e4e4e4";
+// Spec 8 plans only: optimizer steps teal, and in the bottom strip of a task its recomputation
+// share purple and its tensor-parallel all-reduce share brown.
+constexpr const char* kUpdate = "#72b7b2";
+constexpr const char* kRecompute = "#b279a2";
+constexpr const char* kTensorParallel = "#9d755d";
 
 constexpr double kWidth = 1200;
 constexpr double kLeft = 220;  // the label column
@@ -111,7 +117,8 @@ class Svg {
     }
   }
   void text(double x, double y, const std::string& content, int size, const char* anchor = "start",
-            const char* fill = "#222222", const char* css_class = nullptr, bool bold = false) {
+            const char* fill = "#222222", const char* css_class = nullptr, bool bold = false,
+            const std::string& tooltip = {}) {
     out_ += "<text";
     if (css_class) out_ += std::string(" class=\"") + css_class + "\"";
     out_ += " x=\"" + coordinate(x) + "\" y=\"" + coordinate(y) + "\" font-size=\"" +
@@ -122,6 +129,11 @@ class Svg {
     // Appended piece by piece: `">" + std::string&&` inlines to a memcpy on which GCC 12's
     // -O3 reports a false -Wrestrict (GCC bug 105329), the release build's only warning.
     out_ += '>';
+    if (!tooltip.empty()) {
+      out_ += "<title>";
+      out_ += xml_escape(tooltip);
+      out_ += "</title>";
+    }
     out_ += xml_escape(content);
     out_ += "</text>\n";
   }
@@ -141,12 +153,44 @@ std::string span(double start_ms, double end_ms) {
   return format_number(start_ms, 6) + " - " + format_number(end_ms, 6) + " ms";
 }
 
+// A group's GPUs in a row label: the id of a single GPU; for a group, the part up to the last
+// `/` that all share, then each GPU's rest (`n0/gpu0,gpu1`), else the ids joined by commas.
+std::string group_label(const PlanView& view, const std::vector<int>& gpus) {
+  if (gpus.size() == 1) return detail::gpu_id(view, gpus.front());
+  const std::string& first = detail::gpu_id(view, gpus.front());
+  std::size_t prefix = first.rfind('/');
+  prefix = prefix == std::string::npos ? 0 : prefix + 1;
+  for (int g : gpus) {
+    if (detail::gpu_id(view, g).compare(0, prefix, first, 0, prefix) != 0) prefix = 0;
+  }
+  std::string out = first.substr(0, prefix);
+  for (std::size_t k = 0; k < gpus.size(); ++k) {
+    // Appended piece by piece (GCC bug 105329, as in Svg::text).
+    if (k > 0) out += ',';
+    out.append(detail::gpu_id(view, gpus[k]), prefix);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string svg_gantt(const PlanView& view) {
   const Plan& plan = view.plan;
   const std::vector<int> ranks = rank_order(view);
-  const Geometry geo = geometry_for(ranks.size());
+  const bool v2 = is_v2_plan(plan);
+  // One row per group (spec 8.2), named by its leader; in a v1 plan one per GPU.
+  std::vector<int> rows;
+  std::vector<std::vector<int>> group_of(view.gpu_ids.size());
+  std::vector<std::pair<int, int>> place_of(view.gpu_ids.size(), {0, 0});  // stage, replica
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& stage = plan.stages[s];
+    for (int i = 0; i < stage.replicas(); ++i) {
+      rows.push_back(stage.leader(i));
+      group_of[static_cast<std::size_t>(stage.leader(i))] = stage.group(i);
+      place_of[static_cast<std::size_t>(stage.leader(i))] = {static_cast<int>(s), i};
+    }
+  }
+  const Geometry geo = geometry_for(rows.size());
   const double pitch = geo.row + geo.band + 1;
   const double plot_width = kWidth - kLeft - kRight;
   const double iteration = plan.timeline.iteration_ms;
@@ -159,7 +203,7 @@ std::string svg_gantt(const PlanView& view) {
   double y = kPlotTop + geo.gap / 2;
   for (const Stage& stage : plan.stages) {
     const double top = y;
-    for (int g : stage.gpus) {
+    for (int g : stage.leaders()) {
       row_y[static_cast<std::size_t>(g)] = y;
       y += pitch;
     }
@@ -190,10 +234,15 @@ std::string svg_gantt(const PlanView& view) {
            11, "start", "#555555", "details");
 
   // Legend.
-  const std::pair<const char*, const char*> legend[] = {
+  std::vector<std::pair<const char*, const char*>> legend = {
       {kForward, "forward"},        {kBackward, "backward"},
       {kAllReduce, "AllReduce"},    {kActivation, "activation send"},
       {kGradient, "gradient send"}, {kIdle, "idle"}};
+  if (v2) {
+    legend.insert(legend.end(), {{kUpdate, "optimizer step"},
+                                 {kRecompute, "recomputation"},
+                                 {kTensorParallel, "tensor-parallel all-reduce"}});
+  }
   double legend_x = 14;
   for (const auto& [colour, label] : legend) {
     svg.rect(legend_x, 78, 12, 12, colour, "legend");
@@ -212,7 +261,16 @@ std::string svg_gantt(const PlanView& view) {
                                    ? "layer " + std::to_string(stage.first_layer)
                                    : "layers " + std::to_string(stage.first_layer) + "-" +
                                          std::to_string(stage.last_layer);
-    if (h >= 28) {
+    // In a v2 plan: the stage's degrees and whether it recomputes.
+    const std::string degrees = std::to_string(stage.replicas()) + " x " +
+                                std::to_string(stage.tensor_parallel) + " GPUs" +
+                                (stage.recompute ? ", recompute" : "");
+    if (v2 && h >= 40) {
+      svg.text(10, top + h / 2 - 8, "stage " + std::to_string(s), 12, "start", "#222222",
+               "stage-label", true);
+      svg.text(10, top + h / 2 + 5, layers, 10, "start", "#555555", "stage-label");
+      svg.text(10, top + h / 2 + 17, degrees, 10, "start", "#555555", "stage-label");
+    } else if (h >= 28) {
       svg.text(10, top + h / 2 - 2, "stage " + std::to_string(s), 12, "start", "#222222",
                "stage-label", true);
       svg.text(10, top + h / 2 + 11, layers, 10, "start", "#555555", "stage-label");
@@ -238,15 +296,22 @@ std::string svg_gantt(const PlanView& view) {
 
   // GPU rows: idle background and labels (every k-th row when rows are too thin for each).
   const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / pitch)));
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const int g = ranks[r];
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const int g = rows[r];
     const double top = row_y[static_cast<std::size_t>(g)];
     svg.rect(kLeft, top, plot_width, geo.row, kIdle, "idle");
     if (static_cast<int>(r) % label_every == 0) {
       const int size =
           label_every > 1 ? geo.gpu_font : std::min(geo.gpu_font, static_cast<int>(geo.row));
-      svg.text(kLeft - 8, top + geo.row / 2 + size * 0.35, shorten(detail::gpu_id(view, g), 24),
-               size, "end", "#222222", "gpu-label");
+      const std::vector<int>& members = group_of[static_cast<std::size_t>(g)];
+      std::string all;  // every GPU of a group, in the label's tooltip
+      for (std::size_t k = 0; members.size() > 1 && k < members.size(); ++k) {
+        if (k > 0) all += ", ";
+        all += detail::gpu_id(view, members[k]);
+      }
+      svg.text(kLeft - 8, top + geo.row / 2 + size * 0.35,
+               shorten(group_label(view, members), members.size() > 1 ? 30 : 24), size, "end",
+               "#222222", "gpu-label", false, all);
     }
   }
 
@@ -257,10 +322,31 @@ std::string svg_gantt(const PlanView& view) {
     const double x = x_of(e.start_ms);
     const double w = (e.end_ms - e.start_ms) * scale;
     // A white outline separates neighbouring boxes where they are wide enough to keep colour.
+    // The shares of a v2 task (known with the model and topology): recomputation and
+    // tensor-parallel all-reduce, drawn side by side in a strip at the bottom of its box.
+    double recompute_ms = 0, allreduce_ms = 0;
+    if (v2 && view.group_figures) {
+      const auto [s, i] = place_of[static_cast<std::size_t>(e.gpu)];
+      const GroupFigures& f =
+          (*view.group_figures)[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+      recompute_ms = forward ? 0 : f.recompute_ms;
+      allreduce_ms = forward ? f.forward_allreduce_ms : f.backward_allreduce_ms;
+    }
+    std::string shares;
+    if (recompute_ms > 0) shares += ", recomputation " + format_ms(recompute_ms);
+    if (allreduce_ms > 0) shares += ", tensor-parallel all-reduce " + format_ms(allreduce_ms);
     svg.rect(x, top, w, geo.row, forward ? kForward : kBackward, forward ? "fwd" : "bwd",
              detail::short_name(e.task) + " on " + detail::gpu_id(view, e.gpu) + ": " +
-                 span(e.start_ms, e.end_ms),
+                 span(e.start_ms, e.end_ms) + shares,
              w >= 4);
+    const double strip = geo.row * 0.3;
+    if (recompute_ms > 0) {
+      svg.rect(x, top + geo.row - strip, recompute_ms * scale, strip, kRecompute, "recompute");
+    }
+    if (allreduce_ms > 0) {
+      svg.rect(x + recompute_ms * scale, top + geo.row - strip, allreduce_ms * scale, strip,
+               kTensorParallel, "tp");
+    }
     if (geo.task_font > 0) {
       const std::string label = std::to_string(e.task.micro_batch);
       const double needed = static_cast<double>(label.size()) * geo.task_font * 0.62 + 4;
@@ -272,7 +358,7 @@ std::string svg_gantt(const PlanView& view) {
   }
   // AllReduces, in the rows of their GPUs (which compute nothing more for the stage).
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
-    for (int g : plan.stages[static_cast<std::size_t>(e.stage)].gpus) {
+    for (int g : plan.stages[static_cast<std::size_t>(e.stage)].leaders()) {
       const double x = x_of(e.start_ms);
       const double w = (e.end_ms - e.start_ms) * scale;
       const double top = row_y[static_cast<std::size_t>(g)];
@@ -284,6 +370,14 @@ std::string svg_gantt(const PlanView& view) {
                  "middle", "#ffffff", "ar-label");
       }
     }
+  }
+  // Optimizer steps, in the rows of their groups.
+  for (const TimedUpdate& e : plan.timeline.updates) {
+    svg.rect(x_of(e.start_ms), row_y[static_cast<std::size_t>(e.gpu)],
+             std::max((e.end_ms - e.start_ms) * scale, 1.5), geo.row, kUpdate, "update",
+             "optimizer step of stage " + std::to_string(e.stage) + " on " +
+                 group_label(view, group_of[static_cast<std::size_t>(e.gpu)]) + ": " +
+                 span(e.start_ms, e.end_ms));
   }
   // Transfers, in the band under the sending GPU: activations above, gradients below.
   for (const TimedTransfer& e : plan.timeline.transfers) {

@@ -2,7 +2,8 @@
 /// \file
 /// Exports of a plan for people and launchers (docs/formats.md, "Exports"): a Chrome trace
 /// (Trace Event Format), an SVG Gantt chart, a self-contained HTML report, per-rank launcher
-/// instructions and the split points for torch.distributed.pipelining.
+/// instructions, the split points and the schedule for torch.distributed.pipelining, and the
+/// arguments of Megatron-LM and DeepSpeed.
 ///
 /// Every writer works from a `PlanView`: a plan together with the names and figures that
 /// plan.json states. A view comes either from a plan checked against its model and topology
@@ -71,6 +72,10 @@ struct PlanView {
   /// Per stage, per group (replica order): the tensor-parallel and recomputation shares of its
   /// tasks. Only with the model and topology.
   std::optional<std::vector<std::vector<GroupFigures>>> group_figures;
+  std::string plan_file;                   ///< The plan's file name for messages; may be empty.
+  std::optional<std::int64_t> batch_size;  ///< Samples per micro-batch (the model's
+                                           ///< `profile.batch_size`); only with the model.
+  std::vector<std::string> gpu_nodes;  ///< Per GPU: its node (host); empty without the topology.
 };
 
 /// The view of a plan that `simulate::check_plan` (or a planner) produced for `model` and
@@ -89,33 +94,84 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
 /// pointer of the first problem. O(T log T) for T schedule entries.
 PlanView read_plan_view(const io::Source& source);
 
-/// The used GPUs in launcher rank order: stage by stage, each stage's replicas in ring
-/// order. Unused GPUs are left out. O(N).
+/// The used GPUs in launcher rank order: stage by stage, each stage's GPUs as the plan lists
+/// them (group by group, each group leader first), so that every GPU of a tensor-parallel
+/// group has a rank. For a plan every stage of which has the same `r` and `t`, this is the
+/// order of Megatron-LM and DeepSpeed (tensor innermost, then data, then pipeline). Unused
+/// GPUs are left out. O(N).
 std::vector<int> rank_order(const PlanView& view);
+
+/// Whether the plan uses a field of spec 8.2 (a stage with `t > 1` or recomputation, a sharded
+/// optimizer, optimizer steps): the views then show groups, recomputation and updates, and
+/// otherwise stay exactly what they were for v1 plans. O(S).
+bool is_v2_plan(const Plan& plan);
+
+/// The degrees a framework runs a plan with (spec 8.4): every stage must have the same replica
+/// count `r` and tensor-parallel degree `t`.
+struct FrameworkShape {
+  int pipeline = 1;  ///< S, the pipeline-parallel size.
+  int data = 1;      ///< r, the data-parallel size.
+  int tensor = 1;    ///< t, the tensor-parallel size.
+};
+
+/// The shape of `view`'s plan for `framework` (named in the message), or `InputError` (exit 3)
+/// naming the plan file, the JSON pointer of the first stage whose `r` or `t` differs from stage
+/// 0's, and `--uniform`; also when M is not a multiple of `r` (every data-parallel replica gets
+/// the same number of micro-batches). O(S).
+FrameworkShape framework_shape(const PlanView& view, std::string_view framework);
+
+/// The Megatron-LM arguments for the plan (docs/formats.md, "megatron"): tensor, pipeline and
+/// data-parallel sizes, `--num-layers` and `--pipeline-model-parallel-layout` for a model
+/// shaped like `pipeplan model transformer`'s, recomputation, the distributed optimizer and the
+/// batch sizes, plus the global rank of every GPU and how to launch so that the ranks land on
+/// the plan's GPUs. Needs the model and topology. Throws as `framework_shape`. O(N + layers).
+nlohmann::ordered_json megatron_json(const PlanView& view);
+
+/// The DeepSpeed `PipelineModule` partition (`parts`), degrees, activation checkpointing and
+/// batch configuration for the plan, with the rank order as for Megatron-LM. Needs the model
+/// and topology. Throws as `framework_shape`. O(N + layers).
+nlohmann::ordered_json deepspeed_json(const PlanView& view);
+
+/// The compute-only schedule CSV of torch.distributed.pipelining: one row per pipeline rank
+/// (stage), the actions `<stage>F<m>` and `<stage>B<m>` in the order the stage's group (replica
+/// 0's, with r > 1) runs them. With r > 1 every micro-batch must run on the same replica index
+/// on every stage and every replica must run the same order of its own micro-batches
+/// (numbered 0..M/r-1 in ascending order), else `InputError` saying which is broken; throws as
+/// `framework_shape` too. O(T log T).
+std::string torch_schedule_csv(const PlanView& view);
 
 /// A Chrome trace (Trace Event Format, JSON object form; opens in Perfetto and
 /// chrome://tracing): one process per used GPU in rank order (pid = rank + 1), threads for
 /// compute, AllReduce, and one per channel for sends and for receives; complete events with
 /// `ts` and `dur` in microseconds; a memory counter per GPU (static and stash bytes with the
-/// model, micro-batches in flight without it). O(T log T).
+/// model, micro-batches in flight without it). In a v2 plan (`is_v2_plan`) one process per
+/// group named after its GPUs, the tensor-parallel and recomputation shares in the args of each
+/// task (with `group_figures`), optimizer steps, and transient bytes in the counter.
+/// O(T log T).
 nlohmann::ordered_json chrome_trace(const PlanView& view);
 
 /// A self-contained SVG Gantt chart: one row per used GPU grouped by stage, forwards and
 /// backwards in distinct colours with micro-batch labels where they fit, AllReduces in the
 /// GPU's row, transfers in a thin band under the sending GPU, a time axis in ms, a legend
-/// and a title with the iteration time and its ratio to the bounds. Starts with `<svg`
-/// (no XML declaration), so it can be embedded in HTML as is. O(T).
+/// and a title with the iteration time and its ratio to the bounds. In a v2 plan one row per
+/// group named by its GPUs, strips with each task's recomputation and tensor-parallel shares
+/// (with `group_figures`) and the optimizer steps. Starts with `<svg` (no XML declaration), so it
+/// can be embedded in HTML as is. O(T).
 std::string svg_gantt(const PlanView& view);
 
 /// One self-contained HTML page (no scripts, no network, no external fonts): the Gantt chart,
-/// the stage table, and per-GPU utilisation, bubble and peak memory against capacity. O(T).
+/// the stage table, and per-GPU utilisation, bubble and peak memory against capacity; in a v2
+/// plan also each stage's degrees, recomputation and optimizer step and each GPU's group. O(T).
 std::string html_report(const PlanView& view);
 
 /// One JSON object per used GPU, as a JSON array in `rank_order`: its stage, layers (with
-/// names when known), data-parallel group, its micro-batches with their activation and
+/// names when known), its tensor-parallel group (v2 plans only), its data-parallel group (the
+/// GPUs at its place in every group of its stage), its micro-batches with their activation and
 /// gradient peers, and its ordered operations. Every rank's operations are a subsequence of
 /// one global order of the plan's tasks (by start time, dependencies first on ties), so the
-/// lists run without deadlock with blocking or non-blocking send and receive. O(T log T).
+/// lists run without deadlock with blocking or non-blocking send and receive. Every GPU of a
+/// group runs the leader's operations; a transfer between groups of t and t' GPUs is min(t, t')
+/// pieces between the GPUs at the same place; optimizer steps come last. O(T log T + T t).
 nlohmann::ordered_json ranks_json(const PlanView& view);
 
 /// The split points for torch.distributed.pipelining: the name of the layer that begins each
@@ -125,20 +181,31 @@ nlohmann::ordered_json ranks_json(const PlanView& view);
 nlohmann::ordered_json torch_split_json(const PlanView& view);
 
 /// The export formats.
-enum class ExportFormat : std::uint8_t { kChromeTrace, kSvg, kHtml, kRanks, kTorchSplit };
+enum class ExportFormat : std::uint8_t {
+  kChromeTrace,
+  kSvg,
+  kHtml,
+  kRanks,
+  kTorchSplit,
+  kTorchSchedule,
+  kMegatron,
+  kDeepSpeed
+};
 
 /// Names of the formats as the command line spells them: chrome-trace, svg, html, ranks,
-/// torch-split.
+/// torch-split, torch-schedule, megatron, deepspeed.
 const std::vector<std::string>& export_format_names();
 
 /// The format named `name`; empty when there is none.
 std::optional<ExportFormat> parse_export_format(std::string_view name);
 
-/// Whether the format needs the model (layer names): ranks and torch-split.
+/// Whether the format needs the model (layer names, batch size, hosts): ranks, torch-split,
+/// megatron and deepspeed.
 bool export_needs_model(ExportFormat format);
 
 /// The text of `view` in `format`: JSON formats end with a newline (Chrome trace and ranks on
-/// one line per event or operation, the rest indented), the SVG with an XML declaration.
+/// one line per event or operation, the rest indented), the SVG with an XML declaration, the
+/// torch schedule one CSV line per stage.
 std::string export_plan(const PlanView& view, ExportFormat format);
 
 }  // namespace pipeplan::report

@@ -1,0 +1,539 @@
+// Framework exports (spec 8.4, docs/formats.md "megatron", "deepspeed", "torch-schedule"): the
+// arguments of Megatron-LM, the partition of a DeepSpeed PipelineModule and the compute-only
+// schedule CSV of torch.distributed.pipelining, for plans whose stages all have the same
+// replica count r and tensor-parallel degree t (what these frameworks can run: each runs r
+// identical pipelines of S stages, each stage a group of t GPUs).
+//
+// Complexity: framework_shape O(S); megatron_json and deepspeed_json O(N + L) for N GPUs and L
+// layers; torch_schedule_csv O(T) for T compute tasks.
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "export_util.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/report/export.hpp"
+
+namespace pipeplan::report {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string plan_file(const PlanView& view) {
+  return view.plan_file.empty() ? std::string("plan") : view.plan_file;
+}
+
+// `1 replica`, `2 replicas`.
+std::string count_of(int n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
+// The number of decoder layers when the model's layers are `embedding`, `decoder0` ..
+// `decoder{n-1}`, `output` (as `pipeplan model transformer` writes them, n >= 1); else empty.
+std::optional<int> transformer_decoders(const PlanView& view) {
+  if (!view.layer_names) return std::nullopt;
+  const auto& names = *view.layer_names;
+  if (names.size() < 3 || names.front() != "embedding" || names.back() != "output") {
+    return std::nullopt;
+  }
+  for (std::size_t l = 1; l + 1 < names.size(); ++l) {
+    if (names[l] != "decoder" + std::to_string(l - 1)) return std::nullopt;
+  }
+  return static_cast<int>(names.size()) - 2;
+}
+
+int layer_count(const Plan& plan) { return plan.stages.back().last_layer + 1; }
+
+// The stages that recompute, by index.
+std::vector<int> recomputing_stages(const Plan& plan) {
+  std::vector<int> out;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].recompute) out.push_back(static_cast<int>(s));
+  }
+  return out;
+}
+
+std::string stage_list(const std::vector<int>& stages) {
+  std::vector<std::string> parts;
+  for (int s : stages) parts.push_back(std::to_string(s));
+  return (stages.size() == 1 ? "stage " : "stages ") + join(parts, ", ");
+}
+
+// The note for a plan in which only some stages recompute; `setting` is how the framework
+// recomputes them all.
+std::string partial_recompute_note(const Plan& plan, const std::string& framework,
+                                   const std::string& setting) {
+  return "only " + stage_list(recomputing_stages(plan)) + " of the plan recompute; " + framework +
+         " recomputes every stage or none, so " + setting +
+         " recomputes every stage: no stage needs more memory than in the plan where its "
+         "recomputation memory (its layers' inputs plus one layer's stash) is below its stash, "
+         "as for transformer layers, but the backward of the other stages also runs their forward "
+         "again; make the plan with --recompute always (or never) to estimate exactly this";
+}
+
+std::string schedule_note(const Plan& plan, const std::string& framework) {
+  return framework + " runs its own 1F1B schedule on every data-parallel replica, not the plan's " +
+         plan.schedule_policy +
+         " schedule; make the plan with --schedule 1f1b to estimate the iteration it runs";
+}
+
+// The global rank of every used GPU in the order of Megatron-LM and DeepSpeed (tensor
+// innermost, then data, then pipeline), which is `rank_order`, and how to launch so that every
+// rank lands on the plan's GPU: one contiguous block of ranks per host (as torchrun and the
+// deepspeed launcher assign them), local rank k on the host's k-th visible device.
+struct Launch {
+  ordered_json ranks = ordered_json::array();
+  ordered_json launch = ordered_json::object();
+  std::vector<std::string> notes;
+};
+
+Launch launch_of(const PlanView& view, const FrameworkShape& shape) {
+  const std::size_t N = view.gpu_ids.size();
+  if (view.gpu_nodes.size() != N) throw InternalError("framework export without the topology");
+  // A GPU's device index: its position among its node's GPUs in topology order.
+  std::map<std::string, int> on_node;
+  std::vector<std::string> node_order;  // nodes in topology order
+  std::vector<int> device(N, 0);
+  for (std::size_t g = 0; g < N; ++g) {
+    const auto [it, added] = on_node.emplace(view.gpu_nodes[g], 0);
+    if (added) node_order.push_back(view.gpu_nodes[g]);
+    device[g] = it->second++;
+  }
+
+  Launch out;
+  const std::vector<int> ranks = rank_order(view);
+  const int per_stage = shape.data * shape.tensor;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const int g = ranks[r];
+    const int in_stage = static_cast<int>(r) % per_stage;
+    out.ranks.push_back({{"rank", static_cast<int>(r)},
+                         {"gpu", detail::gpu_id(view, g)},
+                         {"host", view.gpu_nodes[static_cast<std::size_t>(g)]},
+                         {"device", device[static_cast<std::size_t>(g)]},
+                         {"pipeline_rank", static_cast<int>(r) / per_stage},
+                         {"data_parallel_rank", in_stage / shape.tensor},
+                         {"tensor_parallel_rank", in_stage % shape.tensor}});
+  }
+
+  // Hosts: the blocks of consecutive ranks on one node.
+  struct Host {
+    std::string node;
+    int first_rank = 0;
+    std::vector<int> devices;
+  };
+  std::vector<Host> hosts;
+  std::optional<std::pair<std::string, std::pair<int, int>>> split;  // node, two apart ranks
+  std::map<std::string, int> last_rank;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string& node = view.gpu_nodes[static_cast<std::size_t>(ranks[r])];
+    if (hosts.empty() || hosts.back().node != node) {
+      if (last_rank.count(node) && !split) {
+        split = {node, {last_rank[node], static_cast<int>(r)}};
+      }
+      hosts.push_back({node, static_cast<int>(r), {}});
+    }
+    hosts.back().devices.push_back(device[static_cast<std::size_t>(ranks[r])]);
+    last_rank[node] = static_cast<int>(r);
+  }
+  const bool contiguous = !split.has_value();
+  std::vector<std::string> used_in_topology_order;
+  for (const std::string& node : node_order) {
+    if (last_rank.count(node)) used_in_topology_order.push_back(node);
+  }
+  std::vector<std::string> host_order;
+  for (const Host& host : hosts) host_order.push_back(host.node);
+  const bool order_matters = contiguous && host_order != used_in_topology_order;
+
+  ordered_json host_list = ordered_json::array();
+  std::vector<std::string> visible_notes;
+  for (std::size_t k = 0; k < hosts.size(); ++k) {
+    const Host& host = hosts[k];
+    bool identity = true;
+    std::vector<std::string> devices;
+    for (std::size_t i = 0; i < host.devices.size(); ++i) {
+      identity = identity && host.devices[i] == static_cast<int>(i);
+      devices.push_back(std::to_string(host.devices[i]));
+    }
+    const std::string visible = join(devices, ",");
+    ordered_json entry = ordered_json::object();
+    if (contiguous) entry["node_rank"] = static_cast<int>(k);
+    entry["host"] = host.node;
+    entry["first_rank"] = host.first_rank;
+    entry["processes"] = static_cast<int>(host.devices.size());
+    entry["cuda_visible_devices"] = identity ? ordered_json(nullptr) : ordered_json(visible);
+    host_list.push_back(std::move(entry));
+    if (contiguous && !identity) {
+      visible_notes.push_back("CUDA_VISIBLE_DEVICES=" + visible + " on " + host.node);
+    }
+  }
+  out.launch["matches_plan"] = contiguous;
+  out.launch["host_order_matters"] = order_matters;
+  out.launch["hosts"] = std::move(host_list);
+  if (!contiguous) {
+    out.notes.push_back(
+        "the plan's placement puts ranks " + std::to_string(split->second.first) + " and " +
+        std::to_string(split->second.second) + " on host " + split->first +
+        " with ranks of other hosts between them, but torchrun and the deepspeed launcher give "
+        "each host one contiguous block of ranks: start every process yourself with the RANK, "
+        "LOCAL_RANK and device rank_order lists, or plan on a GPU order that keeps hosts "
+        "together");
+    return out;
+  }
+  if (order_matters) {
+    out.notes.push_back(
+        "start the hosts in this order (node rank 0 first), which is not the "
+        "topology's: " +
+        join(host_order, ", "));
+  }
+  if (!visible_notes.empty()) {
+    out.notes.push_back("set " + join(visible_notes, ", ") +
+                        ", so that local rank k runs on the plan's k-th GPU of the host");
+  }
+  if (!order_matters && visible_notes.empty()) {
+    out.notes.push_back(
+        "a launch with the hosts in the topology's order, each running its processes on its GPUs "
+        "in device order, puts every rank on the plan's GPU");
+  }
+  return out;
+}
+
+// `b * M` when it fits in 64 bits.
+std::optional<std::int64_t> global_batch(const PlanView& view) {
+  if (!view.batch_size) return std::nullopt;
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(*view.batch_size, static_cast<std::int64_t>(view.micro_batches),
+                             &product)) {
+    return std::nullopt;
+  }
+  return product;
+}
+
+std::string batch_note(const PlanView& view, const std::string& what) {
+  if (!view.batch_size) {
+    return "the model has no profile.batch_size, so " + what + " are left out: the micro-batch " +
+           "size is the batch the model was profiled with, and the global batch is " +
+           std::to_string(view.micro_batches) + " micro-batches";
+  }
+  return "the global batch (" + std::to_string(*view.batch_size) + " x " +
+         std::to_string(view.micro_batches) + " samples) does not fit in 64 bits, so " + what +
+         " are left out";
+}
+
+// A shell word: quoted when it holds anything but letters, digits and `_-.,=/`.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_-.,=/").find(c) != std::string_view::npos;
+  });
+  return plain ? word : "'" + word + "'";
+}
+
+// Megatron-LM's layout of the stages: `E`, `t*n`, `L` per stage, `|` between stages.
+std::string megatron_layout(const Plan& plan, int layers) {
+  std::vector<std::string> parts;
+  for (const Stage& stage : plan.stages) {
+    std::string part = stage.first_layer == 0 ? "E" : "";
+    const int decoders =
+        std::max(0, std::min(stage.last_layer, layers - 2) - std::max(stage.first_layer, 1) + 1);
+    if (decoders == 1) part += "t";
+    if (decoders > 1) part += "t*" + std::to_string(decoders);
+    if (stage.last_layer == layers - 1) part += "L";
+    parts.push_back(part);
+  }
+  return join(parts, "|");
+}
+
+}  // namespace
+
+FrameworkShape framework_shape(const PlanView& view, std::string_view framework) {
+  const std::vector<Stage>& stages = view.plan.stages;
+  if (stages.empty()) throw InternalError("a plan without stages");
+  const Stage& first = stages.front();
+  const std::string why = "; " + std::string(framework) +
+                          " runs every stage with the same data-parallel and tensor-parallel "
+                          "degrees: make the plan with --uniform";
+  for (std::size_t s = 1; s < stages.size(); ++s) {
+    const std::string where = "/stages/" + std::to_string(s);
+    const std::string name = "stage " + std::to_string(s);
+    if (stages[s].tensor_parallel != first.tensor_parallel) {
+      throw InputError(plan_file(view), where + "/tensor_parallel",
+                       name + " has tensor-parallel degree " +
+                           std::to_string(stages[s].tensor_parallel) + " but stage 0 has " +
+                           std::to_string(first.tensor_parallel) + why);
+    }
+    if (stages[s].replicas() != first.replicas()) {
+      throw InputError(plan_file(view), where + "/gpus",
+                       name + " has " + count_of(stages[s].replicas(), "replica") +
+                           " but stage 0 has " + std::to_string(first.replicas()) + why);
+    }
+  }
+  const int r = first.replicas();
+  if (view.micro_batches % r != 0) {
+    throw InputError(plan_file(view), "/micro_batches",
+                     std::string(framework) + " gives each of the " + std::to_string(r) +
+                         " data-parallel replicas the same number of micro-batches, and " +
+                         std::to_string(view.micro_batches) + " is not a multiple of " +
+                         std::to_string(r) + ": make the plan with a multiple of " +
+                         std::to_string(r) + " micro-batches");
+  }
+  return {static_cast<int>(stages.size()), r, first.tensor_parallel};
+}
+
+ordered_json megatron_json(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const FrameworkShape shape = framework_shape(view, "Megatron-LM");
+  std::vector<std::string> notes;
+  std::vector<std::string> arguments = {
+      "--tensor-model-parallel-size", std::to_string(shape.tensor),
+      "--pipeline-model-parallel-size", std::to_string(shape.pipeline)};
+
+  const std::optional<int> decoders = transformer_decoders(view);
+  std::optional<std::string> layout;
+  if (decoders) {
+    arguments.insert(arguments.end(), {"--num-layers", std::to_string(*decoders)});
+    // Megatron-LM's default split: the decoders evenly, the embedding on the first stage and the
+    // loss on the last (always where a plan's contiguous stages put them). Anything else needs
+    // the layout.
+    const std::string candidate = megatron_layout(plan, layer_count(plan));
+    std::set<std::string> shapes;
+    for (const Stage& stage : plan.stages) {
+      const int n = std::max(0, std::min(stage.last_layer, layer_count(plan) - 2) -
+                                    std::max(stage.first_layer, 1) + 1);
+      shapes.insert(std::to_string(n));
+      if (n == 0) {
+        notes.push_back("stage " + std::to_string(&stage - plan.stages.data()) +
+                        " holds no decoder layer; Megatron-LM issue #1852 reports deadlocks "
+                        "with some layouts that have such stages");
+      }
+    }
+    if (shapes.size() > 1) layout = candidate;
+  } else {
+    std::vector<std::string> sizes;
+    for (const Stage& stage : plan.stages) {
+      sizes.push_back(std::to_string(stage.last_layer - stage.first_layer + 1));
+    }
+    notes.push_back(
+        "the model's layers are not embedding, decoder0 .. decoderN-1, output (the names "
+        "pipeplan model transformer writes), so neither --num-layers nor a layout is written: "
+        "Megatron-LM builds its own GPT layers and splits them evenly, while this plan's stages "
+        "hold " +
+        join(sizes, ", ") + " of the profile's layers");
+  }
+
+  const std::optional<std::int64_t> global = global_batch(view);
+  if (global) {
+    arguments.insert(arguments.end(), {"--micro-batch-size", std::to_string(*view.batch_size),
+                                       "--global-batch-size", std::to_string(*global)});
+  } else {
+    notes.push_back(batch_note(view, "--micro-batch-size and --global-batch-size"));
+  }
+  if (layout) {
+    arguments.insert(arguments.end(), {"--pipeline-model-parallel-layout", *layout});
+    notes.push_back(
+        "Megatron-LM calls --pipeline-model-parallel-layout experimental; it needs a version "
+        "that has it (megatron/core/transformer/pipeline_parallel_layer_layout.py)");
+  }
+  const std::vector<int> recomputing = recomputing_stages(plan);
+  const char* recompute = recomputing.empty()                        ? "none"
+                          : recomputing.size() == plan.stages.size() ? "all"
+                                                                     : "some";
+  if (!recomputing.empty()) {
+    arguments.insert(arguments.end(), {"--recompute-granularity", "full", "--recompute-method",
+                                       "uniform", "--recompute-num-layers", "1"});
+    if (recomputing.size() != plan.stages.size()) {
+      notes.push_back(partial_recompute_note(plan, "Megatron-LM", "--recompute-granularity full"));
+    }
+  }
+  if (plan.optimizer == Optimizer::kSharded) arguments.emplace_back("--use-distributed-optimizer");
+  if (plan.schedule_policy != "1f1b") notes.push_back(schedule_note(plan, "Megatron-LM"));
+
+  Launch launch = launch_of(view, shape);
+  notes.insert(notes.end(), launch.notes.begin(), launch.notes.end());
+  std::vector<std::string> words;
+  for (const std::string& a : arguments) words.push_back(shell_word(a));
+
+  ordered_json out = ordered_json::object();
+  out["format"] = "megatron-lm";
+  out["tensor_model_parallel_size"] = shape.tensor;
+  out["pipeline_model_parallel_size"] = shape.pipeline;
+  out["data_parallel_size"] = shape.data;
+  out["world_size"] = shape.pipeline * shape.data * shape.tensor;
+  out["num_layers"] = decoders ? ordered_json(*decoders) : ordered_json(nullptr);
+  out["pipeline_model_parallel_layout"] = layout ? ordered_json(*layout) : ordered_json(nullptr);
+  out["micro_batches"] = view.micro_batches;
+  out["micro_batches_per_replica"] = view.micro_batches / shape.data;
+  out["micro_batch_size"] = global ? ordered_json(*view.batch_size) : ordered_json(nullptr);
+  out["global_batch_size"] = global ? ordered_json(*global) : ordered_json(nullptr);
+  out["recompute"] = recompute;
+  out["distributed_optimizer"] = plan.optimizer == Optimizer::kSharded;
+  out["arguments"] = arguments;
+  out["command_line"] = join(words, " ");
+  out["rank_order"] = std::move(launch.ranks);
+  out["launch"] = std::move(launch.launch);
+  out["notes"] = notes;
+  return out;
+}
+
+ordered_json deepspeed_json(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const FrameworkShape shape = framework_shape(view, "DeepSpeed");
+  std::vector<std::string> notes;
+  ordered_json parts = ordered_json::array();
+  ordered_json stages = ordered_json::array();
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& stage = plan.stages[s];
+    parts.push_back(stage.first_layer);
+    ordered_json names = nullptr;
+    if (view.layer_names) {
+      names = ordered_json::array();
+      for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+        const std::string& name = (*view.layer_names)[static_cast<std::size_t>(l)];
+        names.push_back(name.empty() ? ordered_json(nullptr) : ordered_json(name));
+      }
+    }
+    ordered_json gpus = ordered_json::array();
+    for (int g : stage.gpus) gpus.push_back(detail::gpu_id(view, g));
+    stages.push_back({{"stage", static_cast<int>(s)},
+                      {"first_layer", stage.first_layer},
+                      {"last_layer", stage.last_layer},
+                      {"layer_names", std::move(names)},
+                      {"gpus", std::move(gpus)}});
+  }
+  parts.push_back(layer_count(plan));
+
+  ordered_json topology = ordered_json::object();
+  if (shape.tensor == 1) {
+    topology["class"] = "PipeDataParallelTopology";
+    topology["num_pp"] = shape.pipeline;
+    topology["num_dp"] = shape.data;
+  } else {
+    topology["class"] = "PipeModelDataParallelTopology";
+    topology["num_pp"] = shape.pipeline;
+    topology["num_mp"] = shape.tensor;
+    topology["num_dp"] = shape.data;
+    notes.push_back(
+        "DeepSpeed itself splits no layer over a tensor-parallel group: the layers must come "
+        "from a tensor-parallel library such as Megatron-DeepSpeed, which passes this topology "
+        "and its model-parallel unit");
+  }
+
+  const std::vector<int> recomputing = recomputing_stages(plan);
+  if (!recomputing.empty() && recomputing.size() != plan.stages.size()) {
+    notes.push_back(partial_recompute_note(plan, "DeepSpeed", "activation_checkpoint_interval 1"));
+  }
+  ordered_json config = ordered_json::object();
+  const std::optional<std::int64_t> global = global_batch(view);
+  if (global) {
+    config["train_batch_size"] = *global;
+    config["train_micro_batch_size_per_gpu"] = *view.batch_size;
+  } else {
+    notes.push_back(batch_note(view, "train_batch_size and train_micro_batch_size_per_gpu"));
+  }
+  config["gradient_accumulation_steps"] = view.micro_batches / shape.data;
+  if (plan.optimizer == Optimizer::kSharded) config["zero_optimization"] = {{"stage", 1}};
+  if (plan.schedule_policy != "1f1b") notes.push_back(schedule_note(plan, "DeepSpeed"));
+
+  Launch launch = launch_of(view, shape);
+  notes.insert(notes.end(), launch.notes.begin(), launch.notes.end());
+  ordered_json out = ordered_json::object();
+  out["format"] = "deepspeed";
+  out["num_stages"] = shape.pipeline;
+  out["parts"] = std::move(parts);
+  out["pipeline_parallel_size"] = shape.pipeline;
+  out["data_parallel_size"] = shape.data;
+  out["model_parallel_size"] = shape.tensor;
+  out["topology"] = std::move(topology);
+  out["activation_checkpoint_interval"] = recomputing.empty() ? 0 : 1;
+  out["config"] = std::move(config);
+  out["stages"] = std::move(stages);
+  out["rank_order"] = std::move(launch.ranks);
+  out["launch"] = std::move(launch.launch);
+  out["notes"] = notes;
+  return out;
+}
+
+std::string torch_schedule_csv(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const FrameworkShape shape = framework_shape(view, "torch.distributed.pipelining");
+  const int S = shape.pipeline;
+  const int R = shape.data;
+  const int M = view.micro_batches;
+  const std::string file = plan_file(view);
+  const std::string why = "; torch.distributed.pipelining runs " + std::to_string(R) +
+                          " copies of one pipeline schedule side by side (make the plan with "
+                          "--schedule 1f1b)";
+  auto order_of = [&](int s, int i) -> const std::vector<ComputeTask>& {
+    return plan.schedule
+        .gpu_order[static_cast<std::size_t>(plan.stages[static_cast<std::size_t>(s)].leader(i))];
+  };
+  // The replica of every micro-batch, from stage 0; every stage must agree.
+  std::vector<int> replica(static_cast<std::size_t>(M), -1);
+  for (int s = 0; s < S; ++s) {
+    for (int i = 0; i < R; ++i) {
+      for (const ComputeTask& task : order_of(s, i)) {
+        if (task.op != Op::kForward) continue;
+        int& known = replica[static_cast<std::size_t>(task.micro_batch)];
+        if (s == 0) {
+          known = i;
+        } else if (known != i) {
+          throw InputError(file, "/schedule/compute",
+                           "micro-batch " + std::to_string(task.micro_batch) + " runs on replica " +
+                               std::to_string(known) + " of stage 0 but on replica " +
+                               std::to_string(i) + " of stage " + std::to_string(s) +
+                               ", so it keeps to no one pipeline" + why);
+        }
+      }
+    }
+  }
+  // Each replica's micro-batches, numbered 0.. in ascending order.
+  std::vector<int> local(static_cast<std::size_t>(M), 0);
+  std::vector<int> count(static_cast<std::size_t>(R), 0);
+  for (int m = 0; m < M; ++m) {
+    const int i = replica[static_cast<std::size_t>(m)];
+    if (i < 0) throw InternalError("torch-schedule: a micro-batch without a forward");
+    local[static_cast<std::size_t>(m)] = count[static_cast<std::size_t>(i)]++;
+  }
+  for (int i = 0; i < R; ++i) {
+    if (count[static_cast<std::size_t>(i)] != M / R) {
+      throw InputError(file, "/schedule/compute",
+                       "replica " + std::to_string(i) + " runs " +
+                           std::to_string(count[static_cast<std::size_t>(i)]) + " of the " +
+                           std::to_string(M) + " micro-batches, not " + std::to_string(M / R) +
+                           why);
+    }
+  }
+  auto action = [&](int s, const ComputeTask& task) {
+    return std::to_string(s) + (task.op == Op::kForward ? "F" : "B") +
+           std::to_string(local[static_cast<std::size_t>(task.micro_batch)]);
+  };
+  std::string out;
+  for (int s = 0; s < S; ++s) {
+    std::vector<std::string> row;
+    for (const ComputeTask& task : order_of(s, 0)) row.push_back(action(s, task));
+    for (int i = 1; i < R; ++i) {
+      const std::vector<ComputeTask>& other = order_of(s, i);
+      for (std::size_t k = 0; k < other.size() && k < row.size(); ++k) {
+        if (action(s, other[k]) != row[k]) {
+          throw InputError(file, "/schedule/compute",
+                           "replica " + std::to_string(i) + " of stage " + std::to_string(s) +
+                               " runs its micro-batches in another order than replica 0 (task " +
+                               std::to_string(k) + " is " + action(s, other[k]) + ", not " +
+                               row[k] + ")" + why);
+        }
+      }
+    }
+    out += join(row, ",") + "\n";
+  }
+  return out;
+}
+
+}  // namespace pipeplan::report
