@@ -72,9 +72,13 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
            std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s");
     // Spec 8: the degree, the replicas and recomputation, named when they are not the v1 ones.
     if (stage.uses_v2_fields()) {
-      out += " (" + std::to_string(stage.replicas()) + " x " +
-             std::to_string(stage.tensor_parallel) + "-way tensor parallel" +
-             (stage.recompute ? ", recomputed" : "") + ")";
+      const int r = stage.replicas();
+      std::string shape = stage.tensor_parallel > 1
+                              ? std::to_string(r) + " x " + std::to_string(stage.tensor_parallel) +
+                                    "-way tensor parallel"
+                              : std::to_string(r) + (r == 1 ? " replica" : " replicas");
+      if (stage.recompute) shape += ", recomputed";
+      out += " (" + shape + ")";
     }
     out += " [" + gpu_list(stage, topology) + "], F+B " + format_ms(e.forward_ms + e.backward_ms);
     if (stage.replicas() > 1) out += ", allreduce " + format_ms(e.allreduce_ms);

@@ -6,8 +6,9 @@
 # Usage: tests/corpus/plan_corpus.sh PIPEPLAN OUTPUT_DIR
 #   Plans every example model on every example topology with every planner and schedule
 #   policy, simulates each plan (--json), exports each spp plan in every format, and runs
-#   compare --no-timing. Exit codes are recorded next to the outputs (an infeasible pair is
-#   part of the corpus, not a failure). Takes about a minute with a release build.
+#   compare --no-timing, then the large-model examples of examples/*/llm (spec 8). Exit codes
+#   are recorded next to the outputs (an infeasible pair is part of the corpus, not a failure).
+#   Takes about a minute with a release build.
 set -u
 bin=$1
 out=$2
@@ -31,7 +32,7 @@ for topo_file in "$root"/examples/topologies/*.json; do
         "$bin" -q simulate "$out/$name.plan.json" "$model_file" "$topo_file" --json \
           > "$out/$name.simulate.json" 2>&1 || echo "simulate failed: $?" >> "$out/$name.simulate.json"
         if [ "$planner" = spp ] && [ "$policy" = default ]; then
-          for format in chrome-trace svg html ranks torch-split; do
+          for format in chrome-trace svg html ranks torch-split megatron deepspeed torch-schedule; do
             "$bin" -q export "$out/$name.plan.json" --format "$format" --model "$model_file" \
               --topology "$topo_file" > "$out/$name.export.$format" 2>&1 || echo "exit $?" >> "$out/$name.export.$format"
           done
@@ -44,5 +45,36 @@ for topo_file in "$root"/examples/topologies/*.json; do
     done
     "$bin" -q compare "$model_file" "$topo_file" --no-timing --format json \
       > "$out/$model.$topo.compare.json" 2>&1 || echo "exit $?" >> "$out/$model.$topo.compare.json"
+  done
+done
+
+# Spec 8: the large-model examples (examples/models/llm on examples/topologies/llm) with spp
+# free, --uniform, with each recomputation and optimizer setting, and the megatron planner at
+# the degrees that fit, plus every export of the default plan.
+for topo_file in "$root"/examples/topologies/llm/*.json; do
+  topo=$(basename "$topo_file" .json)
+  for model_file in "$root"/examples/models/llm/*.json; do
+    model=$(basename "$model_file" .json)
+    for options in "" "--uniform" "--recompute never" "--recompute always" "--shard-optimizer" \
+        "--tensor-parallel 1" "--schedule 1f1b" \
+        "--planner megatron --tensor-parallel 4 --pipeline-parallel 2" \
+        "--planner megatron --tensor-parallel 8 --pipeline-parallel 2 --recompute always"; do
+      variant=$(printf '%s' "$options" | tr -cs 'a-z0-9' '_' | sed 's/^_//; s/_$//')
+      name=$model.$topo.${variant:-default}
+      rc=0
+      # shellcheck disable=SC2086
+      "$bin" plan "$model_file" "$topo_file" $options -q -o "$out/$name.plan.json" \
+        2> "$out/$name.plan.err" || rc=$?
+      echo "$rc" > "$out/$name.plan.rc"
+      [ "$rc" -eq 0 ] || continue
+      "$bin" -q simulate "$out/$name.plan.json" "$model_file" "$topo_file" --json \
+        > "$out/$name.simulate.json" 2>&1 || echo "simulate failed: $?" >> "$out/$name.simulate.json"
+      if [ -z "$options" ]; then
+        for format in chrome-trace svg html ranks torch-split megatron deepspeed torch-schedule; do
+          "$bin" -q export "$out/$name.plan.json" --format "$format" --model "$model_file" \
+            --topology "$topo_file" > "$out/$name.export.$format" 2>&1 || echo "exit $?" >> "$out/$name.export.$format"
+        done
+      fi
+    done
   done
 done

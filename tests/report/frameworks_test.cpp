@@ -173,7 +173,8 @@ TEST(TorchScheduleTest, TheValidatorSeesBrokenSchedules) {
 //   --model tests/data/exports/S.model.json --topology tests/data/exports/S.topo.json
 //   -o tests/data/exports/S.F.json (or .csv), after checking the change is intended.
 TEST(FrameworkExportTest, MatchGoldenFiles) {
-  for (const char* stem : {"toy", "gpt-small"}) {
+  // gpt3-13b-mb8: a v2 plan (2 x 4-way tensor parallel, recomputed, examples/models/llm).
+  for (const char* stem : {"toy", "gpt-small", "gpt3-13b-mb8"}) {
     const PlanView view = checked_view(stem);
     for (const char* format : {"megatron", "deepspeed"}) {
       SCOPED_TRACE(std::string(stem) + " " + format);

@@ -1,0 +1,83 @@
+// --uniform (spec 8.4): every planner's plan has one replica count and one degree for all
+// stages, and spp --uniform is never slower than Megatron-LM's placement with the same degree.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "../support/builders.hpp"
+#include "../support/builders_v2.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/planners/planner.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using namespace pipeplan::testing;
+
+TEST(UniformTest, SppUniformIsNeverSlowerThanMegatronWithTheSameDegree) {
+  std::mt19937 rng(1515);
+  int compared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int L = 2 + static_cast<int>(rng() % 4);
+    const int N = 2 + static_cast<int>(rng() % 3);
+    const int M = 1 + static_cast<int>(rng() % 6);
+    const model::Model model = random_v2_model(rng, L, 4e6, {1, 2}, trial % 2 == 0);
+    const topology::Topology topology = random_topology(rng, N, 8e6, 80e6);
+    for (const schedule::Policy policy : {schedule::Policy::kOneFOneB, schedule::Policy::kList}) {
+      for (const int T : {1, 2}) {
+        Request free{model, topology, M};
+        free.uniform = true;
+        free.tensor_parallel = {T};
+        std::optional<double> spp;
+        try {
+          const Plan plan = make_plan("spp", free, policy);
+          EXPECT_TRUE(is_uniform(plan.stages));
+          spp = plan.timeline.iteration_ms;
+        } catch (const InfeasibleError&) {
+        }
+        for (int P = 1; P * T <= N && P <= L; ++P) {
+          for (int D = 1; D * P * T <= N; ++D) {
+            Request fixed{model, topology, M};
+            fixed.tensor_parallel = {T};
+            fixed.pipeline_parallel = P;
+            fixed.data_parallel = D;
+            std::optional<Plan> megatron;
+            try {
+              megatron = make_plan("megatron", fixed, policy);
+            } catch (const InfeasibleError&) {
+              continue;
+            }
+            SCOPED_TRACE("trial " + std::to_string(trial) + ", T " + std::to_string(T) + ", P " +
+                         std::to_string(P) + ", D " + std::to_string(D));
+            ASSERT_TRUE(spp.has_value()) << "spp --uniform found nothing where megatron fits";
+            EXPECT_LE(*spp, megatron->timeline.iteration_ms * (1 + 1e-9));
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 150);
+}
+
+TEST(UniformTest, EveryPlannerKeepsToUniformPlans) {
+  std::mt19937 rng(16);
+  for (int trial = 0; trial < 20; ++trial) {
+    const model::Model model = random_model(rng, 2 + static_cast<int>(rng() % 6), 4e6);
+    const topology::Topology topology =
+        random_topology(rng, 2 + static_cast<int>(rng() % 6), 8e6, 80e6);
+    Request request{model, topology, 1 + static_cast<int>(rng() % 8)};
+    request.uniform = true;
+    for (const std::string& name : planner_names()) {
+      SCOPED_TRACE(name + ", trial " + std::to_string(trial));
+      try {
+        EXPECT_TRUE(is_uniform(make_plan(name, request).stages));
+      } catch (const InfeasibleError&) {
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
