@@ -73,6 +73,11 @@ CLI::Validator decimal_integer(std::int64_t min, std::int64_t max);
 /// A CLI11 validator for an output path: a file or `-`, never empty.
 std::string output_path(const std::string& value);
 
+/// The planners of `planners::planner_table()` for a command's help, one line each: for `plan`
+/// each planner's default schedule, for `compare` (`compare_rows`) the schedules it runs each
+/// under, leaving out the planners it does not run; then what the planner does.
+std::string planners_help(bool compare_rows);
+
 /// What a parsed subcommand runs; returns the exit code.
 using Action = std::function<int(Context&)>;
 

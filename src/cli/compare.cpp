@@ -1,6 +1,7 @@
 // `pipeplan compare MODEL TOPO [--micro-batches M] [--format table|json|csv] [--no-timing]
-// [-o FILE]`: every planner with its default policy, plus spp under 1f1b and gpipe, scored by
-// the same execution model, one row each.
+// [-o FILE]`: every planner of the planner table under each policy its row lists (spp under
+// list, 1f1b and gpipe, each baseline under its default), scored by the same execution model,
+// one row each.
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +30,7 @@ struct CompareOptions {
 struct Row {
   std::string planner;
   schedule::Policy policy = schedule::Policy::kList;
+  bool baseline = true;  // speed-ups are against the fastest baseline row
   std::optional<Plan> plan;
   std::string error;  // the InfeasibleError's message when there is no plan
   double planning_ms = 0;
@@ -265,13 +267,11 @@ int run_compare(const CompareOptions& options, Context& context) {
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
-  // Every planner with its default policy; spp also under the fixed policies, right after it.
+  // Every planner of the table under each of the policies its row lists for compare.
   std::vector<Row> rows;
-  for (const auto& name : planners::planner_names()) {
-    rows.push_back(Row{name, planners::default_policy(name), std::nullopt, {}, 0});
-    if (name == "spp") {
-      rows.push_back(Row{name, schedule::Policy::kOneFOneB, std::nullopt, {}, 0});
-      rows.push_back(Row{name, schedule::Policy::kGpipe, std::nullopt, {}, 0});
+  for (const planners::PlannerRow& planner : planners::planner_table()) {
+    for (schedule::Policy policy : planner.compare_policies) {
+      rows.push_back(Row{std::string(planner.name), policy, planner.baseline, std::nullopt, {}, 0});
     }
   }
   const planners::Request request{model, topology, micro_batches};
@@ -296,7 +296,7 @@ int run_compare(const CompareOptions& options, Context& context) {
     if (!row.plan) continue;
     const double iteration = row.plan->timeline.iteration_ms;
     if (!best || iteration < best->plan->timeline.iteration_ms) best = &row;
-    if (row.planner != "spp" && (!best_baseline || iteration < *best_baseline_ms)) {
+    if (row.baseline && (!best_baseline || iteration < *best_baseline_ms)) {
       best_baseline = &row;
       best_baseline_ms = iteration;
     }
@@ -355,6 +355,7 @@ void add_compare_command(CLI::App& app, Action& action) {
       ->transform(decimal_integer(1, kMaxMicroBatches));
   sub->add_option("-f,--format", options->format, "Output format: table (default), json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
+  sub->footer([] { return planners_help(true); });
   sub->add_flag(
       "--no-timing", options->no_timing,
       "Leave out the planning-time column, so that the output is byte-for-byte reproducible");

@@ -21,7 +21,7 @@ struct PlanOptions {
   std::string topology;
   std::optional<std::string> output;
   std::optional<int> micro_batches;
-  std::string planner = "spp";
+  std::string planner{planners::planner_table().front().name};
   std::optional<std::string> policy;
   std::optional<std::string> check;
   std::optional<std::string> trace;
@@ -248,8 +248,10 @@ void add_plan_command(CLI::App& app, Action& action) {
   std::string planners;
   for (const auto& name : planners::planner_names())
     planners += (planners.empty() ? "" : ", ") + name;
-  sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")
+  sub->add_option("-p,--planner", options->planner,
+                  "Planner: " + planners + " (default " + options->planner + ")")
       ->check(CLI::IsMember(planners::planner_names()));
+  sub->footer([] { return planners_help(false); });
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
   // Files only: standard output carries the plan.

@@ -35,6 +35,33 @@ TEST(PlannerRegistryTest, NamesAndDefaultPolicies) {
   EXPECT_EQ(default_policy("data-parallel"), Policy::kOneFOneB);
 }
 
+TEST(PlannerRegistryTest, EveryRowIsComplete) {
+  const auto& table = planner_table();
+  ASSERT_EQ(table.size(), planner_names().size());
+  for (std::size_t x = 0; x < table.size(); ++x) {
+    const PlannerRow& row = table[x];
+    EXPECT_EQ(planner_names()[x], row.name);
+    EXPECT_EQ(&find_planner(row.name), &row);
+    EXPECT_FALSE(row.description.empty()) << row.name;
+    EXPECT_TRUE(row.steps != nullptr) << row.name;
+    // One entry point: a whole plan, or stages that finish_plan completes.
+    EXPECT_NE(row.plan == nullptr, row.partition == nullptr) << row.name;
+    EXPECT_TRUE(!row.seeds_spp || row.partition != nullptr) << row.name;
+    // compare runs a planner under its default policy first.
+    EXPECT_TRUE(row.compare_policies.empty() || row.compare_policies.front() == row.default_policy)
+        << row.name;
+    for (std::size_t y = 0; y < x; ++y) EXPECT_NE(table[y].name, row.name);
+  }
+  // spp is the default planner and no baseline; it is seeded by every baseline.
+  EXPECT_EQ(table.front().name, "spp");
+  EXPECT_FALSE(table.front().baseline);
+  EXPECT_EQ(table.front().compare_policies,
+            (std::vector<Policy>{Policy::kList, Policy::kOneFOneB, Policy::kGpipe}));
+  for (std::size_t x = 1; x < table.size(); ++x) {
+    EXPECT_TRUE(table[x].baseline && table[x].seeds_spp) << table[x].name;
+  }
+}
+
 TEST(PlannerRegistryTest, UnknownPlannerIsAUsageError) {
   const model::Model model = equal_layers(2);
   const topology::Topology topology = uniform_topology(2, 1e9, 0);
@@ -45,6 +72,9 @@ TEST(PlannerRegistryTest, UnknownPlannerIsAUsageError) {
     EXPECT_STREQ(error.what(),
                  "unknown planner \"alpa\" (known: spp, gpipe, pipedream, uniform, data-parallel)");
   }
+  EXPECT_THROW((void)planning_steps("alpa", Request{model, topology, 2}), UsageError);
+  EXPECT_THROW((void)default_policy("alpa"), UsageError);
+  EXPECT_THROW(check_limits("alpa", Request{model, topology, 2}), UsageError);
 }
 
 TEST(PlannerRegistryTest, PolicyIsPassedThrough) {
