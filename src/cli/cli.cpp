@@ -14,6 +14,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/planner.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {
@@ -126,6 +127,37 @@ int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
                      "must be at most " + std::to_string(kMaxMicroBatches));
   }
   return static_cast<int>(*model.micro_batches);
+}
+
+std::string planners_help(bool compare_rows) {
+  std::vector<std::pair<std::string, std::string>> lines;  // name, schedules
+  for (const planners::PlannerRow& row : planners::planner_table()) {
+    std::string policies;
+    if (compare_rows) {
+      for (schedule::Policy policy : row.compare_policies) {
+        policies += (policies.empty() ? "" : ", ") + std::string(schedule::policy_name(policy));
+      }
+      if (policies.empty()) continue;
+    } else {
+      policies = schedule::policy_name(row.default_policy);
+    }
+    lines.emplace_back(row.name, policies);
+  }
+  std::size_t name_width = 0, policy_width = 0;
+  for (const auto& [name, policies] : lines) {
+    name_width = std::max(name_width, name.size());
+    policy_width = std::max(policy_width, policies.size());
+  }
+  std::string out = compare_rows
+                        ? "Rows (a planner under each of its schedules, then what it does):"
+                        : "Planners (--planner; the default schedule, then what it does):";
+  for (std::size_t x = 0; x < lines.size(); ++x) {
+    const auto& [name, policies] = lines[x];
+    out += "\n  " + name + std::string(name_width - name.size() + 2, ' ') + policies +
+           std::string(policy_width - policies.size() + 2, ' ') +
+           std::string(planners::find_planner(name).description);
+  }
+  return out + "\n";
 }
 
 void Context::say(const std::string& line) const {

@@ -90,6 +90,11 @@ void add_planning_options(CLI::App& command, PlanningOptions& options);
 /// Puts the given options into `request`; a `UsageError` for a malformed degree list.
 void apply_planning_options(const PlanningOptions& options, planners::Request& request);
 
+/// The planners of `planners::planner_table()` for a command's help, one line each: for `plan`
+/// each planner's default schedule, for `compare` (`compare_rows`) the schedules it runs each
+/// under, leaving out the planners it does not run; then what the planner does.
+std::string planners_help(bool compare_rows);
+
 /// What a parsed subcommand runs; returns the exit code.
 using Action = std::function<int(Context&)>;
 

@@ -10,6 +10,7 @@
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/report/plan_diff.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
 
@@ -21,149 +22,13 @@ struct PlanOptions {
   std::string topology;
   std::optional<std::string> output;
   std::optional<int> micro_batches;
-  std::string planner = "spp";
+  std::string planner{planners::planner_table().front().name};
   std::optional<std::string> policy;
   std::optional<std::string> check;
   std::optional<std::string> trace;
   std::optional<std::string> report;
   PlanningOptions planning;  // spec 8.4
 };
-
-// `a, b, c` for a stage's GPU ids, shortened to the first three and the last beyond five.
-std::string id_list(const nlohmann::json& gpus) {
-  std::vector<std::string> ids;
-  if (gpus.is_array()) {
-    for (const auto& id : gpus) ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
-  }
-  std::string out;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (ids.size() > 5 && i == 3) {
-      out += ", ... " + ids.back() + " (" + std::to_string(ids.size()) + ")";
-      break;
-    }
-    out += (i ? ", " : "") + ids[i];
-  }
-  return out.empty() ? "none" : out;
-}
-
-// One line saying how the regenerated plan differs from the existing one: planner, schedule
-// policy and micro-batches; stage layer ranges and replica counts; the GPUs used or the GPUs
-// of each stage; the iteration time; else which other parts changed.
-std::string difference(const std::string& existing_text,
-                       const nlohmann::ordered_json& fresh_ordered) {
-  using nlohmann::json;
-  json existing;
-  try {
-    existing = json::parse(existing_text);
-  } catch (const json::exception&) {
-    return "the existing file is not JSON";
-  }
-  if (!existing.is_object()) return "the existing file is not a plan (not a JSON object)";
-  const json fresh = json::parse(fresh_ordered.dump());
-  auto member = [](const json& object, const char* key) {
-    auto it = object.find(key);
-    return it == object.end() ? json() : *it;
-  };
-  auto text = [](const json& value) {
-    return value.is_string() ? value.get<std::string>() : value.dump();
-  };
-  std::vector<std::string> changes;
-  const std::pair<const char*, const char*> settings[] = {
-      {"planner", "planner"}, {"schedule_policy", "schedule"}, {"micro_batches", "micro-batches"}};
-  for (const auto& [key, name] : settings) {
-    const json before = member(existing, key), after = member(fresh, key);
-    if (before != after) {
-      changes.push_back(std::string(name) + " " + text(before) + " -> " + text(after));
-    }
-  }
-
-  // Stages: layer ranges and replica counts.
-  auto stage_text = [&](const json& stages) {
-    std::string out;
-    if (!stages.is_array()) return out;
-    for (const auto& stage : stages) {
-      if (!stage.is_object()) continue;
-      out += (out.empty() ? "" : " | ") + member(stage, "first_layer").dump() + "-" +
-             member(stage, "last_layer").dump() + " x" +
-             std::to_string(member(stage, "gpus").size());
-    }
-    return out;
-  };
-  const json old_stages = member(existing, "stages"), new_stages = member(fresh, "stages");
-  const std::string before = stage_text(old_stages), after = stage_text(new_stages);
-  if (before != after) {
-    changes.push_back("stages " + (before.empty() ? "none" : before) + " -> " + after);
-  }
-
-  // GPUs: how many are used, else which ones serve each stage.
-  auto gpu_lists = [&](const json& stages) {
-    std::vector<json> out;
-    if (stages.is_array()) {
-      for (const auto& stage : stages) {
-        out.push_back(stage.is_object() ? member(stage, "gpus") : json());
-      }
-    }
-    return out;
-  };
-  const auto old_gpus = gpu_lists(old_stages), new_gpus = gpu_lists(new_stages);
-  std::size_t old_used = 0, new_used = 0;
-  for (const auto& list : old_gpus) old_used += list.is_array() ? list.size() : 0;
-  for (const auto& list : new_gpus) new_used += list.is_array() ? list.size() : 0;
-  if (old_used != new_used) {
-    changes.push_back("GPUs used " + std::to_string(old_used) + " -> " + std::to_string(new_used));
-  } else if (old_gpus.size() == new_gpus.size()) {
-    std::vector<std::string> moved;
-    for (std::size_t s = 0; s < old_gpus.size(); ++s) {
-      if (old_gpus[s] != new_gpus[s]) {
-        moved.push_back("stage " + std::to_string(s) + " " + id_list(old_gpus[s]) + " -> " +
-                        id_list(new_gpus[s]));
-      }
-    }
-    if (!moved.empty()) {
-      std::string line = "GPUs of " + moved[0];
-      if (moved.size() > 1) line += ", " + moved[1];
-      if (moved.size() > 2) line += " and " + std::to_string(moved.size() - 2) + " more stages";
-      changes.push_back(line);
-    }
-  } else {
-    std::vector<std::string> old_ids, new_ids;
-    for (const auto& list : old_gpus) {
-      for (const auto& id : list) old_ids.push_back(text(id));
-    }
-    for (const auto& list : new_gpus) {
-      for (const auto& id : list) new_ids.push_back(text(id));
-    }
-    std::sort(old_ids.begin(), old_ids.end());
-    std::sort(new_ids.begin(), new_ids.end());
-    if (old_ids != new_ids) changes.push_back("a different set of GPUs is used");
-  }
-
-  const json old_time = member(existing, "iteration_ms"), new_time = member(fresh, "iteration_ms");
-  if (old_time != new_time) {
-    changes.push_back(
-        "iteration " +
-        (old_time.is_number() ? report::format_ms(old_time.get<double>()) : text(old_time)) +
-        " -> " + report::format_ms(new_time.get<double>()));
-  }
-  if (changes.empty()) {
-    // Same stages, GPUs and time: name the other parts that differ.
-    std::vector<std::string> parts;
-    for (const auto& [key, value] : fresh.items()) {
-      if (member(existing, key.c_str()) != value) {
-        parts.push_back(key == "schedule" ? "the schedule" : key);
-      }
-    }
-    for (const auto& [key, value] : existing.items()) {
-      if (!fresh.contains(key)) parts.push_back(key + " (not in the new plan)");
-    }
-    std::string line;
-    for (const auto& part : parts) line += (line.empty() ? "" : ", ") + part;
-    changes.push_back(line.empty() ? "formatting only (same content)" : line + " changed");
-  }
-  std::string out;
-  for (const auto& change : changes) out += (out.empty() ? "" : "; ") + change;
-  return out;
-}
 
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
@@ -202,7 +67,8 @@ int run_plan(const PlanOptions& options, Context& context) {
     }
     context.err << io::printable_line(
                        "pipeplan: " + *options.check + " differs: " +
-                       difference(existing->text, report::plan_to_json(plan, model, topology)))
+                       report::plan_difference(existing->text,
+                                               report::plan_to_json(plan, model, topology)))
                 << '\n';
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
@@ -247,12 +113,13 @@ void add_plan_command(CLI::App& app, Action& action) {
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
       ->transform(decimal_integer(1, kMaxMicroBatches));
-  std::vector<std::string> names = planners::planner_names();
-  names.emplace_back("megatron");
   std::string planners;
-  for (const auto& name : names) planners += (planners.empty() ? "" : ", ") + name;
-  sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")
-      ->check(CLI::IsMember(names));
+  for (const auto& name : planners::planner_names())
+    planners += (planners.empty() ? "" : ", ") + name;
+  sub->add_option("-p,--planner", options->planner,
+                  "Planner: " + planners + " (default " + options->planner + ")")
+      ->check(CLI::IsMember(planners::planner_names()));
+  sub->footer([] { return planners_help(false); });
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
   // Files only: standard output carries the plan.

@@ -1,5 +1,5 @@
-// Planner registry, the shared last step (schedule, replay, check) and the memory rules the
-// baselines share.
+// The planner table, the limits, the shared last step (schedule, replay, check) and the memory
+// rules the baselines share.
 
 #include "pipeplan/planners/planner.hpp"
 
@@ -12,6 +12,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -31,17 +32,125 @@ std::string counted(std::int64_t count, const std::string& one, const std::strin
   return std::to_string(count) + " " + (count == 1 ? one : many);
 }
 
+// The planners' work estimates (`PlannerRow::steps`), for L layers and N GPUs, calibrated so
+// that a step takes about the same time in every planner (about 40 ns; measured on the dev
+// build: pipedream about 2.5e7 of its L^2 N^2 per second, gpipe about 1.3e8 of its N L^2 per
+// second; docs/errors.md, "Limits").
+double layer_count(const Request& request) {
+  return static_cast<double>(request.model.layers.size());
+}
+
+// spp: its DP runs on a grid whose size a fixed budget bounds (docs/performance.md) and its
+// ordering is bounded by `ordering::kMaxOrderWork`, so only the pair costs it reads grow with
+// the input. Every topology the reader accepts can be planned by spp.
+double spp_steps(const Request& request) {
+  const double L = layer_count(request);
+  const double N = request.topology.size();
+  return (N * N + L * N) / 4;
+}
+
+// pipedream: its DP's inner loop with its Pareto fronts.
+double pipedream_steps(const Request& request) {
+  const double L = layer_count(request);
+  const double N = request.topology.size();
+  return L * L * N * N;
+}
+
+// gpipe: its exact min-max split.
+double gpipe_steps(const Request& request) {
+  const double L = layer_count(request);
+  const double N = request.topology.size();
+  return N * L * L / 5;
+}
+
+// uniform and data-parallel: linear.
+double linear_steps(const Request& request) {
+  return layer_count(request) + request.topology.size();
+}
+
+Plan spp_plan(const Request& request, schedule::Policy policy) { return plan_spp(request, policy); }
+
+// The one list of planners (PlannerRow). The baselines shape their stages by the memory rule of
+// the policy that schedules them, so `make_plan` hands them the policy it schedules with.
+std::vector<PlannerRow> make_planner_table() {
+  using schedule::Policy;
+  std::vector<PlannerRow> rows;
+  rows.push_back({.name = "spp",
+                  .description = "the paper's: min-cut GPU order, DP partition and placement, "
+                                 "list scheduling",
+                  .default_policy = Policy::kList,
+                  .compare_policies = {Policy::kList, Policy::kOneFOneB, Policy::kGpipe},
+                  .steps = spp_steps,
+                  .plan = spp_plan,
+                  .baseline = false});
+  rows.push_back({.name = "gpipe",
+                  .description = "one stage per GPU in input order, layers balanced by compute",
+                  .default_policy = Policy::kGpipe,
+                  .compare_policies = {Policy::kGpipe},
+                  .steps = gpipe_steps,
+                  .partition = gpipe_partition,
+                  .seeds_spp = true});
+  rows.push_back({.name = "pipedream",
+                  .description = "PipeDream's DP minimising the slowest replicated stage, GPUs in "
+                                 "input order",
+                  .default_policy = Policy::kOneFOneB,
+                  .compare_policies = {Policy::kOneFOneB},
+                  .steps = pipedream_steps,
+                  .partition = pipedream_partition,
+                  .seeds_spp = true});
+  rows.push_back({.name = "uniform",
+                  .description = "equal layer counts per stage, one GPU per stage",
+                  .default_policy = Policy::kOneFOneB,
+                  .compare_policies = {Policy::kOneFOneB},
+                  .steps = linear_steps,
+                  .partition = uniform_partition,
+                  .seeds_spp = true});
+  rows.push_back({.name = "data-parallel",
+                  .description = "one stage of every layer on every GPU",
+                  .default_policy = Policy::kOneFOneB,
+                  .compare_policies = {Policy::kOneFOneB},
+                  .steps = linear_steps,
+                  .partition = data_parallel_partition,
+                  .seeds_spp = true});
+  // A configuration the user gives (--tensor-parallel T --pipeline-parallel P): compare runs it
+  // for the configurations it lists itself, not as a row of its own.
+  rows.push_back({.name = "megatron",
+                  .description = "Megatron-LM's placement for --tensor-parallel T "
+                                 "--pipeline-parallel P [--data-parallel D]",
+                  .default_policy = Policy::kOneFOneB,
+                  .compare_policies = {},
+                  .steps = linear_steps,
+                  .partition = megatron_partition});
+  return rows;
+}
+
 }  // namespace
 
+const std::vector<PlannerRow>& planner_table() {
+  static const std::vector<PlannerRow> table = make_planner_table();
+  return table;
+}
+
+const std::vector<std::string>& planner_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const PlannerRow& row : planner_table()) out.emplace_back(row.name);
+    return out;
+  }();
+  return names;
+}
+
+const PlannerRow& find_planner(std::string_view name) {
+  for (const PlannerRow& row : planner_table()) {
+    if (row.name == name) return row;
+  }
+  std::string known;
+  for (const auto& planner : planner_names()) known += (known.empty() ? "" : ", ") + planner;
+  throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + known + ")");
+}
+
 double planning_steps(std::string_view planner, const Request& request) {
-  const double L = static_cast<double>(request.model.layers.size());
-  const double N = request.topology.size();
-  // Measured on the dev build: pipedream about 2.5e7 of its L^2 N^2 per second, gpipe about
-  // 1.3e8 of its N L^2 per second (docs/errors.md, "Limits"); a step is about 40 ns.
-  if (planner == "spp") return (N * N + L * N) / 4;
-  if (planner == "pipedream") return L * L * N * N;
-  if (planner == "gpipe") return N * L * L / 5;
-  return L + N;
+  return find_planner(planner).steps(request);
 }
 
 double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus) {
@@ -76,6 +185,7 @@ void check_limits(std::string_view planner, const Request& request) {
   const std::size_t L = model.layers.size();
   const int N = topology.size();
   const std::int64_t M = request.micro_batches;
+  const PlannerRow& row = find_planner(planner);
   const std::string hint = " (see \"Limits\" in docs/errors.md)";
   if (L > static_cast<std::size_t>(kMaxPlanLayers)) {
     throw InfeasibleError("cannot plan " + std::to_string(L) +
@@ -93,9 +203,9 @@ void check_limits(std::string_view planner, const Request& request) {
   const std::string shape = counted(static_cast<std::int64_t>(L), "layer", "layers") + " on " +
                             counted(N, "GPU", "GPUs") + " with " +
                             counted(M, "micro-batch", "micro-batches");
-  const double steps = planning_steps(planner, request);
+  const double steps = row.steps(request);
   if (steps > kMaxPlanSteps) {
-    throw InfeasibleError("cannot plan " + shape + ": the " + std::string(planner) +
+    throw InfeasibleError("cannot plan " + shape + ": the " + std::string(row.name) +
                           " planner would take about " + count_text(steps) +
                           " steps, more than its limit of " + count_text(kMaxPlanSteps) +
                           "; use fewer layers, GPUs or micro-batches" + hint);
@@ -179,49 +289,23 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
   return plan;
 }
 
-const std::vector<std::string>& planner_names() {
-  static const std::vector<std::string> names{"spp", "gpipe", "pipedream", "uniform",
-                                              "data-parallel"};
-  return names;
-}
-
 schedule::Policy default_policy(std::string_view planner) {
-  if (planner == "spp") return schedule::Policy::kList;
-  if (planner == "gpipe") return schedule::Policy::kGpipe;
-  return schedule::Policy::kOneFOneB;  // pipedream (PipeDream-Flush), uniform, data-parallel
+  return find_planner(planner).default_policy;
 }
 
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy) {
-  const schedule::Policy chosen = policy.value_or(default_policy(name));
-  const auto& names = planner_names();
-  if (std::find(names.begin(), names.end(), name) != names.end() || name == "megatron")
-    check_limits(name, request);
-  if (name == "spp") return plan_spp(request, chosen);
-  // The baselines shape their stages by the memory rule of the policy that schedules them, so
-  // the partition is made with `chosen`, not with the planner's default.
-  using MakePartition = Partition (*)(const Request&, schedule::Policy);
-  static constexpr std::pair<std::string_view, MakePartition> kBaselines[] = {
-      {"gpipe", gpipe_partition},
-      {"pipedream", pipedream_partition},
-      {"uniform", uniform_partition},
-      {"data-parallel", data_parallel_partition},
-      {"megatron", megatron_partition}};
-  for (const auto& [baseline, make_partition] : kBaselines) {
-    if (name == baseline) {
-      Plan plan =
-          finish_plan(std::string(baseline), make_partition(request, chosen), request, chosen);
-      if (request.uniform && !is_uniform(plan.stages)) {
-        throw InternalError("the " + std::string(baseline) +
-                            " planner made a plan that is not "
-                            "uniform under --uniform");
-      }
-      return plan;
-    }
+  const PlannerRow& row = find_planner(name);
+  const schedule::Policy chosen = policy.value_or(row.default_policy);
+  check_limits(row.name, request);
+  Plan plan = row.plan ? row.plan(request, chosen)
+                       : finish_plan(std::string(row.name), row.partition(request, chosen), request,
+                                     chosen);
+  if (request.uniform && !is_uniform(plan.stages)) {
+    throw InternalError("the " + std::string(row.name) +
+                        " planner made a plan that is not uniform under --uniform");
   }
-  std::string known;
-  for (const auto& planner : planner_names()) known += (known.empty() ? "" : ", ") + planner;
-  throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + known + ")");
+  return plan;
 }
 
 bool is_uniform(const std::vector<Stage>& stages) {
@@ -298,7 +382,62 @@ std::string infeasibility_message(const Request& request) {
   return "no placement fits in GPU memory: " + infeasibility_reason(request);
 }
 
+namespace {
+
+// Spec 8: with tensor parallelism or recomputation allowed, the reason reads the best choice
+// for each layer and for the packing, not one GPU per stage without recomputation. Nothing for
+// a request whose only choice is section 3's.
+std::optional<std::string> infeasibility_reason_v2(const Request& request) {
+  const partition::StageChoices choices = stage_choices(request);
+  std::vector<bool> recompute{false};
+  if (choices.must_recompute) recompute = {true};
+  if (choices.may_recompute) recompute = {false, true};
+  if (choices.degrees == std::vector<int>{1} && recompute == std::vector<bool>{false}) {
+    return std::nullopt;
+  }
+  const model::Model& model = request.model;
+  const topology::Topology& topology = request.topology;
+  std::vector<int> order(static_cast<std::size_t>(topology.size()));
+  std::iota(order.begin(), order.end(), 0);
+  int fewest = -1, best_t = 1;
+  bool best_recompute = false;
+  for (const int t : choices.degrees) {
+    for (const bool again : recompute) {
+      int needed = 0;
+      partition::greedy_packing(model, topology, order, 1, std::numeric_limits<int>::max(), &needed,
+                                partition::Packing{t, again});
+      if (needed > 0 && (fewest < 0 || needed < fewest)) {
+        fewest = needed;
+        best_t = t;
+        best_recompute = again;
+      }
+    }
+  }
+  const std::string how = "at tensor-parallel degree " + std::to_string(best_t) +
+                          (best_recompute ? " with recomputation" : " without recomputation");
+  if (fewest < 0) {
+    return std::string(
+               "some layer fits on no group of GPUs at any tensor-parallel degree and "
+               "recomputation allowed (") +
+           (request.tensor_parallel.empty() ? "every degree the model lists"
+                                            : "--tensor-parallel") +
+           "); a larger GPU, a smaller micro-batch or --shard-optimizer with replicas may fit";
+  }
+  if (fewest > topology.size()) {
+    return "packed in order with one micro-batch in flight, the layers need " +
+           std::to_string(fewest) + " GPUs " + how +
+           " (the choice that needs the fewest) and there are " + std::to_string(topology.size()) +
+           (request.optimizer == Optimizer::kSharded
+                ? ""
+                : "; --shard-optimizer divides the optimizer state among a stage's replicas");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string infeasibility_reason(const Request& request) {
+  if (auto reason = infeasibility_reason_v2(request)) return *reason;
   const auto& model = request.model;
   const auto& topology = request.topology;
   double largest = 0;

@@ -31,15 +31,13 @@ namespace {
 // Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
 constexpr double kMaxSeedSteps = 2e5;
 
-// The baselines' partitions, by name.
-using MakePartition = Partition (*)(const Request&, schedule::Policy);
-const std::vector<std::pair<std::string, MakePartition>>& baseline_partitions() {
-  static const std::vector<std::pair<std::string, MakePartition>> kBaselines{
-      {"gpipe", gpipe_partition},
-      {"pipedream", pipedream_partition},
-      {"uniform", uniform_partition},
-      {"data-parallel", data_parallel_partition}};
-  return kBaselines;
+// The partitions that seed the search: the planner table's rows marked `seeds_spp`, in order.
+std::vector<const PlannerRow*> baseline_partitions() {
+  std::vector<const PlannerRow*> rows;
+  for (const PlannerRow& row : planner_table()) {
+    if (row.seeds_spp && row.partition) rows.push_back(&row);
+  }
+  return rows;
 }
 
 // `1, 2, 4`.
@@ -203,10 +201,10 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         // On the input order, the baselines' shapes too (when cheap to make and to replay): the
         // search then never ends slower than such a baseline rescheduled with the same policy.
         if (order == input) {
-          for (const auto& [baseline, make_partition] : baseline_partitions()) {
-            if (planning_steps(baseline, request) > kMaxSeedSteps) continue;
+          for (const PlannerRow* baseline : baseline_partitions()) {
+            if (baseline->steps(request) > kMaxSeedSteps) continue;
             try {
-              Partition partition = make_partition(request, policy);
+              Partition partition = baseline->partition(request, policy);
               // Within the stage cap, and no dearer to replay than the whole search budget.
               const double cost =
                   4.0 * static_cast<double>(partition.stages.size()) * static_cast<double>(M) + N;

@@ -14,6 +14,7 @@
 
 #include "../support/cli_run.hpp"
 #include "../support/temp_folder.hpp"
+#include "pipeplan/planners/planner.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {
@@ -140,6 +141,36 @@ TEST_F(CliTest, VersionAndHelpExitZero) {
   EXPECT_EQ(validate_help.code, 0);
   EXPECT_NE(validate_help.out.find("MODEL"), std::string::npos);
   EXPECT_NE(validate_help.out.find("TOPO"), std::string::npos);
+}
+
+TEST_F(CliTest, HelpListsThePlannersOfTheTable) {
+  const Result plan = run_cli({"plan", "--help"});
+  ASSERT_EQ(plan.code, 0);
+  const Result compare = run_cli({"compare", "--help"});
+  ASSERT_EQ(compare.code, 0);
+  EXPECT_NE(plan.out.find("\nPlanners (--planner; the default schedule, then what it does):\n"
+                          "  spp            list   the paper's: min-cut GPU order"),
+            std::string::npos)
+      << plan.out;
+  EXPECT_NE(compare.out.find("\nRows (a planner under each of its schedules, then what it does):\n"
+                             "  spp            list, 1f1b, gpipe  the paper's: min-cut GPU order"),
+            std::string::npos)
+      << compare.out;
+  // A line per planner: its name, its schedule (for compare: its schedules), its description.
+  auto line_of = [](const std::string& help, std::string_view name) {
+    const std::size_t start = help.find("\n  " + std::string(name) + " ");
+    if (start == std::string::npos) return std::string();
+    return help.substr(start + 1, help.find('\n', start + 1) - start - 1);
+  };
+  for (const planners::PlannerRow& row : planners::planner_table()) {
+    const std::string line = line_of(plan.out, row.name);
+    const std::string policy(schedule::policy_name(row.default_policy));
+    EXPECT_NE(line.find(" " + policy + " "), std::string::npos) << line;
+    EXPECT_TRUE(line.ends_with("  " + std::string(row.description))) << line;
+    EXPECT_EQ(line_of(compare.out, row.name).empty(), row.compare_policies.empty()) << row.name;
+  }
+  // The shared footer follows.
+  EXPECT_NE(plan.out.find("\nExit codes:"), std::string::npos);
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

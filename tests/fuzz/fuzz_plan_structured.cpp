@@ -8,6 +8,7 @@
 // refuses, also after a round trip through plan.json, that beats a lower bound, or that
 // differs when made a second time.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -106,7 +107,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string what =
       "the " + planner + " plan under " + std::string(schedule::policy_name(policy));
   Plan plan;
-  const planners::Request request{model, topology, micro_batches};
+  planners::Request request{model, topology, micro_batches};
+  if (planner == "megatron") {
+    // Megatron plans one configuration: no tensor parallelism (the fuzzed layers have none), a
+    // depth P up to the GPUs and the layers, and as many copies as fit, D = floor(N / P).
+    const int limit = std::min(topology.size(), static_cast<int>(model.layers.size()));
+    const int depth = 1 + static_cast<int>(bytes.next() % static_cast<unsigned>(limit));
+    request.tensor_parallel = {1};
+    request.pipeline_parallel = depth;
+    request.data_parallel = topology.size() / depth;
+  }
   if (!fuzz::expect_only({ExitCode::kInfeasible},
                          [&] { plan = planners::make_plan(planner, request, policy); })) {
     return 0;

@@ -25,14 +25,60 @@ model::Model equal_layers(int count, double parameter_bytes = 0, double stash_by
       std::vector<L>(static_cast<std::size_t>(count), L{1, 2, 1e6, parameter_bytes, stash_bytes}));
 }
 
+// The request `name` plans: megatron plans one configuration, here its deepest pipeline without
+// tensor parallelism (P the largest divisor of the GPUs not above the layers).
+Request request_for(const std::string& name, Request request) {
+  if (name != "megatron") return request;
+  request.tensor_parallel = {1};
+  const int gpus = request.topology.size();
+  int depth = 1;
+  for (int p = 1; p <= gpus; ++p) {
+    if (gpus % p == 0 && p <= static_cast<int>(request.model.layers.size())) depth = p;
+  }
+  request.pipeline_parallel = depth;
+  return request;
+}
+
 TEST(PlannerRegistryTest, NamesAndDefaultPolicies) {
-  EXPECT_EQ(planner_names(),
-            (std::vector<std::string>{"spp", "gpipe", "pipedream", "uniform", "data-parallel"}));
+  EXPECT_EQ(planner_names(), (std::vector<std::string>{"spp", "gpipe", "pipedream", "uniform",
+                                                       "data-parallel", "megatron"}));
   EXPECT_EQ(default_policy("spp"), Policy::kList);
   EXPECT_EQ(default_policy("gpipe"), Policy::kGpipe);
   EXPECT_EQ(default_policy("pipedream"), Policy::kOneFOneB);
   EXPECT_EQ(default_policy("uniform"), Policy::kOneFOneB);
   EXPECT_EQ(default_policy("data-parallel"), Policy::kOneFOneB);
+  EXPECT_EQ(default_policy("megatron"), Policy::kOneFOneB);
+}
+
+TEST(PlannerRegistryTest, EveryRowIsComplete) {
+  const auto& table = planner_table();
+  ASSERT_EQ(table.size(), planner_names().size());
+  for (std::size_t x = 0; x < table.size(); ++x) {
+    const PlannerRow& row = table[x];
+    EXPECT_EQ(planner_names()[x], row.name);
+    EXPECT_EQ(&find_planner(row.name), &row);
+    EXPECT_FALSE(row.description.empty()) << row.name;
+    EXPECT_TRUE(row.steps != nullptr) << row.name;
+    // One entry point: a whole plan, or stages that finish_plan completes.
+    EXPECT_NE(row.plan == nullptr, row.partition == nullptr) << row.name;
+    EXPECT_TRUE(!row.seeds_spp || row.partition != nullptr) << row.name;
+    // compare runs a planner under its default policy first.
+    EXPECT_TRUE(row.compare_policies.empty() || row.compare_policies.front() == row.default_policy)
+        << row.name;
+    for (std::size_t y = 0; y < x; ++y) EXPECT_NE(table[y].name, row.name);
+  }
+  // spp is the default planner and no baseline; it is seeded by every baseline but megatron,
+  // which plans one configuration of the request's own and is left out of compare's plain rows
+  // (compare runs its configurations itself).
+  EXPECT_EQ(table.front().name, "spp");
+  EXPECT_FALSE(table.front().baseline);
+  EXPECT_EQ(table.front().compare_policies,
+            (std::vector<Policy>{Policy::kList, Policy::kOneFOneB, Policy::kGpipe}));
+  for (std::size_t x = 1; x < table.size(); ++x) {
+    EXPECT_TRUE(table[x].baseline) << table[x].name;
+    EXPECT_EQ(table[x].seeds_spp, table[x].name != "megatron") << table[x].name;
+    EXPECT_EQ(table[x].compare_policies.empty(), table[x].name == "megatron") << table[x].name;
+  }
 }
 
 TEST(PlannerRegistryTest, UnknownPlannerIsAUsageError) {
@@ -43,15 +89,19 @@ TEST(PlannerRegistryTest, UnknownPlannerIsAUsageError) {
     FAIL() << "expected UsageError";
   } catch (const UsageError& error) {
     EXPECT_STREQ(error.what(),
-                 "unknown planner \"alpa\" (known: spp, gpipe, pipedream, uniform, data-parallel)");
+                 "unknown planner \"alpa\" (known: spp, gpipe, pipedream, uniform, data-parallel, "
+                 "megatron)");
   }
+  EXPECT_THROW((void)planning_steps("alpa", Request{model, topology, 2}), UsageError);
+  EXPECT_THROW((void)default_policy("alpa"), UsageError);
+  EXPECT_THROW(check_limits("alpa", Request{model, topology, 2}), UsageError);
 }
 
 TEST(PlannerRegistryTest, PolicyIsPassedThrough) {
   const model::Model model = equal_layers(6);
   const topology::Topology topology = uniform_topology(3, 1e9, 0);
-  const Request request{model, topology, 4};
   for (const auto& name : planner_names()) {
+    const Request request = request_for(name, Request{model, topology, 4});
     EXPECT_EQ(make_plan(name, request).schedule_policy, schedule::policy_name(default_policy(name)))
         << name;
     for (Policy policy : {Policy::kList, Policy::kOneFOneB, Policy::kGpipe}) {
@@ -182,9 +232,10 @@ TEST(BaselinesTest, PlansPassTheCheckerAfterARoundTrip) {
   int checked = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const Instance instance = random_instance(rng);
-    const Request request{instance.model, instance.topology, instance.micro_batches};
     for (const auto& name : planner_names()) {
       if (name == "spp") continue;
+      const Request request =
+          request_for(name, Request{instance.model, instance.topology, instance.micro_batches});
       for (Policy policy : {Policy::kList, Policy::kOneFOneB, Policy::kGpipe}) {
         Plan plan;
         try {

@@ -1,5 +1,5 @@
 // The reader refuses a disconnected cluster from the link specifications alone, before the
-// pair matrices exist (topology.cpp, check_connected): checked against a breadth-first search
+// pair matrices exist (read_topology.cpp, check_connected): checked against a breadth-first search
 // over the pairs the specifications link, on random small clusters with a fixed seed.
 
 #include <gtest/gtest.h>

@@ -73,13 +73,8 @@ inline constexpr double kMaxPlanTimeMs = 1e15;
 
 ///@}
 
-/// The estimated search steps of `planner` on `request`, the quantity `kMaxPlanSteps`
-/// bounds, calibrated so that a step takes about the same time in every planner: for L layers
-/// and N GPUs, pipedream's DP takes `L^2 N^2` (its inner loop with its Pareto fronts), gpipe's
-/// split `N L^2 / 5`, the others `L + N`, and spp `(N^2 + L N) / 4`: its DP runs on a grid
-/// whose size a fixed budget bounds (docs/performance.md) and its ordering is bounded by
-/// `ordering::kMaxOrderWork`, so only the pair costs it reads grow with the input. Every
-/// topology the reader accepts can be planned by spp.
+/// The estimated search steps of `planner` on `request` (its row's `steps`), the quantity
+/// `kMaxPlanSteps` bounds. Throws `UsageError` for an unknown planner.
 double planning_steps(std::string_view planner, const Request& request);
 
 /// The steps of scheduling `stages` for `micro_batches` on `gpus` GPUs, the quantity
@@ -91,7 +86,8 @@ double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
 /// within the limits above: too many layers, more micro-batches than one stage's plan
 /// may have tasks, too many search steps, or times that could exceed
-/// `kMaxPlanTimeMs`. `make_plan` calls it first; O(L + N^2).
+/// `kMaxPlanTimeMs`. `make_plan` calls it first, for every planner; `UsageError` for an
+/// unknown planner. O(L + N^2).
 void check_limits(std::string_view planner, const Request& request);
 
 /// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
@@ -119,13 +115,52 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
 /// `--uniform`: the plans every framework can run). O(S).
 bool is_uniform(const std::vector<Stage>& stages);
 
-/// The planners, in the order `compare` lists them: `spp` first.
+/// One planner: everything the library and the command line know of it. `planner_table()`
+/// holds one row per planner, so adding a planner is adding a row: its name becomes a
+/// `--planner` choice with its description in the help, `make_plan` runs it within the limits
+/// (`check_limits`, with its `steps`), and `compare` and spp's seeds follow its flags.
+/// Exactly one of `plan` and `partition` is set.
+struct PlannerRow {
+  /// The `--planner` name, as plans record it in `planner`.
+  std::string_view name;
+  /// What it does, one line for `--help`.
+  std::string_view description;
+  /// The schedule policy it uses unless told otherwise (`--schedule`).
+  schedule::Policy default_policy = schedule::Policy::kList;
+  /// The policies `compare` runs it under, one row each, in order; empty: `compare` leaves it
+  /// out (a planner that needs settings of its own in the `Request`, say).
+  std::vector<schedule::Policy> compare_policies;
+  /// Its estimated search steps on a request, in units of about 40 ns of one core (the `dev`
+  /// build); `check_limits` refuses a request beyond `kMaxPlanSteps`.
+  double (*steps)(const Request& request) = nullptr;
+  /// A planner that makes whole plans (it schedules and replays its own candidates): the plan
+  /// under the given policy.
+  Plan (*plan)(const Request& request, schedule::Policy policy) = nullptr;
+  /// A planner that chooses stages only: its partition shaped for the given policy, which
+  /// `finish_plan` schedules, replays and checks.
+  Partition (*partition)(const Request& request, schedule::Policy policy) = nullptr;
+  /// Whether it is a baseline: `compare`'s speed-ups are against the fastest baseline row.
+  bool baseline = true;
+  /// Whether spp's search starts from its partition too (on the input order, when its `steps`
+  /// are cheap), so that spp is never slower than it under the same policy. Needs `partition`.
+  bool seeds_spp = false;
+};
+
+/// Every planner, in the order `compare` lists them and `--help` names them: `spp` first.
+const std::vector<PlannerRow>& planner_table();
+
+/// The row of the planner `name`; `UsageError` naming the known planners when there is none.
+const PlannerRow& find_planner(std::string_view name);
+
+/// The planners' names, in table order.
 const std::vector<std::string>& planner_names();
 
-/// The policy a planner uses unless told otherwise.
+/// The policy a planner uses unless told otherwise (its row's `default_policy`). Throws
+/// `UsageError` for an unknown planner.
 schedule::Policy default_policy(std::string_view planner);
 
-/// Runs the planner `name` (one of `planner_names()`), rescheduled with `policy` when given.
+/// Runs the planner `name` (one of `planner_names()`), rescheduled with `policy` when given:
+/// `check_limits` first, then its row's `plan`, or its `partition` finished by `finish_plan`.
 /// Throws `UsageError` for an unknown name and `InfeasibleError` when the request is beyond
 /// the planner limits (`check_limits`) or nothing fits.
 Plan make_plan(std::string_view name, const Request& request,

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// The GPU cluster (spec section 2): GPUs with speeds and memories, and the effective cost of
-/// sending bytes between every pair of GPUs.
+/// sending bytes between every pair of GPUs. Reading is in src/topology/read_topology.cpp, the
+/// pair costs (`Topology::build`) in src/topology/pair_costs.cpp.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,14 +24,14 @@ inline constexpr const char* kTopologySchema = "pipeplan/topology/v1";
 /// about 1 GiB and 5 s (8,192 one-GPU nodes: 3 s, 860 MB; 11,585 took 5.7 s and 1.7 GB).
 inline constexpr int kMaxGpus = 8192;
 
-/// Longest node name or GPU id accepted, in bytes. A shorthand node's name is repeated in the
-/// id of each of its GPUs, so without a limit a small file could ask for gigabytes of ids.
 /// Work allowed to the widest-path searches that fill unlinked pairs (GPUs and classes looked at).
 /// They cost O(N) per distinct bottleneck per source: nothing on clusters written with the
 /// `nodes` shorthand, up to O(N^3) on a long chain of distinct bandwidths (a chain of 1,000 GPUs
 /// takes 5e7). 2e8 steps take about two seconds; beyond them the topology is rejected.
 inline constexpr std::uint64_t kMaxPathSteps = 200'000'000;
 
+/// Longest node name or GPU id accepted, in bytes. A shorthand node's name is repeated in the
+/// id of each of its GPUs, so without a limit a small file could ask for gigabytes of ids.
 inline constexpr std::size_t kMaxNameBytes = 256;
 
 /// Slowest GPU speed accepted (a millionth of the profiled GPU's). Smaller positive speeds,
