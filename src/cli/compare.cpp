@@ -22,6 +22,7 @@ struct CompareOptions {
   std::optional<int> micro_batches;
   std::string format = "table";
   bool no_timing = false;
+  PlanningOptions planning;  // spec 8.4
 };
 
 int run_compare(const CompareOptions& options, Context& context) {
@@ -30,27 +31,14 @@ int run_compare(const CompareOptions& options, Context& context) {
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
   const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
 
-  // Every planner of the table under each of the policies its row lists for compare.
-  std::vector<report::CompareRow> rows;
-  for (const planners::PlannerRow& planner : planners::planner_table()) {
-    for (schedule::Policy policy : planner.compare_policies) {
-      rows.push_back({std::string(planner.name), policy, planner.baseline, std::nullopt, {}, 0});
-    }
-  }
-  const planners::Request request{model, topology, micro_batches};
-  for (report::CompareRow& row : rows) {
-    const auto started = std::chrono::steady_clock::now();
-    try {
-      row.plan = planners::make_plan(row.planner, request, row.policy);
-    } catch (const InfeasibleError& error) {
-      row.error = error.what();
-    }
-    row.planning_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-            .count();
-    context.log->debug("{} ({}): {}", row.planner, schedule::policy_name(row.policy),
-                       row.plan ? report::format_ms(row.plan->timeline.iteration_ms) : row.error);
-  }
+  planners::Request request{model, topology, micro_batches};
+  apply_planning_options(options.planning, request);
+  std::vector<report::CompareRow> rows =
+      report::compare_planners(request, [&](const report::CompareRow& row) {
+        context.log->debug(
+            "{} ({}): {}", row.label(), schedule::policy_name(row.policy),
+            row.plan ? report::format_ms(row.plan->timeline.iteration_ms) : row.error);
+      });
   const report::Comparison comparison = report::score_comparison(std::move(rows), topology);
 
   const bool timing = !options.no_timing;
@@ -98,6 +86,7 @@ void add_compare_command(CLI::App& app, Action& action) {
   sub->add_option("-f,--format", options->format, "Output format: table (default), json or csv")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   sub->footer([] { return planners_help(true); });
+  add_planning_options(*sub, options->planning);
   sub->add_flag(
       "--no-timing", options->no_timing,
       "Leave out the planning-time column, so that the output is byte-for-byte reproducible");

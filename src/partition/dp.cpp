@@ -763,19 +763,23 @@ class Pass {
           topology_.gpu(order_[static_cast<std::size_t>(k)]).speed;
     }
   }
-  [[nodiscard]] bool keep(const Entry& e, int i, int k) const {
+  // The floors of the states with first layer i at position k (once per (i, k)).
+  void set_floors(int i, int k) {
     const auto l = static_cast<std::size_t>(i);
     const bool v1 = D_ == 1 && choices_.degrees.front() == 1;
     const double time = v1 ? prefix_.forward[l] + prefix_.backward[l] : sums_.least_time[l];
     const double work = v1 ? time : sums_.least_work[l];
-    const double floor_latency = time / fastest_anywhere_;
-    const double floor_load = k > 0 ? M_ * work / speed_before_[static_cast<std::size_t>(k)] : 0;
-    return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above_;
+    floor_latency_ = time / fastest_anywhere_;
+    floor_load_ = k > 0 ? M_ * work / speed_before_[static_cast<std::size_t>(k)] : 0;
+  }
+  [[nodiscard]] bool keep(const Entry& e) const {
+    return e.latency + std::max(e.excess + floor_latency_, floor_load_) <= prune_above_;
   }
 
   // Every state (ci, p, q, d) for q, d. False when the pass ran out of work.
   bool fill_states(int ci, int p) {
     const int i = grid_.cuts[static_cast<std::size_t>(ci)];
+    set_floors(i, p * U_);
     for (int q = 1; q <= Q_ && p + q <= P_; ++q) {
       for (int d = 0; d < D_; ++d) {
         const std::optional<Run>& run = run_at(p, q, d);
@@ -791,7 +795,7 @@ class Pass {
             const Terms t = stage_terms(x, *run, recompute, rule_, schedule_);
             if (!t.fits) continue;  // more layers only need more memory
             any_fits = true;
-            if (!transitions(here, t, recompute, cj, p, q, d, i)) return false;
+            if (!transitions(here, t, recompute, cj, p, q, d)) return false;
           }
           if (!any_fits) break;
         }
@@ -803,25 +807,24 @@ class Pass {
 
   // The entries of state (ci, p, q, d) whose first stage (layers up to cut cj) has terms `t`.
   bool transitions(std::vector<Entry>& here, const Terms& t, bool recompute, int cj, int p, int q,
-                   int d, int i) {
-    const int k = p * U_;
+                   int d) {
     if (cj == C_) {
       const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, 1, cj, 0, 0, -1, recompute};
-      if (keep(e, i, k)) insert(here, e, count_stages_);
+      if (keep(e)) insert(here, e, count_stages_);
       return true;
     }
     const int j = grid_.cuts[static_cast<std::size_t>(cj)];
     const int next_p = p + q;
     const int t_here = choices_.degrees[static_cast<std::size_t>(d)];
     const int r_here = run_at(p, q, d)->groups_count;
+    const double activation = model_.layers[static_cast<std::size_t>(j - 1)].activation_bytes;
     for (int q2 = 1; q2 <= Q_ && next_p + q2 <= P_; ++q2) {
       for (int d2 = 0; d2 < D_; ++d2) {
         if (choices_.uniform && (q2 != q || d2 != d)) continue;  // one shape for every stage
         const std::vector<Entry>& rest = front(cj, next_p, q2, d2);
         if (rest.empty()) continue;
         const int t_next = choices_.degrees[static_cast<std::size_t>(d2)];
-        const double bytes = model_.layers[static_cast<std::size_t>(j - 1)].activation_bytes /
-                             std::min(t_here, t_next);
+        const double bytes = activation / std::min(t_here, t_next);  // exact at t = 1
         const double c = cross_at(next_p, q, q2).transfer_ms(bytes);
         const long channels = std::max(r_here, run_at(next_p, q2, d2)->groups_count);
         const long per_channel = (M_ + channels - 1) / channels;
@@ -836,7 +839,7 @@ class Pass {
           const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
           const Entry next{latency,  excess, tail, e.stages + 1, cj, q2, d2, static_cast<int>(x),
                            recompute};
-          if (keep(next, i, k)) insert(here, next, count_stages_);
+          if (keep(next)) insert(here, next, count_stages_);
         }
       }
     }
@@ -925,6 +928,8 @@ class Pass {
   std::vector<std::vector<Entry>> fronts_;
   double fastest_anywhere_ = 0;
   std::vector<double> speed_before_;
+  double floor_latency_ = 0;
+  double floor_load_ = 0;
   bool count_stages_ = false;
   int max_stages_ = 0;
   std::size_t cap_ = 0;

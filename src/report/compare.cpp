@@ -4,11 +4,14 @@
 #include "pipeplan/report/compare.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/report/summary.hpp"
 
@@ -41,9 +44,85 @@ std::string stages_text(const Plan& plan) {
     out += '-';
     out += std::to_string(stage.last_layer);
     out += 'x';
-    out += std::to_string(stage.gpus.size());
+    out += std::to_string(stage.replicas());
+    // Spec 8: the degree and recomputation where they are not the v1 ones (`0-21x2t4r`).
+    if (stage.tensor_parallel > 1) {
+      out += 't';
+      out += std::to_string(stage.tensor_parallel);
+    }
+    if (stage.recompute) out += 'r';
   }
   return out;
+}
+
+namespace {
+
+// The megatron configurations compare lists: every degree the request allows, every depth
+// P <= the layers to split (the decoders of a transformer, else all layers) with T P
+// dividing the GPUs, D = N / (T P).
+std::vector<std::pair<std::string, planners::Request>> megatron_runs(
+    const planners::Request& request) {
+  std::vector<std::pair<std::string, planners::Request>> runs;
+  const bool splits =
+      std::any_of(request.model.layers.begin(), request.model.layers.end(),
+                  [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
+  if (!splits) return runs;
+  const int N = request.topology.size();
+  const int L = static_cast<int>(request.model.layers.size());
+  for (const int t : planners::candidate_degrees(request)) {
+    for (int P = 1; P <= L && t * P <= N; ++P) {
+      if (N % (t * P) != 0) continue;
+      planners::Request fixed = request;
+      fixed.tensor_parallel = {t};
+      fixed.pipeline_parallel = P;
+      fixed.data_parallel = N / (t * P);
+      runs.emplace_back(
+          "t" + std::to_string(t) + " p" + std::to_string(P) + " d" + std::to_string(N / (t * P)),
+          fixed);
+    }
+  }
+  return runs;
+}
+
+}  // namespace
+
+std::vector<CompareRow> compare_planners(const planners::Request& request,
+                                         const std::function<void(const CompareRow&)>& done) {
+  std::vector<std::pair<CompareRow, planners::Request>> runs;
+  for (const planners::PlannerRow& planner : planners::planner_table()) {
+    for (const schedule::Policy policy : planner.compare_policies) {
+      runs.emplace_back(
+          CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},
+          request);
+    }
+    if (planner.name == "spp" && !request.uniform) {
+      planners::Request uniform = request;
+      uniform.uniform = true;
+      runs.emplace_back(
+          CompareRow{"spp", "--uniform", planner.default_policy, false, std::nullopt, {}, 0},
+          uniform);
+    }
+  }
+  for (auto& [options, fixed] : megatron_runs(request)) {
+    const planners::PlannerRow& megatron = planners::find_planner("megatron");
+    runs.emplace_back(
+        CompareRow{"megatron", options, megatron.default_policy, true, std::nullopt, {}, 0}, fixed);
+  }
+  std::vector<CompareRow> rows;
+  for (auto& [row, run] : runs) {
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      row.plan = planners::make_plan(row.planner, run, row.policy);
+    } catch (const InfeasibleError& error) {
+      row.error = error.what();
+    }
+    row.planning_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    done(row);
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 namespace {
@@ -100,6 +179,7 @@ std::string comparison_json(const Comparison& comparison, bool timing,
     const CompareFigures& f = comparison.figures[x];
     nlohmann::ordered_json item;
     item["planner"] = row.planner;
+    if (!row.options.empty()) item["options"] = row.options;
     item["policy"] = std::string(schedule::policy_name(row.policy));
     item["feasible"] = row.plan.has_value();
     if (row.plan) {
@@ -168,7 +248,7 @@ std::string comparison_csv(const Comparison& comparison, bool timing) {
   for (std::size_t x = 0; x < comparison.rows.size(); ++x) {
     const CompareRow& row = comparison.rows[x];
     const CompareFigures& f = comparison.figures[x];
-    std::vector<std::string> fields{row.planner, std::string(schedule::policy_name(row.policy))};
+    std::vector<std::string> fields{row.label(), std::string(schedule::policy_name(row.policy))};
     if (row.plan) {
       fields.push_back(stages_text(*row.plan));
       fields.push_back(csv_number(row.plan->timeline.iteration_ms));
@@ -207,7 +287,7 @@ std::string comparison_table(const Comparison& comparison, bool timing) {
   for (std::size_t x = 0; x < comparison.rows.size(); ++x) {
     const CompareRow& row = comparison.rows[x];
     const CompareFigures& f = comparison.figures[x];
-    std::vector<std::string> line{row.planner, std::string(schedule::policy_name(row.policy))};
+    std::vector<std::string> line{row.label(), std::string(schedule::policy_name(row.policy))};
     auto ratio = [](std::optional<double> value, const char* suffix) {
       return value ? fixed(*value, 2) + suffix : std::string("-");
     };
@@ -259,7 +339,7 @@ std::optional<std::string> comparison_summary(const Comparison& comparison) {
   if (!comparison.fastest) return std::nullopt;
   auto run = [&](std::size_t x) {
     const CompareRow& row = comparison.rows[x];
-    return row.planner + " (" + std::string(schedule::policy_name(row.policy)) + ") " +
+    return row.label() + " (" + std::string(schedule::policy_name(row.policy)) + ") " +
            format_ms(row.plan->timeline.iteration_ms);
   };
   std::string summary = "fastest: " + run(*comparison.fastest);

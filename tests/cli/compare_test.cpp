@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -31,8 +32,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 // The rows compare prints, in order.
 const std::vector<std::pair<std::string, std::string>> kRows{
-    {"spp", "list"},       {"spp", "1f1b"},     {"spp", "gpipe"},         {"gpipe", "gpipe"},
-    {"pipedream", "1f1b"}, {"uniform", "1f1b"}, {"data-parallel", "1f1b"}};
+    {"spp", "list"},    {"spp", "1f1b"},       {"spp", "gpipe"},    {"spp --uniform", "list"},
+    {"gpipe", "gpipe"}, {"pipedream", "1f1b"}, {"uniform", "1f1b"}, {"data-parallel", "1f1b"}};
 
 // Four layers of 4 x 1 MiB static bytes each on four 12 MiB GPUs: every pipeline fits, the
 // whole model on one GPU (16 MiB of static bytes) does not, so data-parallel is infeasible.
@@ -100,7 +101,11 @@ TEST_F(CompareTest, JsonIsAnArrayOfRows) {
   double best_baseline = 1e300;
   for (std::size_t x = 0; x < kRows.size(); ++x) {
     const auto& row = rows[x];
-    EXPECT_EQ(row.at("planner").get<std::string>(), kRows[x].first);
+    // A run with options (spp --uniform) names them beside the planner.
+    const std::string label =
+        row.at("planner").get<std::string>() +
+        (row.contains("options") ? " " + row.at("options").get<std::string>() : std::string());
+    EXPECT_EQ(label, kRows[x].first);
     EXPECT_EQ(row.at("policy").get<std::string>(), kRows[x].second);
     EXPECT_FALSE(row.contains("planning_ms"));
     const bool feasible = kRows[x].first != "data-parallel";
@@ -123,7 +128,7 @@ TEST_F(CompareTest, JsonIsAnArrayOfRows) {
     ASSERT_TRUE(row.at("stages").is_array());
     EXPECT_EQ(row.at("stages").front().at("first_layer").get<int>(), 0);
     EXPECT_EQ(row.at("stages").back().at("last_layer").get<int>(), 3);
-    if (kRows[x].first != "spp") best_baseline = std::min(best_baseline, iteration);
+    if (kRows[x].first.rfind("spp", 0) != 0) best_baseline = std::min(best_baseline, iteration);
   }
   // Speed-ups are against the best baseline row.
   for (const auto& row : rows) {
@@ -193,6 +198,44 @@ TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
   const Result binary = pipeplan::testing::run_shell(command);
   EXPECT_EQ(binary.code, 0);
   EXPECT_EQ(binary.out, compare("csv").out);
+}
+
+// Spec 8: for a model whose layers split over tensor-parallel groups, compare adds the megatron
+// configurations that use every GPU; spp --uniform is listed for every model.
+TEST(CompareV2Test, ListsMegatronConfigurationsAndSppUniform) {
+  const std::string root = PIPEPLAN_SOURCE_DIR;
+  const Result result = run_cli({"compare", root + "/examples/models/llm/gpt3-13b-mb8.json",
+                                 root + "/examples/topologies/llm/dgx-a100-40gb-2x8.json",
+                                 "--format", "json", "--no-timing"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  const auto rows = nlohmann::json::parse(result.out);
+  std::map<std::string, nlohmann::json> by_label;
+  for (const auto& row : rows) {
+    by_label[row.at("planner").get<std::string>() +
+             (row.contains("options") ? " " + row.at("options").get<std::string>() : "") + " (" +
+             row.at("policy").get<std::string>() + ")"] = row;
+  }
+  ASSERT_TRUE(by_label.count("spp --uniform (list)"));
+  // 16 GPUs: degrees 1, 2, 4, 8 and depths with t p dividing 16.
+  for (const char* label : {"megatron t1 p1 d16 (1f1b)", "megatron t2 p8 d1 (1f1b)",
+                            "megatron t4 p2 d2 (1f1b)", "megatron t8 p2 d1 (1f1b)"}) {
+    EXPECT_TRUE(by_label.count(label)) << label;
+  }
+  EXPECT_FALSE(by_label.count("megatron t4 p3 d1 (1f1b)"));  // 12 GPUs: not every GPU
+  // One GPU holds no full copy of the model, even recomputing.
+  EXPECT_FALSE(by_label.at("megatron t1 p1 d16 (1f1b)").at("feasible").get<bool>());
+  ASSERT_TRUE(by_label.at("megatron t4 p2 d2 (1f1b)").at("feasible").get<bool>());
+  // spp (list) is the fastest, and spp --uniform (list) never slower than any megatron
+  // configuration (1F1B).
+  const double spp = by_label.at("spp (list)").at("iteration_ms").get<double>();
+  const double uniform = by_label.at("spp --uniform (list)").at("iteration_ms").get<double>();
+  for (const auto& [label, row] : by_label) {
+    if (!row.at("feasible").get<bool>()) continue;
+    EXPECT_LE(spp, row.at("iteration_ms").get<double>() * (1 + 1e-9)) << label;
+    if (label.rfind("megatron", 0) == 0 && row.at("policy") == "1f1b") {
+      EXPECT_LE(uniform, row.at("iteration_ms").get<double>() * (1 + 1e-9)) << label;
+    }
+  }
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ TEST(UniformTest, EveryPlannerKeepsToUniformPlans) {
     Request request{model, topology, 1 + static_cast<int>(rng() % 8)};
     request.uniform = true;
     for (const std::string& name : planner_names()) {
+      if (name == "megatron") continue;  // needs a configuration; UniformTest above
       SCOPED_TRACE(name + ", trial " + std::to_string(trial));
       try {
         EXPECT_TRUE(is_uniform(make_plan(name, request).stages));

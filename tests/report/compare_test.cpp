@@ -40,7 +40,7 @@ Plan plan_of(std::vector<Stage> stages, double iteration_ms, double any_plan_ms,
 
 CompareRow row(std::string planner, Policy policy, bool baseline, std::optional<Plan> plan,
                std::string error = {}) {
-  return CompareRow{std::move(planner), policy, baseline, std::move(plan), std::move(error), 0};
+  return CompareRow{std::move(planner), {}, policy, baseline, std::move(plan), std::move(error), 0};
 }
 
 // Three GPUs of 4 KiB. spp (not a baseline) at 100 ms; gpipe at 125 ms, the fastest baseline;

@@ -5,11 +5,13 @@
 /// by the caller (one per planner and policy of `planners::planner_table()`).
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "pipeplan/plan.hpp"
+#include "pipeplan/planners/planner.hpp"
 #include "pipeplan/schedule/scheduler.hpp"
 #include "pipeplan/topology/topology.hpp"
 
@@ -17,13 +19,30 @@ namespace pipeplan::report {
 
 /// One planner run: a planner under one policy, its plan or why it has none.
 struct CompareRow {
-  std::string planner;                                ///< The planner's name.
+  std::string planner;  ///< The planner's name.
+  std::string options;  ///< What the run adds to the request: `--uniform`, or a megatron
+                        ///< configuration `t4 p2 d2` (`--tensor-parallel 4 --pipeline-parallel 2
+                        ///< --data-parallel 2`); empty for the planner as it is.
   schedule::Policy policy = schedule::Policy::kList;  ///< The policy it was scheduled with.
   bool baseline = true;                               ///< Counts as a baseline for the speed-ups.
   std::optional<Plan> plan;  ///< The plan; absent when the run was infeasible.
   std::string error;         ///< The infeasibility message when there is no plan.
   double planning_ms = 0;    ///< Wall time of the run, ms.
+  /// The planner and its options: `spp`, `spp --uniform`, `megatron t4 p2 d2`.
+  [[nodiscard]] std::string label() const {
+    return options.empty() ? planner : planner + " " + options;
+  }
 };
+
+/// The runs `compare` makes for `request`: every planner of the planner table under each
+/// policy its row lists; `spp --uniform` (unless the request is uniform already), so that
+/// users see what uniformity costs; and, for a model whose layers split over tensor-parallel
+/// groups, the `megatron` configurations that use every GPU (each degree T of the request, each
+/// depth P with T P dividing the GPUs and at most the layers to split, D = N / (T P)). Each
+/// run is made (`planners::make_plan`), an infeasible one keeps its message; `done` is called
+/// after each. O(runs x planning).
+std::vector<CompareRow> compare_planners(const planners::Request& request,
+                                         const std::function<void(const CompareRow&)>& done);
 
 /// The used GPU of a plan closest to its capacity (largest peak / capacity; ties: the first in
 /// topology order), or, when no used GPU has a capacity, the one with the largest peak.
