@@ -3,8 +3,11 @@
 // (so that no two complete events on one thread overlap), and a memory counter per GPU.
 // O(T log T) for T tasks (the counters sort their changes).
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "export_util.hpp"
@@ -52,29 +55,36 @@ std::string transfer_name(const TransferTask& task) {
          std::to_string(activation ? s : s + 1) + "->s" + std::to_string(activation ? s + 1 : s);
 }
 
-}  // namespace
-
-ordered_json chrome_trace(const PlanView& view) {
-  const Plan& plan = view.plan;
-  // Every time lies within the iteration (the readers check it): when its end is finite in
-  // microseconds, so is every figure written below, never `null`.
-  if (!std::isfinite(to_us(plan.timeline.iteration_ms))) {
-    throw InputError("the plan's iteration of " + format_ms(plan.timeline.iteration_ms) +
-                     " is too long for a Chrome trace: its times in microseconds would overflow");
-  }
-  const std::vector<int> ranks = rank_order(view);
-  const std::size_t N = view.gpu_ids.size();
-  std::vector<int> pid(N, 0);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    pid[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r) + 1;
-  }
-  std::vector<int> rank_of(N, -1);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
-  }
-
-  // Threads: one per channel end, peers in rank order.
+// The trace under construction: the view, each GPU's process id (its rank + 1) and the
+// threads of its channel ends, and the events so far. A vector, made a JSON array once at the
+// end (io::json_array): pushing onto an ordered_json array re-links every element with
+// JSON_DIAGNOSTICS, O(T^2) for T events.
+struct Trace {
+  const PlanView& view;
+  std::vector<int> ranks;                                          // GPUs in rank order
+  std::vector<int> pid;                                            // per GPU
+  std::vector<int> rank_of;                                        // per GPU, -1 when unused
   std::map<std::pair<int, int>, int> send_thread, receive_thread;  // (gpu, peer) -> tid
+  std::vector<ordered_json> events;
+};
+
+Trace start_trace(const PlanView& view) {
+  Trace trace{view, rank_order(view), {}, {}, {}, {}, {}};
+  const std::size_t N = view.gpu_ids.size();
+  trace.pid.assign(N, 0);
+  trace.rank_of.assign(N, -1);
+  for (std::size_t r = 0; r < trace.ranks.size(); ++r) {
+    trace.pid[static_cast<std::size_t>(trace.ranks[r])] = static_cast<int>(r) + 1;
+    trace.rank_of[static_cast<std::size_t>(trace.ranks[r])] = static_cast<int>(r);
+  }
+  return trace;
+}
+
+// Process and thread names: a process per used GPU, a thread for its compute, its AllReduce
+// and each channel end, peers in rank order. O(N + channels log channels).
+void add_processes(Trace& trace) {
+  const Plan& plan = trace.view.plan;
+  const std::size_t N = trace.view.gpu_ids.size();
   std::vector<std::vector<int>> senders_to(N), receivers_from(N);
   for (const auto& [channel, tasks] : plan.schedule.channel_order) {
     if (tasks.empty()) continue;
@@ -82,19 +92,16 @@ ordered_json chrome_trace(const PlanView& view) {
     senders_to[static_cast<std::size_t>(channel.second)].push_back(channel.first);
   }
   auto by_rank = [&](int a, int b) {
-    return rank_of[static_cast<std::size_t>(a)] < rank_of[static_cast<std::size_t>(b)];
+    return trace.rank_of[static_cast<std::size_t>(a)] < trace.rank_of[static_cast<std::size_t>(b)];
   };
-
-  // A vector, made a JSON array once at the end (io::json_array): pushing onto an ordered_json
-  // array re-links every element with JSON_DIAGNOSTICS, O(T^2) for T events.
-  std::vector<ordered_json> events;
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const int g = ranks[r];
-    const int p = pid[static_cast<std::size_t>(g)];
+  auto& events = trace.events;
+  for (std::size_t r = 0; r < trace.ranks.size(); ++r) {
+    const int g = trace.ranks[r];
+    const int p = trace.pid[static_cast<std::size_t>(g)];
     const int stage = *plan.timeline.gpus[static_cast<std::size_t>(g)].stage;
     events.push_back(
         metadata("process_name", p, 0,
-                 {{"name", "rank " + std::to_string(r) + ": " + detail::gpu_id(view, g) +
+                 {{"name", "rank " + std::to_string(r) + ": " + detail::gpu_id(trace.view, g) +
                                " (stage " + std::to_string(stage) + ")"}}));
     events.push_back(metadata("process_sort_index", p, 0, {{"sort_index", static_cast<int>(r)}}));
     auto thread = [&](int tid, const std::string& name) {
@@ -109,24 +116,31 @@ ordered_json chrome_trace(const PlanView& view) {
     std::vector<int> outgoing = receivers_from[static_cast<std::size_t>(g)];
     std::sort(outgoing.begin(), outgoing.end(), by_rank);
     for (int peer : outgoing) {
-      send_thread[{g, peer}] = tid;
-      thread(tid++, "send -> " + detail::gpu_id(view, peer));
+      trace.send_thread[{g, peer}] = tid;
+      thread(tid++, "send -> " + detail::gpu_id(trace.view, peer));
     }
     std::vector<int> incoming = senders_to[static_cast<std::size_t>(g)];
     std::sort(incoming.begin(), incoming.end(), by_rank);
     for (int peer : incoming) {
-      receive_thread[{g, peer}] = tid;
-      thread(tid++, "recv <- " + detail::gpu_id(view, peer));
+      trace.receive_thread[{g, peer}] = tid;
+      thread(tid++, "recv <- " + detail::gpu_id(trace.view, peer));
     }
   }
+}
 
+// The tasks: compute on its GPU's compute thread, each transfer on both of its channel ends,
+// each AllReduce on every GPU of its stage. O(T log channels).
+void add_tasks(Trace& trace) {
+  const PlanView& view = trace.view;
+  const Plan& plan = view.plan;
+  const auto pid = [&](int gpu) { return trace.pid[static_cast<std::size_t>(gpu)]; };
   for (const TimedCompute& e : plan.timeline.compute) {
-    events.push_back(
-        complete(detail::short_name(e.task), e.task.op == Op::kForward ? "forward" : "backward",
-                 pid[static_cast<std::size_t>(e.gpu)], kComputeThread, e.start_ms, e.end_ms,
-                 {{"micro_batch", e.task.micro_batch},
-                  {"stage", e.task.stage},
-                  {"gpu", detail::gpu_id(view, e.gpu)}}));
+    trace.events.push_back(complete(detail::short_name(e.task),
+                                    e.task.op == Op::kForward ? "forward" : "backward", pid(e.gpu),
+                                    kComputeThread, e.start_ms, e.end_ms,
+                                    {{"micro_batch", e.task.micro_batch},
+                                     {"stage", e.task.stage},
+                                     {"gpu", detail::gpu_id(view, e.gpu)}}));
   }
   for (const TimedTransfer& e : plan.timeline.transfers) {
     const bool activation = e.task.kind == TransferKind::kActivation;
@@ -140,29 +154,34 @@ ordered_json chrome_trace(const PlanView& view) {
           {"to", detail::gpu_id(view, e.to)},  {"peer", detail::gpu_id(view, peer)}};
     };
     const char* category = activation ? "activation" : "gradient";
-    events.push_back(complete(transfer_name(e.task), category,
-                              pid[static_cast<std::size_t>(e.from)], send_thread.at({e.from, e.to}),
-                              e.start_ms, e.end_ms, args(e.to)));
-    events.push_back(complete(transfer_name(e.task), category, pid[static_cast<std::size_t>(e.to)],
-                              receive_thread.at({e.to, e.from}), e.start_ms, e.end_ms,
-                              args(e.from)));
+    trace.events.push_back(complete(transfer_name(e.task), category, pid(e.from),
+                                    trace.send_thread.at({e.from, e.to}), e.start_ms, e.end_ms,
+                                    args(e.to)));
+    trace.events.push_back(complete(transfer_name(e.task), category, pid(e.to),
+                                    trace.receive_thread.at({e.to, e.from}), e.start_ms, e.end_ms,
+                                    args(e.from)));
   }
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
     std::vector<ordered_json> peer_ids;
+    peer_ids.reserve(stage.gpus.size());
     for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view, g));
     const ordered_json peers = io::json_array(std::move(peer_ids));
     for (int g : stage.gpus) {
-      events.push_back(
-          complete("AllReduce s" + std::to_string(e.stage), "allreduce",
-                   pid[static_cast<std::size_t>(g)], kAllReduceThread, e.start_ms, e.end_ms,
+      trace.events.push_back(
+          complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g), kAllReduceThread,
+                   e.start_ms, e.end_ms,
                    {{"stage", e.stage}, {"bytes", io::json_number(e.bytes)}, {"peers", peers}}));
     }
   }
+}
 
-  // Memory counters: +1 stash when a forward starts, -1 when its backward ends; equal times
-  // are merged, which releases before allocating as the execution model does.
-  std::vector<std::map<double, int>> changes(N);
+// Memory counters: +1 stash when a forward starts, -1 when its backward ends; equal times
+// are merged, which releases before allocating as the execution model does. O(T log T).
+void add_memory_counters(Trace& trace) {
+  const PlanView& view = trace.view;
+  const Plan& plan = view.plan;
+  std::vector<std::map<double, int>> changes(view.gpu_ids.size());
   for (const TimedCompute& e : plan.timeline.compute) {
     auto& per_gpu = changes[static_cast<std::size_t>(e.gpu)];
     if (e.task.op == Op::kForward) {
@@ -172,8 +191,8 @@ ordered_json chrome_trace(const PlanView& view) {
     }
   }
   const double end_us = to_us(plan.timeline.iteration_ms);
-  for (int g : ranks) {
-    const int p = pid[static_cast<std::size_t>(g)];
+  for (int g : trace.ranks) {
+    const int p = trace.pid[static_cast<std::size_t>(g)];
     const int stage = *plan.timeline.gpus[static_cast<std::size_t>(g)].stage;
     auto sample = [&](double ts, int in_flight) {
       ordered_json args;
@@ -185,12 +204,12 @@ ordered_json chrome_trace(const PlanView& view) {
       } else {
         args = {{"micro_batches", in_flight}};
       }
-      events.push_back({{"name", view.memory ? "memory (bytes)" : "stashed micro-batches"},
-                        {"ph", "C"},
-                        {"pid", p},
-                        {"tid", kComputeThread},
-                        {"ts", io::json_number(ts)},
-                        {"args", std::move(args)}});
+      trace.events.push_back({{"name", view.memory ? "memory (bytes)" : "stashed micro-batches"},
+                              {"ph", "C"},
+                              {"pid", p},
+                              {"tid", kComputeThread},
+                              {"ts", io::json_number(ts)},
+                              {"args", std::move(args)}});
     };
     const auto& per_gpu = changes[static_cast<std::size_t>(g)];
     int in_flight = 0;
@@ -203,6 +222,22 @@ ordered_json chrome_trace(const PlanView& view) {
     }
     if (last < end_us) sample(end_us, in_flight);
   }
+}
+
+}  // namespace
+
+ordered_json chrome_trace(const PlanView& view) {
+  const Plan& plan = view.plan;
+  // Every time lies within the iteration (the readers check it): when its end is finite in
+  // microseconds, so is every figure written below, never `null`.
+  if (!std::isfinite(to_us(plan.timeline.iteration_ms))) {
+    throw InputError("the plan's iteration of " + format_ms(plan.timeline.iteration_ms) +
+                     " is too long for a Chrome trace: its times in microseconds would overflow");
+  }
+  Trace trace = start_trace(view);
+  add_processes(trace);
+  add_tasks(trace);
+  add_memory_counters(trace);
 
   ordered_json other = ordered_json::object();
   other["generator"] = std::string("pipeplan ") + kVersion;
@@ -213,7 +248,7 @@ ordered_json chrome_trace(const PlanView& view) {
   other["micro_batches"] = std::to_string(view.micro_batches);
   other["iteration"] = format_ms(plan.timeline.iteration_ms);
   ordered_json out = ordered_json::object();
-  out["traceEvents"] = io::json_array(std::move(events));
+  out["traceEvents"] = io::json_array(std::move(trace.events));
   out["displayTimeUnit"] = "ms";
   out["otherData"] = std::move(other);
   return out;

@@ -42,6 +42,7 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
   }
   view.memory = std::move(memory);
   std::vector<std::string> names;
+  names.reserve(model.layers.size());
   for (const model::Layer& layer : model.layers) names.push_back(layer.name);
   view.layer_names = std::move(names);
   return view;

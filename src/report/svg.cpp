@@ -32,11 +32,11 @@ constexpr double kRight = 28;
 constexpr double kPlotTop = 104;
 
 struct Geometry {
-  double row;     // compute row height
-  double band;    // transfer band height under the row
-  double gap;     // space between stage groups
-  int task_font;  // micro-batch label size; 0: none
-  int gpu_font;   // GPU label size
+  double row = 0;     // compute row height
+  double band = 0;    // transfer band height under the row
+  double gap = 0;     // space between stage groups
+  int task_font = 0;  // micro-batch label size; 0: none
+  int gpu_font = 0;   // GPU label size
 };
 
 Geometry geometry_for(std::size_t gpus) {
@@ -141,46 +141,62 @@ std::string span(double start_ms, double end_ms) {
   return format_number(start_ms, 6) + " - " + format_number(end_ms, 6) + " ms";
 }
 
-}  // namespace
-
-std::string svg_gantt(const PlanView& view) {
-  const Plan& plan = view.plan;
-  const std::vector<int> ranks = rank_order(view);
-  const Geometry geo = geometry_for(ranks.size());
-  const double pitch = geo.row + geo.band + 1;
-  const double plot_width = kWidth - kLeft - kRight;
-  const double iteration = plan.timeline.iteration_ms;
-  const double scale = iteration > 0 ? plot_width / iteration : 0;
-  auto x_of = [&](double ms) { return kLeft + ms * scale; };
-
-  // Row positions: stage groups separated by a gap.
-  std::vector<double> row_y(view.gpu_ids.size(), 0);
+// Where everything goes: the rows of the used GPUs in rank order, grouped by stage, and the
+// time scale.
+struct Layout {
+  std::vector<int> ranks;
+  Geometry geo;
+  double pitch = 0;                              // row plus its transfer band
+  double plot_width = 0;                         // px
+  double scale = 0;                              // px per ms
+  std::vector<double> row_y;                     // per GPU: top of its row
   std::vector<std::pair<double, double>> group;  // per stage: top and bottom
+  double plot_bottom = 0;
+  double height = 0;
+  [[nodiscard]] double x_of(double ms) const { return kLeft + ms * scale; }
+};
+
+Layout layout_for(const PlanView& view) {
+  const Plan& plan = view.plan;
+  Layout layout;
+  layout.ranks = rank_order(view);
+  layout.geo = geometry_for(layout.ranks.size());
+  const Geometry& geo = layout.geo;
+  layout.pitch = geo.row + geo.band + 1;
+  layout.plot_width = kWidth - kLeft - kRight;
+  const double iteration = plan.timeline.iteration_ms;
+  layout.scale = iteration > 0 ? layout.plot_width / iteration : 0;
+  // Row positions: stage groups separated by a gap.
+  layout.row_y.assign(view.gpu_ids.size(), 0);
   double y = kPlotTop + geo.gap / 2;
   for (const Stage& stage : plan.stages) {
     const double top = y;
     for (int g : stage.gpus) {
-      row_y[static_cast<std::size_t>(g)] = y;
-      y += pitch;
+      layout.row_y[static_cast<std::size_t>(g)] = y;
+      y += layout.pitch;
     }
-    group.emplace_back(top, y);
+    layout.group.emplace_back(top, y);
     y += geo.gap;
   }
-  const double plot_bottom = y - geo.gap / 2;
-  const double height = plot_bottom + 48;
+  layout.plot_bottom = y - geo.gap / 2;
+  layout.height = layout.plot_bottom + 48;
+  return layout;
+}
 
-  Svg svg;
+// The opening tag, the title lines and the legend.
+void draw_header(Svg& svg, const PlanView& view, const Layout& layout) {
+  const Plan& plan = view.plan;
   svg.raw("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(kWidth) +
-          "\" height=\"" + coordinate(height) + "\" viewBox=\"0 0 " + coordinate(kWidth) + " " +
-          coordinate(height) +
+          "\" height=\"" + coordinate(layout.height) + "\" viewBox=\"0 0 " + coordinate(kWidth) +
+          " " + coordinate(layout.height) +
           "\" font-family=\"DejaVu Sans, Verdana, Arial, Helvetica, sans-serif\">\n");
   const std::string title = detail::plan_title(view);
   const std::string figures = detail::iteration_text(view);
   svg.raw("<title>" + xml_escape(title + ": " + figures) + "</title>\n");
-  svg.rect(0, 0, kWidth, height, "#ffffff");
+  svg.rect(0, 0, kWidth, layout.height, "#ffffff");
   svg.text(14, 26, title, 16, "start", "#222222", "title", true);
   svg.text(14, 47, figures, 13, "start", "#222222", "subtitle");
-  std::size_t used = ranks.size();
+  std::size_t used = layout.ranks.size();
   svg.text(14, 66,
            "planner " + plan.planner + ", schedule " + plan.schedule_policy + ", " +
                std::to_string(view.micro_batches) + " micro-batches, " +
@@ -189,7 +205,6 @@ std::string svg_gantt(const PlanView& view) {
                std::to_string(view.gpu_ids.size()) + " GPUs",
            11, "start", "#555555", "details");
 
-  // Legend.
   const std::pair<const char*, const char*> legend[] = {
       {kForward, "forward"},        {kBackward, "backward"},
       {kAllReduce, "AllReduce"},    {kActivation, "activation send"},
@@ -200,48 +215,50 @@ std::string svg_gantt(const PlanView& view) {
     svg.text(legend_x + 17, 88.5, label, 11, "start", "#222222", "legend");
     legend_x += 30 + 7.0 * static_cast<double>(std::string_view(label).size());
   }
+}
 
-  // Stage groups: alternating backgrounds and labels that fit.
+// `prefix` and `number`, appended piece by piece: `"stage " + std::string&&` draws a false
+// -Wrestrict from GCC 12 at -O3 (GCC bug 105329).
+template <typename Number>
+std::string numbered(const char* prefix, Number number) {
+  std::string out = prefix;
+  out += std::to_string(number);
+  return out;
+}
+
+// Stage groups: alternating backgrounds and labels that fit.
+void draw_stage_groups(Svg& svg, const Plan& plan, const Layout& layout) {
+  const Geometry& geo = layout.geo;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const auto [top, bottom] = group[s];
+    const auto [top, bottom] = layout.group[s];
     svg.rect(0, top - geo.gap / 2, kWidth, bottom - top + geo.gap,
              s % 2 == 0 ? "#f3f5f8" : "#ffffff", "stage");
     const double h = bottom - top;
     const Stage& stage = plan.stages[s];
-    const std::string layers = stage.first_layer == stage.last_layer
-                                   ? "layer " + std::to_string(stage.first_layer)
-                                   : "layers " + std::to_string(stage.first_layer) + "-" +
-                                         std::to_string(stage.last_layer);
+    std::string layers =
+        numbered(stage.first_layer == stage.last_layer ? "layer " : "layers ", stage.first_layer);
+    if (stage.first_layer != stage.last_layer) layers += numbered("-", stage.last_layer);
     if (h >= 28) {
-      svg.text(10, top + h / 2 - 2, "stage " + std::to_string(s), 12, "start", "#222222",
-               "stage-label", true);
+      svg.text(10, top + h / 2 - 2, numbered("stage ", s), 12, "start", "#222222", "stage-label",
+               true);
       svg.text(10, top + h / 2 + 11, layers, 10, "start", "#555555", "stage-label");
     } else if (h >= 12) {
-      svg.text(10, top + h / 2 + 4, "stage " + std::to_string(s),
-               std::min(11, static_cast<int>(h) - 1), "start", "#222222", "stage-label", true);
+      svg.text(10, top + h / 2 + 4, numbered("stage ", s), std::min(11, static_cast<int>(h) - 1),
+               "start", "#222222", "stage-label", true);
     } else if (h >= 8) {
-      svg.text(10, top + h / 2 + 3, "s" + std::to_string(s), 8, "start", "#222222", "stage-label",
-               true);
+      svg.text(10, top + h / 2 + 3, numbered("s", s), 8, "start", "#222222", "stage-label", true);
     }
   }
+}
 
-  // Grid and ticks.
-  std::vector<double> ticks;
-  double step = 0;
-  if (iteration > 0) {
-    step = tick_step(iteration, plot_width, 90);
-    ticks = ticks_of(iteration, step);
-  } else {
-    ticks.push_back(0);
-  }
-  for (double t : ticks) svg.line(x_of(t), kPlotTop, x_of(t), plot_bottom, "#cfd4da", 0.6);
-
-  // GPU rows: idle background and labels (every k-th row when rows are too thin for each).
-  const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / pitch)));
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const int g = ranks[r];
-    const double top = row_y[static_cast<std::size_t>(g)];
-    svg.rect(kLeft, top, plot_width, geo.row, kIdle, "idle");
+// GPU rows: idle background and labels (every k-th row when rows are too thin for each).
+void draw_rows(Svg& svg, const PlanView& view, const Layout& layout) {
+  const Geometry& geo = layout.geo;
+  const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / layout.pitch)));
+  for (std::size_t r = 0; r < layout.ranks.size(); ++r) {
+    const int g = layout.ranks[r];
+    const double top = layout.row_y[static_cast<std::size_t>(g)];
+    svg.rect(kLeft, top, layout.plot_width, geo.row, kIdle, "idle");
     if (static_cast<int>(r) % label_every == 0) {
       const int size =
           label_every > 1 ? geo.gpu_font : std::min(geo.gpu_font, static_cast<int>(geo.row));
@@ -249,12 +266,19 @@ std::string svg_gantt(const PlanView& view) {
                size, "end", "#222222", "gpu-label");
     }
   }
+}
 
-  // Compute tasks and their micro-batch labels.
+// Compute tasks with their micro-batch labels, AllReduces in the rows of their GPUs (which
+// compute nothing more for the stage), transfers in the band under the sending GPU
+// (activations above, gradients below).
+void draw_tasks(Svg& svg, const PlanView& view, const Layout& layout) {
+  const Plan& plan = view.plan;
+  const Geometry& geo = layout.geo;
+  const double scale = layout.scale;
   for (const TimedCompute& e : plan.timeline.compute) {
     const bool forward = e.task.op == Op::kForward;
-    const double top = row_y[static_cast<std::size_t>(e.gpu)];
-    const double x = x_of(e.start_ms);
+    const double top = layout.row_y[static_cast<std::size_t>(e.gpu)];
+    const double x = layout.x_of(e.start_ms);
     const double w = (e.end_ms - e.start_ms) * scale;
     // A white outline separates neighbouring boxes where they are wide enough to keep colour.
     svg.rect(x, top, w, geo.row, forward ? kForward : kBackward, forward ? "fwd" : "bwd",
@@ -270,12 +294,11 @@ std::string svg_gantt(const PlanView& view) {
       }
     }
   }
-  // AllReduces, in the rows of their GPUs (which compute nothing more for the stage).
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     for (int g : plan.stages[static_cast<std::size_t>(e.stage)].gpus) {
-      const double x = x_of(e.start_ms);
+      const double x = layout.x_of(e.start_ms);
       const double w = (e.end_ms - e.start_ms) * scale;
-      const double top = row_y[static_cast<std::size_t>(g)];
+      const double top = layout.row_y[static_cast<std::size_t>(g)];
       svg.rect(x, top, w, geo.row, kAllReduce, "ar",
                "AllReduce of stage " + std::to_string(e.stage) + " (" + format_bytes(e.bytes) +
                    "): " + span(e.start_ms, e.end_ms));
@@ -285,29 +308,55 @@ std::string svg_gantt(const PlanView& view) {
       }
     }
   }
-  // Transfers, in the band under the sending GPU: activations above, gradients below.
   for (const TimedTransfer& e : plan.timeline.transfers) {
     const bool activation = e.task.kind == TransferKind::kActivation;
-    const double top =
-        row_y[static_cast<std::size_t>(e.from)] + geo.row + 0.5 + (activation ? 0 : geo.band / 2);
+    const double top = layout.row_y[static_cast<std::size_t>(e.from)] + geo.row + 0.5 +
+                       (activation ? 0 : geo.band / 2);
     // At least 1.5 px: short transfers stay visible.
     const double w = std::max((e.end_ms - e.start_ms) * scale, 1.5);
-    svg.rect(x_of(e.start_ms), top, w, geo.band / 2, activation ? kActivation : kGradient,
+    svg.rect(layout.x_of(e.start_ms), top, w, geo.band / 2, activation ? kActivation : kGradient,
              activation ? "act" : "grad",
              std::string(activation ? "activation" : "gradient") + " m" +
                  std::to_string(e.task.micro_batch) + " " + detail::gpu_id(view, e.from) + " -> " +
                  detail::gpu_id(view, e.to) + " (" + format_bytes(e.bytes) +
                  "): " + span(e.start_ms, e.end_ms));
   }
+}
+
+}  // namespace
+
+std::string svg_gantt(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const Layout layout = layout_for(view);
+  const double iteration = plan.timeline.iteration_ms;
+  const double plot_bottom = layout.plot_bottom;
+  Svg svg;
+  draw_header(svg, view, layout);
+  draw_stage_groups(svg, plan, layout);
+
+  // Grid and ticks.
+  std::vector<double> ticks;
+  double step = 0;
+  if (iteration > 0) {
+    step = tick_step(iteration, layout.plot_width, 90);
+    ticks = ticks_of(iteration, step);
+  } else {
+    ticks.push_back(0);
+  }
+  for (double t : ticks) {
+    svg.line(layout.x_of(t), kPlotTop, layout.x_of(t), plot_bottom, "#cfd4da", 0.6);
+  }
+  draw_rows(svg, view, layout);
+  draw_tasks(svg, view, layout);
 
   // Time axis.
-  svg.line(kLeft, plot_bottom, kLeft + plot_width, plot_bottom, "#555555", 1);
+  svg.line(kLeft, plot_bottom, kLeft + layout.plot_width, plot_bottom, "#555555", 1);
   for (double t : ticks) {
-    svg.line(x_of(t), plot_bottom, x_of(t), plot_bottom + 4, "#555555", 1);
-    svg.text(x_of(t), plot_bottom + 16, step > 0 ? tick_label(t, step) : "0", 10, "middle",
+    svg.line(layout.x_of(t), plot_bottom, layout.x_of(t), plot_bottom + 4, "#555555", 1);
+    svg.text(layout.x_of(t), plot_bottom + 16, step > 0 ? tick_label(t, step) : "0", 10, "middle",
              "#333333", "tick");
   }
-  svg.text(kLeft + plot_width / 2, plot_bottom + 36, "time (ms)", 11, "middle", "#333333",
+  svg.text(kLeft + layout.plot_width / 2, plot_bottom + 36, "time (ms)", 11, "middle", "#333333",
            "axis-title");
   svg.raw("</svg>\n");
   return std::move(svg).str();
