@@ -153,9 +153,12 @@ std::string planners_help(bool compare_rows) {
                         : "Planners (--planner; the default schedule, then what it does):";
   for (std::size_t x = 0; x < lines.size(); ++x) {
     const auto& [name, policies] = lines[x];
-    out += "\n  " + name + std::string(name_width - name.size() + 2, ' ') + policies +
-           std::string(policy_width - policies.size() + 2, ' ') +
-           std::string(planners::find_planner(name).description);
+    out += "\n  ";
+    out += name;
+    out += std::string(name_width - name.size() + 2, ' ');
+    out += policies;
+    out += std::string(policy_width - policies.size() + 2, ' ');
+    out += planners::find_planner(name).description;
   }
   return out + "\n";
 }
@@ -198,7 +201,11 @@ void check_command_words(const CLI::App& app, const std::vector<std::string>& ar
         message += " (did you mean \"" + path + std::string(best) + "\"?)";
       } else {
         std::string list;
-        for (const std::string& name : names) list += (list.empty() ? "" : ", ") + path + name;
+        for (const std::string& name : names) {
+          if (!list.empty()) list += ", ";
+          list += path;
+          list += name;
+        }
         message += "; the commands are " + list;
       }
       throw UsageError(message);

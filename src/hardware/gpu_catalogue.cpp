@@ -113,8 +113,8 @@ double activation_value_bytes(DType dtype) {
 }
 
 const std::vector<GpuType>& gpu_catalogue() {
-  static const std::vector<GpuType> catalogue = make_catalogue();
-  return catalogue;
+  static const std::vector<GpuType> kCatalogue = make_catalogue();
+  return kCatalogue;
 }
 
 const GpuType* find_gpu(std::string_view name) {

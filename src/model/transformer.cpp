@@ -171,7 +171,7 @@ TransformerConfig shape(std::string name, int layers, int hidden, int heads, int
 
 const std::vector<TransformerPreset>& transformer_presets() {
   // shape(name, L, h, a, g (0: a), F (0: the default), s, V, ffn)
-  static const std::vector<TransformerPreset> presets = {
+  static const std::vector<TransformerPreset> kPresets = {
       {"gpt3-175b", shape("gpt3-175b", 96, 12288, 96, 0, 0, 2048, 50257, Ffn::kGelu),
        "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1"},
       {"gpt3-13b", shape("gpt3-13b", 40, 5120, 40, 0, 0, 2048, 50257, Ffn::kGelu),
@@ -189,7 +189,7 @@ const std::vector<TransformerPreset>& transformer_presets() {
       {"opt-1.3b", shape("opt-1.3b", 24, 2048, 32, 0, 0, 2048, 50272, Ffn::kGelu),
        "Zhang et al. 2022, Table 1"},
   };
-  return presets;
+  return kPresets;
 }
 
 const TransformerPreset* find_transformer_preset(std::string_view name) {

@@ -306,6 +306,7 @@ std::vector<int> order_group(const topology::Topology& topology, std::vector<int
   std::vector<int> result;
   for (const auto& part : parts) {
     std::vector<int> members;
+    members.reserve(part.size());
     for (std::size_t p : part) members.push_back(group[p]);
     std::vector<int> ordered = order_group(topology, members, Measure::kBandwidth, budget);
     result = result.empty() ? ordered : join(topology, std::move(result), std::move(ordered));

@@ -127,17 +127,17 @@ std::vector<PlannerRow> make_planner_table() {
 }  // namespace
 
 const std::vector<PlannerRow>& planner_table() {
-  static const std::vector<PlannerRow> table = make_planner_table();
-  return table;
+  static const std::vector<PlannerRow> kTable = make_planner_table();
+  return kTable;
 }
 
 const std::vector<std::string>& planner_names() {
-  static const std::vector<std::string> names = [] {
+  static const std::vector<std::string> kNames = [] {
     std::vector<std::string> out;
     for (const PlannerRow& row : planner_table()) out.emplace_back(row.name);
     return out;
   }();
-  return names;
+  return kNames;
 }
 
 const PlannerRow& find_planner(std::string_view name) {
@@ -228,12 +228,12 @@ void check_limits(std::string_view planner, const Request& request) {
       longest_ms = std::max(longest_ms, topology.latency_ms(u, v));
     }
   }
-  const double Md = static_cast<double>(M);
-  double serial_ms = Md * work_ms / slowest;
+  const auto micro_batches = static_cast<double>(M);
+  double serial_ms = micro_batches * work_ms / slowest;
   if (N > 1) {
-    serial_ms +=
-        2 * Md * (activation_bytes / narrowest * 1e3 + static_cast<double>(L) * longest_ms) +
-        2 * (parameter_bytes / narrowest * 1e3 + N * longest_ms);
+    serial_ms += 2 * micro_batches *
+                     (activation_bytes / narrowest * 1e3 + static_cast<double>(L) * longest_ms) +
+                 2 * (parameter_bytes / narrowest * 1e3 + N * longest_ms);
   }
   if (!(serial_ms <= kMaxPlanTimeMs)) {
     throw InfeasibleError(

@@ -329,6 +329,7 @@ std::string comparison_table(const Comparison& comparison, bool timing) {
     return out + "\n";
   };
   std::vector<std::string> header;
+  header.reserve(columns.size());
   for (const auto& column : columns) header.push_back(column.first);
   std::string out = render(header);
   for (const auto& line : cells) out += render(line);

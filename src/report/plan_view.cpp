@@ -52,6 +52,7 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
   view.memory = std::move(memory);
   view.group_figures = std::move(groups);
   std::vector<std::string> names;
+  names.reserve(model.layers.size());
   for (const model::Layer& layer : model.layers) names.push_back(layer.name);
   view.layer_names = std::move(names);
   return view;
