@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipeplan/error.hpp"
+
 namespace pipeplan::model {
 namespace {
 
@@ -477,6 +479,21 @@ Model transformer_model(const TransformerConfig& config) {
   }
   model.layers.push_back(make_layer("output", TransformerPart::kOutput, 0, 0, 1));
   return model;
+}
+
+Model transformer_model_at(const Model& model, int micro_batch_size) {
+  if (!model.transformer || micro_batch_size < 1 ||
+      micro_batch_size > kMaxTransformerMicroBatchSize) {
+    throw InternalError("transformer_model_at: no description, or micro-batch size " +
+                        std::to_string(micro_batch_size) + " out of range");
+  }
+  TransformerConfig config = *model.transformer;
+  config.micro_batch_size = micro_batch_size;
+  Model out = transformer_model(config);
+  out.name = model.name;
+  out.micro_batches = model.micro_batches;
+  out.transformer = config;
+  return out;
 }
 
 }  // namespace pipeplan::model

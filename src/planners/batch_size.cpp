@@ -133,12 +133,7 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
   std::optional<GlobalBatchPlan> best;
   std::vector<Attempt> attempts;
   for (std::int64_t b : sizes) {
-    model::TransformerConfig config = description;
-    config.micro_batch_size = static_cast<int>(b);
-    model::Model candidate = model::transformer_model(config);
-    candidate.name = model.name;
-    candidate.micro_batches = model.micro_batches;
-    candidate.transformer = config;
+    model::Model candidate = model::transformer_model_at(model, static_cast<int>(b));
     const auto micro_batches = static_cast<int>(global_batch / b);
     Attempt attempt{b, std::nullopt, ""};
     try {

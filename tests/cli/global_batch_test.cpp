@@ -103,5 +103,25 @@ TEST_F(GlobalBatchTest, ATransformerDescriptionIsSearchedAndRecordsTheChosenSize
   EXPECT_EQ(fixed.at("micro_batch_size"), 2);
 }
 
+TEST_F(GlobalBatchTest, SimulateAndExportCheckThePlanAtItsMicroBatchSize) {
+  auto made = run_cli({"plan", path("gpt.json"), path("topo.json"), "--global-batch", "32", "-o",
+                       path("plan.json")});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const nlohmann::json plan = nlohmann::json::parse(read(path("plan.json")));
+  ASSERT_NE(plan.at("micro_batch_size"), 1);  // else this test proves nothing
+  // The model file describes micro-batch size 1; the plan is checked against the size it records.
+  auto checked = run_cli({"simulate", path("plan.json"), path("gpt.json"), path("topo.json")});
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  auto exported = run_cli({"export", path("plan.json"), "--format", "ranks", "--model",
+                           path("gpt.json"), "--topology", path("topo.json")});
+  EXPECT_EQ(exported.code, 0) << exported.err;
+  // The same plan against the model at size 1 written out as layers does not pass.
+  auto layers = run_cli({"model", "transformer", "--layers", "4", "--hidden", "512", "--heads", "8",
+                         "--sequence", "256", "--vocab", "5000", "-o", path("layers.json")});
+  ASSERT_EQ(layers.code, 0) << layers.err;
+  auto mismatch = run_cli({"simulate", path("plan.json"), path("layers.json"), path("topo.json")});
+  EXPECT_EQ(mismatch.code, 3) << mismatch.err;
+}
+
 }  // namespace
 }  // namespace pipeplan::cli

@@ -108,4 +108,10 @@ double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double 
 /// mixed-precision Adam, `profile` = micro-batch size and GPU.
 Model transformer_model(const TransformerConfig& config);
 
+/// A model read from a transformer description (`model.transformer` set) regenerated at another
+/// micro-batch size `b` (1 to `kMaxTransformerMicroBatchSize`): the layers of `b`, its name and
+/// `micro_batches` kept, `transformer->micro_batch_size` set to `b`. `InternalError` for a model
+/// without a description.
+Model transformer_model_at(const Model& model, int micro_batch_size);
+
 }  // namespace pipeplan::model
