@@ -473,9 +473,15 @@ Model transformer_model(const TransformerConfig& config) {
   // layer: the conjugate, one all-reduce of its input's gradient in the backward.
   model.layers.push_back(
       make_layer("embedding", TransformerPart::kEmbedding, boundary_bytes, 1, 0));
+  // A decoder runs 2 all-reduces forward and 2 backward (their conjugates). With sequence
+  // parallelism each is a reduce-scatter plus an all-gather, and the backward gathers the two
+  // sequence-sharded inputs of the column-parallel GEMMs once more for their weight gradients
+  // (Megatron keeps only the shard; Korthikanti et al. 2022 section 4.2.2, Calculon's
+  // `seq_par_ag_redo`): two all-gathers, one all-reduce's worth, so 3 backward.
+  const int decoder_backward = config.sequence_parallel ? 3 : 2;
   for (int l = 0; l < config.layers; ++l) {
-    model.layers.push_back(
-        make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder, boundary_bytes, 2, 2));
+    model.layers.push_back(make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder,
+                                      boundary_bytes, 2, decoder_backward));
   }
   model.layers.push_back(make_layer("output", TransformerPart::kOutput, 0, 0, 1));
   return model;

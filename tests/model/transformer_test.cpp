@@ -214,6 +214,15 @@ TEST(TransformerTest, WritesAV2ModelThatReadsBack) {
   EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_forward, 1);
   EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_backward, 0);
   EXPECT_EQ(model.layers[3].tensor_parallel->allreduces_backward, 1);
+  EXPECT_EQ(decoder.tensor_parallel->allreduces_backward, 2);
+  // With sequence parallelism the backward gathers the sharded GEMM inputs again: 2 all-gathers,
+  // one more all-reduce's worth of bytes.
+  TransformerConfig sequence_parallel = config;
+  sequence_parallel.sequence_parallel = true;
+  const Model sp = transformer_model(sequence_parallel);
+  EXPECT_EQ(sp.layers[1].tensor_parallel->allreduces_forward, 2);
+  EXPECT_EQ(sp.layers[1].tensor_parallel->allreduces_backward, 3);
+  EXPECT_EQ(sp.layers[0].tensor_parallel->allreduces_backward, 0);
   EXPECT_EQ(decoder.tensor_parallel->degrees, config.degrees);
   EXPECT_EQ(parameter_bytes_at(decoder, 4), 2 * decoder_parameters(config, 4));
   EXPECT_EQ(stash_bytes_at(decoder, 2), decoder_stash_bytes(config, 2));
