@@ -151,6 +151,7 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
   if (!best) throw InfeasibleError(no_plan_message(global_batch, attempts));
 
   std::vector<std::string> notes;
+  notes.reserve(attempts.size() + 1);
   for (const Attempt& attempt : attempts) {
     notes.push_back("batch-size search: micro-batch size " +
                     std::to_string(attempt.micro_batch_size) + " (" +
