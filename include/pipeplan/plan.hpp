@@ -153,17 +153,17 @@ struct Timeline {
 
 /// A complete plan: what `plan.json` holds.
 struct Plan {
-  std::string planner;                ///< e.g. `spp`, `gpipe`.
-  std::string schedule_policy;        ///< `list`, `1f1b` or `gpipe`.
-  std::vector<int> gpu_order;         ///< Every GPU once, in the order the planner considered them.
-  std::vector<Stage> stages;          ///< Cover every layer once, in order.
+  std::string planner;          ///< e.g. `spp`, `gpipe`.
+  std::string schedule_policy;  ///< `list`, `1f1b` or `gpipe`.
+  std::vector<int> gpu_order;   ///< Every GPU once, in the order the planner considered them.
+  std::vector<Stage> stages;    ///< Cover every layer once, in order.
   Optimizer optimizer = Optimizer::kReplicated;  ///< Spec 8.2.
   /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
   /// (the batch-size search's choice); written as `micro_batch_size` only then.
   std::optional<std::int64_t> micro_batch_size;
-  Schedule schedule;                  ///< The decisions.
-  Timeline timeline;                  ///< Their consequences.
-  Bounds bounds;                      ///< Lower bounds for comparison.
+  Schedule schedule;                             ///< The decisions.
+  Timeline timeline;                             ///< Their consequences.
+  Bounds bounds;                                 ///< Lower bounds for comparison.
   std::vector<std::string> notes;     ///< How the planner got here (candidates tried, estimates),
                                       ///< for `--verbose`; not part of plan.json.
   std::vector<std::string> warnings;  ///< What the user should know about the plan's quality

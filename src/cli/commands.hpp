@@ -14,6 +14,7 @@
 
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/planners/planner.hpp"
 
 namespace pipeplan::cli {
 
@@ -72,6 +73,21 @@ CLI::Validator decimal_integer(std::int64_t min, std::int64_t max);
 
 /// A CLI11 validator for an output path: a file or `-`, never empty.
 std::string output_path(const std::string& value);
+
+/// The planning options of spec 8.4 shared by `plan` and `compare`, as given.
+struct PlanningOptions {
+  std::optional<std::string> tensor_parallel;  ///< `--tensor-parallel LIST`.
+  std::optional<std::string> recompute;        ///< `--recompute never|always|auto`.
+  bool shard_optimizer = false;                ///< `--shard-optimizer`.
+  std::optional<int> pipeline_parallel;        ///< `--pipeline-parallel P` (megatron).
+  std::optional<int> data_parallel;            ///< `--data-parallel D` (megatron).
+};
+
+/// Adds the planning options to a command.
+void add_planning_options(CLI::App& command, PlanningOptions& options);
+
+/// Puts the given options into `request`; a `UsageError` for a malformed degree list.
+void apply_planning_options(const PlanningOptions& options, planners::Request& request);
 
 /// What a parsed subcommand runs; returns the exit code.
 using Action = std::function<int(Context&)>;

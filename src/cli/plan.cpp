@@ -28,6 +28,7 @@ struct PlanOptions {
   std::optional<std::string> check;
   std::optional<std::string> trace;
   std::optional<std::string> report;
+  PlanningOptions planning;  // spec 8.4
 };
 
 // `a, b, c` for a stage's GPU ids, shortened to the first three and the last beyond five.
@@ -185,6 +186,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (options.policy) policy = schedule::parse_policy(*options.policy);
   auto make = [&](const model::Model& planned, int micro_batches) {
     planners::Request request{planned, topology, micro_batches};
+    apply_planning_options(options.planning, request);
     return planners::make_plan(options.planner, request, policy);
   };
   const int micro_batches =
@@ -265,11 +267,12 @@ void add_plan_command(CLI::App& app, Action& action) {
                   "tries every size that divides N and keeps the fastest)")
       ->transform(decimal_integer(1, planners::kMaxGlobalBatch))
       ->excludes("--micro-batches");
+  std::vector<std::string> names = planners::planner_names();
+  names.emplace_back("megatron");
   std::string planners;
-  for (const auto& name : planners::planner_names())
-    planners += (planners.empty() ? "" : ", ") + name;
+  for (const auto& name : names) planners += (planners.empty() ? "" : ", ") + name;
   sub->add_option("-p,--planner", options->planner, "Planner: " + planners + " (default spp)")
-      ->check(CLI::IsMember(planners::planner_names()));
+      ->check(CLI::IsMember(names));
   sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
       ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
   // Files only: standard output carries the plan.
@@ -291,6 +294,7 @@ void add_plan_command(CLI::App& app, Action& action) {
          "Compare with this existing plan instead of writing: exit 0 if identical, 6 if not")
       ->excludes(trace_option)
       ->excludes(report_option);
+  add_planning_options(*sub, options->planning);
   sub->callback([options, &action] {
     action = [options](Context& context) { return run_plan(*options, context); };
   });

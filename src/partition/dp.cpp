@@ -5,16 +5,19 @@
 // suffixes so that a stage's round trip to the end of the pipeline is known when the stage is
 // added. The objective is stated in docs/algorithms.md.
 //
-// State (i, k, r): layers i..L-1, the first of their stages on the run of r GPUs at
-// positions k..k+r-1 of the order. Knowing the run of the next stage lets a boundary be
-// priced over every GPU pair it may use (replicas route micro-batches freely). A state
-// combines its first stage (layers i..j-1) with a state (j, k+r, r') for every r', or ends
-// the plan when j = L (positions k+r..N-1 stay unused). Each state keeps the Pareto front of
-// (latency, excess, tail): all three only grow along a transition and the objective is their
-// sum, so the front is exact.
-// Complexity: O(L^2 N R^2 F^2) for R = min(N, M) and fronts of size F <= kMaxFront = 32 (each
-// insertion scans its front), plus O(N R^3) for the pairwise costs between adjacent runs;
-// memory O(L N R F). Exact while no front reaches kMaxFront.
+// State (i, k, r, t): layers i..L-1, the first of their stages on the run of r GPUs at
+// positions k..k+r-1 of the order, as groups of t consecutive GPUs (spec 8: t = 1 for every
+// v1 model). Knowing the run and degree of the next stage lets a boundary be priced over every
+// GPU pair it may use (replicas route micro-batches freely) and with its size A / min(t, t').
+// A state combines its first stage (layers i..j-1, recomputing or not) with a state
+// (j, k+r, r', t') for every r' and t', or ends the plan when j = L (positions k+r..N-1 stay
+// unused). Each state keeps the Pareto front of (latency, excess, tail): all three only grow
+// along a transition and the objective is their sum, so the front is exact.
+// Complexity: O(L^2 N R^2 D^2 C F^2) for R run lengths, D degrees, C = 1 or 2 recomputation
+// choices and fronts of size F <= kMaxFront = 32 (each insertion scans its front), plus O(r)
+// per stage term of a group run (t > 1 or recomputation; O(1) otherwise) and O(N R^3) for the
+// pairwise costs between adjacent runs; memory O(L N R D F). Exact while no front reaches
+// kMaxFront. A v1 model has D = 1, and recomputation is a choice only when asked for.
 
 #include "pipeplan/partition/dp.hpp"
 
@@ -29,16 +32,345 @@
 namespace pipeplan::partition {
 namespace {
 
-// Stage sums come from the shared prefix sums (building_blocks.hpp), so that the DP and
-// `objective` agree to the last bit.
-using Prefix = LayerSums;
+// ---- Layer sums ---------------------------------------------------------------------------
 
-// What a run of GPUs offers a stage: the shared run statistics plus the split of the M
-// micro-batches over its replicas.
-struct Run : RunStats {
-  double time_per_work = 0;     // makespan of M micro-batches of unit work, best integral split
-  long most_micro_batches = 0;  // micro-batches on the busiest replica of that split
+// The per-GPU layer columns at one degree t (spec 8.1), as prefix sums: entry l sums layers
+// 0..l-1. At t = 1 they are the layers' own fields, summed exactly as LayerSums sums them.
+struct DegreeColumns {
+  int t = 1;
+  std::vector<double> forward, backward, parameters, stash, update;
+  std::vector<double> forward_allreduce_bytes, backward_allreduce_bytes;  // count x bytes
+  std::vector<double> forward_allreduces, backward_allreduces;            // counts
+  std::vector<int> listing;  // layers with tensor_parallel that list t
+  // stash_max[k][l]: the largest per-GPU stash of layers l..l+2^k-1 (a sparse table).
+  std::vector<std::vector<double>> stash_max;
 };
+
+// Everything the DP sums over layer ranges, per candidate degree.
+struct Sums {
+  std::vector<int> with_split;     // prefix count of layers that have tensor_parallel
+  std::vector<double> inputs;      // prefix sum of each layer's input bytes (recomputation)
+  std::vector<double> least_time;  // prefix of min_t (f + b) per GPU, for the pruning floors
+  std::vector<double> least_work;  // prefix of min_t t (f + b)
+  std::vector<DegreeColumns> degrees;
+};
+
+DegreeColumns degree_columns(const model::Model& model, int t, bool with_stash_max) {
+  const std::size_t n = model.layers.size();
+  DegreeColumns c;
+  c.t = t;
+  for (auto* column :
+       {&c.forward, &c.backward, &c.parameters, &c.stash, &c.update, &c.forward_allreduce_bytes,
+        &c.backward_allreduce_bytes, &c.forward_allreduces, &c.backward_allreduces}) {
+    column->assign(n + 1, 0);
+  }
+  c.listing.assign(n + 1, 0);
+  std::vector<double> stash(n, 0);
+  for (std::size_t l = 0; l < n; ++l) {
+    const model::Layer& layer = model.layers[l];
+    const bool lists =
+        layer.tensor_parallel && std::binary_search(layer.tensor_parallel->degrees.begin(),
+                                                    layer.tensor_parallel->degrees.end(), t);
+    c.listing[l + 1] = c.listing[l] + (lists ? 1 : 0);
+    // A layer that cannot run at t contributes nothing; the ranges holding it are not allowed.
+    const int at = (t == 1 || lists || !layer.tensor_parallel) ? t : 1;
+    c.forward[l + 1] = c.forward[l] + model::forward_ms_at(layer, at);
+    c.backward[l + 1] = c.backward[l] + model::backward_ms_at(layer, at);
+    c.parameters[l + 1] = c.parameters[l] + model::parameter_bytes_at(layer, at);
+    stash[l] = model::stash_bytes_at(layer, at);
+    c.stash[l + 1] = c.stash[l] + stash[l];
+    c.update[l + 1] = c.update[l] + model::update_ms_at(layer, at);
+    const double forward_count = model::allreduces_forward_at(layer, at);
+    const double backward_count = model::allreduces_backward_at(layer, at);
+    c.forward_allreduces[l + 1] = c.forward_allreduces[l] + forward_count;
+    c.backward_allreduces[l + 1] = c.backward_allreduces[l] + backward_count;
+    c.forward_allreduce_bytes[l + 1] =
+        c.forward_allreduce_bytes[l] + forward_count * model::allreduce_bytes(layer);
+    c.backward_allreduce_bytes[l + 1] =
+        c.backward_allreduce_bytes[l] + backward_count * model::allreduce_bytes(layer);
+  }
+  if (!with_stash_max) return c;
+  c.stash_max.push_back(stash);
+  for (std::size_t width = 1; 2 * width <= n; width *= 2) {
+    const std::vector<double>& previous = c.stash_max.back();
+    std::vector<double> next(n - 2 * width + 1);
+    for (std::size_t l = 0; l < next.size(); ++l)
+      next[l] = std::max(previous[l], previous[l + width]);
+    c.stash_max.push_back(std::move(next));
+  }
+  return c;
+}
+
+// `with_stash_max`: build the range-maximum tables of the stashes (only recomputation needs them:
+// O(L log L) per degree instead of O(L)).
+Sums make_sums(const model::Model& model, const std::vector<int>& degrees, bool with_stash_max) {
+  const std::size_t n = model.layers.size();
+  Sums sums;
+  sums.with_split.assign(n + 1, 0);
+  sums.inputs.assign(n + 1, 0);
+  sums.least_time.assign(n + 1, 0);
+  sums.least_work.assign(n + 1, 0);
+  for (std::size_t l = 0; l < n; ++l) {
+    const model::Layer& layer = model.layers[l];
+    sums.with_split[l + 1] = sums.with_split[l] + (layer.tensor_parallel ? 1 : 0);
+    sums.inputs[l + 1] =
+        sums.inputs[l] + (l == 0 ? model.input_bytes : model.layers[l - 1].activation_bytes);
+    double time = layer.forward_ms + layer.backward_ms, work = time;
+    if (layer.tensor_parallel) {
+      for (const int t : layer.tensor_parallel->degrees) {
+        const double per_gpu = model::forward_ms_at(layer, t) + model::backward_ms_at(layer, t);
+        time = std::min(time, per_gpu);
+        work = std::min(work, t * per_gpu);
+      }
+    }
+    sums.least_time[l + 1] = sums.least_time[l] + time;
+    sums.least_work[l + 1] = sums.least_work[l] + work;
+  }
+  for (const int t : degrees) sums.degrees.push_back(degree_columns(model, t, with_stash_max));
+  return sums;
+}
+
+// The largest per-GPU stash of layers [i, j) at one degree, O(1).
+double stash_max(const DegreeColumns& c, int i, int j) {
+  const auto width = static_cast<std::size_t>(j - i);
+  std::size_t k = 0;
+  while ((std::size_t{2} << k) <= width) ++k;
+  const auto& row = c.stash_max[k];
+  return std::max(row[static_cast<std::size_t>(i)],
+                  row[static_cast<std::size_t>(j) - (std::size_t{1} << k)]);
+}
+
+// Whether layers [i, j) may run at the degree of `c` (model::stage_allows_degree, O(1)).
+bool allowed(const Sums& sums, const DegreeColumns& c, int i, int j) {
+  if (c.t == 1) return true;
+  const int split =
+      sums.with_split[static_cast<std::size_t>(j)] - sums.with_split[static_cast<std::size_t>(i)];
+  const int listing =
+      c.listing[static_cast<std::size_t>(j)] - c.listing[static_cast<std::size_t>(i)];
+  return split > 0 && listing == split;
+}
+
+// A stage's per-GPU sums at its degree: layers [i, j).
+struct StageSums {
+  double forward = 0, backward = 0, parameters = 0, stash = 0, update = 0;
+  double forward_allreduce_bytes = 0, backward_allreduce_bytes = 0;
+  double forward_allreduces = 0, backward_allreduces = 0;
+  double inputs = 0, largest_stash = 0;
+};
+
+StageSums stage_sums(const Sums& sums, const DegreeColumns& c, int i, int j) {
+  const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
+  StageSums x;
+  x.forward = c.forward[b] - c.forward[a];
+  x.backward = c.backward[b] - c.backward[a];
+  x.parameters = c.parameters[b] - c.parameters[a];
+  x.stash = c.stash[b] - c.stash[a];
+  x.update = c.update[b] - c.update[a];
+  x.forward_allreduce_bytes = c.forward_allreduce_bytes[b] - c.forward_allreduce_bytes[a];
+  x.backward_allreduce_bytes = c.backward_allreduce_bytes[b] - c.backward_allreduce_bytes[a];
+  x.forward_allreduces = c.forward_allreduces[b] - c.forward_allreduces[a];
+  x.backward_allreduces = c.backward_allreduces[b] - c.backward_allreduces[a];
+  x.inputs = sums.inputs[b] - sums.inputs[a];
+  if (!c.stash_max.empty()) x.largest_stash = stash_max(c, i, j);
+  return x;
+}
+
+// ---- Runs of GPUs ---------------------------------------------------------------------------
+
+// One group of t consecutive GPUs: its speed (the slowest), and the cost of its
+// tensor-parallel all-reduces, `per_byte * bytes + per_call * count` (spec 8.3).
+struct Group {
+  double speed = 1;
+  double per_byte = 0;  // ms per byte: 2 (t-1)/t / beta
+  double per_call = 0;  // ms per all-reduce: 2 (t-1) lambda
+};
+
+struct Ring {
+  double bandwidth = std::numeric_limits<double>::infinity();
+  double latency_ms = 0;
+};
+
+// What a run of GPUs offers a stage at degree t: the shared run statistics (all its GPUs in
+// order: capacity, and for t = 1 the AllReduce ring), its groups, the t data-parallel rings, and
+// the split of the M micro-batches over its groups.
+struct Run : RunStats {
+  int t = 1;
+  int groups_count = 0;         // r
+  std::vector<Group> groups{};  // t > 1 only
+  std::vector<Ring> rings{};    // t > 1 only: ring i through the i-th GPU of every group
+  double time_per_work = 0;     // makespan of M micro-batches of unit work, best integral split
+  long most_micro_batches = 0;  // micro-batches on the busiest group of that split
+  std::vector<long> count{};    // micro-batches per group
+  double fastest_group = 0;     // the largest group speed
+};
+
+// The split of M identical micro-batches over groups of different speeds: each in turn goes
+// where it would finish first (optimal for identical jobs on uniform machines; ties to the
+// earlier group). O(M r). With `round_robin`, micro-batch m simply goes to group m mod r.
+void split_micro_batches(Run& run, const std::vector<double>& speeds, int M, bool round_robin) {
+  std::vector<long> count(speeds.size(), 0);
+  for (int m = 0; m < M; ++m) {
+    std::size_t best = round_robin ? static_cast<std::size_t>(m) % count.size() : 0;
+    for (std::size_t g = 1; g < count.size() && !round_robin; ++g) {
+      if (static_cast<double>(count[g] + 1) / speeds[g] <
+          static_cast<double>(count[best] + 1) / speeds[best])
+        best = g;
+    }
+    ++count[best];
+  }
+  run.time_per_work = 0;
+  run.most_micro_batches = 0;
+  for (std::size_t g = 0; g < count.size(); ++g) {
+    run.time_per_work = std::max(run.time_per_work, static_cast<double>(count[g]) / speeds[g]);
+    run.most_micro_batches = std::max(run.most_micro_batches, count[g]);
+  }
+  run.count = std::move(count);
+}
+
+Ring ring_through(const topology::Topology& topology, const std::vector<int>& gpus) {
+  Ring ring;
+  for (std::size_t x = 0; x < gpus.size() && gpus.size() > 1; ++x) {
+    const int u = gpus[x], v = gpus[(x + 1) % gpus.size()];
+    ring.bandwidth = std::min(ring.bandwidth, topology.bandwidth_bytes_per_s(u, v));
+    ring.latency_ms = std::max(ring.latency_ms, topology.latency_ms(u, v));
+  }
+  return ring;
+}
+
+// The run of `gpus` (consecutive in the order) at degree t; requires `gpus.size()` to be a
+// multiple of t. O(r t + M r).
+Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, int t, int M,
+             bool round_robin) {
+  Run run{RunStats::of(topology, gpus)};
+  run.t = t;
+  run.groups_count = static_cast<int>(gpus.size()) / t;
+  std::vector<double> speeds;
+  if (t == 1) {
+    speeds = run.speeds;
+    run.fastest_group = run.fastest;
+  } else {
+    const double tt = t;
+    for (int g = 0; g < run.groups_count; ++g) {
+      const std::vector<int> members(gpus.begin() + g * t, gpus.begin() + (g + 1) * t);
+      Group group;
+      group.speed = std::numeric_limits<double>::infinity();
+      for (const int gpu : members) group.speed = std::min(group.speed, topology.gpu(gpu).speed);
+      const Ring ring = ring_through(topology, members);
+      group.per_byte = 2 * (tt - 1) / tt / ring.bandwidth * 1e3;
+      group.per_call = 2 * (tt - 1) * ring.latency_ms;
+      speeds.push_back(group.speed);
+      run.fastest_group = std::max(run.fastest_group, group.speed);
+      run.groups.push_back(group);
+    }
+    for (int i = 0; i < t; ++i) {
+      std::vector<int> members;
+      for (int g = 0; g < run.groups_count; ++g)
+        members.push_back(gpus[static_cast<std::size_t>(g * t + i)]);
+      run.rings.push_back(ring_through(topology, members));
+    }
+  }
+  split_micro_batches(run, speeds, M, round_robin);
+  return run;
+}
+
+// ---- The terms of one stage -----------------------------------------------------------------
+
+// The terms a stage contributes, given its run, sums and recomputation.
+struct Terms {
+  bool fits = false;
+  double latency = 0;        // one micro-batch's F + B on the fastest group
+  double load = 0;           // P: the stage's work over the iteration
+  double memory_rounds = 0;  // ceil(ceil(M/r) / k) when memory caps in-flight work, else 0
+  double allreduce = 0;      // its AllReduce, then its optimizer step
+  double backward = 0;       // B on the fastest group
+};
+
+// How the optimizer's state is held (spec 8.3).
+struct MemoryRule {
+  double factor = 4;          // phi
+  double sharded_factor = 2;  // phi_sh
+  bool sharded = false;
+};
+
+MemoryRule memory_rule(const model::Model& model, Optimizer optimizer) {
+  return {model.parameter_memory_factor, model::sharded_factor(model),
+          optimizer == Optimizer::kSharded};
+}
+
+// Whether the stage fits, and with how many micro-batches in flight; sets `fits` and
+// `memory_rounds` of `t`.
+void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
+                  const MemoryRule& rule, const ScheduleModel& schedule) {
+  const double r = run.groups_count;
+  const double static_bytes =
+      rule.sharded ? x.parameters * (rule.factor - rule.sharded_factor + rule.sharded_factor / r)
+                   : rule.factor * x.parameters;
+  const double transient = recompute ? x.largest_stash : 0;
+  const double stash = recompute ? x.inputs : x.stash;
+  const long per_replica = run.most_micro_batches;
+  const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;
+  const long in_flight =
+      simulate::max_in_flight(static_bytes + transient, stash, run.capacity, per_replica);
+  if (in_flight < needed) return;
+  t.fits = true;
+  t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
+                        ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
+                        : 0;
+}
+
+Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const MemoryRule& rule,
+                  const ScheduleModel& schedule) {
+  Terms t;
+  memory_terms(t, x, run, recompute, rule, schedule);
+  if (!t.fits) return t;
+  const double F = x.forward, B = x.backward;
+  const double update_divisor = rule.sharded ? run.groups_count : 1;
+  if (run.t == 1 && !recompute) {
+    // Section 3's stage: every group is one GPU and its work is proportional to 1 / speed.
+    t.latency = (F + B) / run.fastest;
+    t.load = (F + B) * run.time_per_work;
+    t.allreduce = simulate::ring_allreduce_ms(run.replicas, x.parameters, run.ring_bandwidth,
+                                              run.ring_latency_ms) +
+                  x.update / run.slowest / update_divisor;
+    t.backward = B / run.fastest;
+    return t;
+  }
+  // Groups (spec 8.3): F = f / v + all-reduces, B = b / v + all-reduces (+ F when recomputing).
+  t.latency = std::numeric_limits<double>::infinity();
+  t.backward = std::numeric_limits<double>::infinity();
+  double slowest = std::numeric_limits<double>::infinity();
+  for (int g = 0; g < run.groups_count; ++g) {
+    const Group group = run.t == 1 ? Group{run.speeds[static_cast<std::size_t>(g)], 0, 0}
+                                   : run.groups[static_cast<std::size_t>(g)];
+    const double forward = F / group.speed + group.per_byte * x.forward_allreduce_bytes +
+                           group.per_call * x.forward_allreduces;
+    double backward = B / group.speed + group.per_byte * x.backward_allreduce_bytes +
+                      group.per_call * x.backward_allreduces;
+    if (recompute) backward += forward;
+    t.latency = std::min(t.latency, forward + backward);
+    t.backward = std::min(t.backward, backward);
+    t.load = std::max(
+        t.load, static_cast<double>(run.count[static_cast<std::size_t>(g)]) * (forward + backward));
+    slowest = std::min(slowest, group.speed);
+  }
+  double allreduce = 0;
+  if (run.t == 1) {
+    allreduce = simulate::ring_allreduce_ms(run.replicas, x.parameters, run.ring_bandwidth,
+                                            run.ring_latency_ms);
+  } else {
+    for (const Ring& ring : run.rings) {
+      allreduce = std::max(allreduce, simulate::ring_allreduce_ms(run.groups_count, x.parameters,
+                                                                  ring.bandwidth, ring.latency_ms));
+    }
+  }
+  t.allreduce = allreduce + x.update / slowest / update_divisor;
+  return t;
+}
+
+// The excess of a stage whose round trip to the end and back is `round_trip`.
+double stage_excess(const Terms& t, double round_trip) {
+  return std::max(t.load - t.latency, t.memory_rounds * round_trip - t.latency);
+}
 
 // The slowest bandwidth and the largest latency over every GPU pair between two runs: a
 // boundary transfer costs at most `latency + bytes / bandwidth` whichever replicas it joins.
@@ -62,80 +394,18 @@ Cross cross(const topology::Topology& topology, const std::vector<int>& from,
   return c;
 }
 
-// The terms a stage contributes, given its run and layers (first..last+1 = [i, j)).
-struct Terms {
-  bool fits = false;
-  double latency = 0;        // (F + B) / fastest
-  double load = 0;           // P: the stage's work over the iteration
-  double memory_rounds = 0;  // ceil(ceil(M/r) / k) when memory caps in-flight work, else 0
-  double allreduce = 0;
-  double backward = 0;  // B / fastest
-};
-
-// The best split of M identical micro-batches over replicas of different speeds: each in
-// turn goes where it would finish first (optimal for identical jobs on uniform machines;
-// ties to the earlier replica). O(M r).
-// With `round_robin`, micro-batch m simply goes to replica m mod r.
-void split_micro_batches(Run& run, int M, bool round_robin) {
-  std::vector<long> count(run.speeds.size(), 0);
-  for (int m = 0; m < M; ++m) {
-    std::size_t best = round_robin ? static_cast<std::size_t>(m) % count.size() : 0;
-    for (std::size_t g = 1; g < count.size() && !round_robin; ++g) {
-      if (static_cast<double>(count[g] + 1) / run.speeds[g] <
-          static_cast<double>(count[best] + 1) / run.speeds[best])
-        best = g;
-    }
-    ++count[best];
-  }
-  run.time_per_work = 0;
-  run.most_micro_batches = 0;
-  for (std::size_t g = 0; g < count.size(); ++g) {
-    run.time_per_work = std::max(run.time_per_work, static_cast<double>(count[g]) / run.speeds[g]);
-    run.most_micro_batches = std::max(run.most_micro_batches, count[g]);
-  }
-}
-
-Terms stage_terms(const model::Model& model, const Prefix& prefix, int i, int j, const Run& run,
-                  const ScheduleModel& schedule) {
-  Terms t;
-  const double F =
-      prefix.forward[static_cast<std::size_t>(j)] - prefix.forward[static_cast<std::size_t>(i)];
-  const double B =
-      prefix.backward[static_cast<std::size_t>(j)] - prefix.backward[static_cast<std::size_t>(i)];
-  const double W = prefix.parameters[static_cast<std::size_t>(j)] -
-                   prefix.parameters[static_cast<std::size_t>(i)];
-  const double Y =
-      prefix.stash[static_cast<std::size_t>(j)] - prefix.stash[static_cast<std::size_t>(i)];
-  const long per_replica = run.most_micro_batches;
-  const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;
-  const long in_flight =
-      simulate::max_in_flight(model.parameter_memory_factor * W, Y, run.capacity, per_replica);
-  if (in_flight < needed) return t;
-  t.fits = true;
-  t.latency = (F + B) / run.fastest;
-  t.load = (F + B) * run.time_per_work;
-  t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
-                        ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
-                        : 0;
-  t.allreduce =
-      simulate::ring_allreduce_ms(run.replicas, W, run.ring_bandwidth, run.ring_latency_ms);
-  t.backward = B / run.fastest;
-  return t;
-}
-
-// The excess of a stage whose round trip to the end and back is `round_trip`.
-double stage_excess(const Terms& t, double round_trip) {
-  return std::max(t.load - t.latency, t.memory_rounds * round_trip - t.latency);
-}
+// ---- Fronts -----------------------------------------------------------------------------------
 
 struct Entry {
   double latency;
   double excess;
   double tail;
-  int stages;  // in this suffix, this entry's stage included
-  int j;       // next state's first layer (== L: the plan ends here)
-  int b;       // next state's run length
-  int next;    // index in the next state's front; -1 at the end
+  int stages;      // in this suffix, this entry's stage included
+  int j;           // next state's first cut index (== C: the plan ends here)
+  int b;           // next state's run length
+  int d;           // next state's degree index
+  int next;        // index in the next state's front; -1 at the end
+  bool recompute;  // whether this entry's stage recomputes
 };
 
 // Most entries a front keeps. Real profiles (memory-tight stages, whose round trips trade
@@ -165,20 +435,38 @@ void insert(std::vector<Entry>& front, const Entry& e, bool count_stages) {
   }
 }
 
+// The recomputation choices a stage has.
+std::vector<bool> recompute_options(const StageChoices& choices) {
+  if (choices.must_recompute) return {true};
+  if (choices.may_recompute) return {false, true};
+  return {false};
+}
+
 }  // namespace
 
-std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
-                                   const std::vector<Stage>& stages, int micro_batches,
-                                   const ScheduleModel& schedule) {
-  const Prefix prefix(model);
+namespace {
+
+// The objective of `stages` with the layer sums of `sums`, whose degrees (`degrees`, ascending)
+// include every stage's. O(S + sum r_s t_s).
+std::optional<Objective> objective_with(const model::Model& model, const Sums& sums,
+                                        const std::vector<int>& degrees,
+                                        const topology::Topology& topology,
+                                        const std::vector<Stage>& stages, int micro_batches,
+                                        const ScheduleModel& schedule, Optimizer optimizer) {
+  auto columns = [&](int t) -> const DegreeColumns& {
+    return sums.degrees[static_cast<std::size_t>(
+        std::lower_bound(degrees.begin(), degrees.end(), t) - degrees.begin())];
+  };
+  const MemoryRule rule = memory_rule(model, optimizer);
   const int S = static_cast<int>(stages.size());
   double latency = 0, excess = 0, tail = 0;
   for (int s = S - 1; s >= 0; --s) {
     const Stage& stage = stages[static_cast<std::size_t>(s)];
-    Run run{RunStats::of(topology, stage.gpus)};
-    split_micro_batches(run, micro_batches, schedule.round_robin);
-    const Terms t =
-        stage_terms(model, prefix, stage.first_layer, stage.last_layer + 1, run, schedule);
+    const Run run =
+        make_run(topology, stage.gpus, stage.tensor_parallel, micro_batches, schedule.round_robin);
+    const StageSums x =
+        stage_sums(sums, columns(stage.tensor_parallel), stage.first_layer, stage.last_layer + 1);
+    const Terms t = stage_terms(x, run, stage.recompute, rule, schedule);
     if (!t.fits) return std::nullopt;
     if (s == S - 1) {
       latency = t.latency;
@@ -186,10 +474,11 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
       tail = t.allreduce;
       continue;
     }
-    const double bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
-    const auto& next = stages[static_cast<std::size_t>(s + 1)].gpus;
-    const double c = cross(topology, stage.gpus, next).transfer_ms(bytes);
-    const long channels = static_cast<long>(std::max(stage.gpus.size(), next.size()));
+    const Stage& following = stages[static_cast<std::size_t>(s + 1)];
+    const double bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes /
+                         std::min(stage.tensor_parallel, following.tensor_parallel);
+    const double c = cross(topology, stage.gpus, following.gpus).transfer_ms(bytes);
+    const long channels = std::max(stage.replicas(), following.replicas());
     const long per_replica = (micro_batches + channels - 1) / channels;
     latency = t.latency + 2 * c + latency;
     excess = std::max(excess,
@@ -197,6 +486,23 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
     tail = std::max(t.allreduce, tail - (c + t.backward));
   }
   return Objective{latency, excess, tail, latency + excess + tail};
+}
+
+}  // namespace
+
+std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
+                                   const std::vector<Stage>& stages, int micro_batches,
+                                   const ScheduleModel& schedule, Optimizer optimizer) {
+  std::vector<int> degrees;
+  bool recompute = false;
+  for (const Stage& stage : stages) {
+    degrees.push_back(stage.tensor_parallel);
+    recompute = recompute || stage.recompute;
+  }
+  std::sort(degrees.begin(), degrees.end());
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  const Sums sums = make_sums(model, degrees, recompute);
+  return objective_with(model, sums, degrees, topology, stages, micro_batches, schedule, optimizer);
 }
 
 namespace {
@@ -209,53 +515,37 @@ struct Grid {
   std::vector<int> cuts;  // allowed layer boundaries, 0 = first, L = last
   int unit = 1;           // run starts and lengths are multiples of this
   int positions = 0;      // run starts: 0, unit, 2 unit, ... (positions * unit <= N)
-  int lengths = 0;        // run lengths: unit, 2 unit, ..., lengths * unit <= min(N, M)
+  int lengths = 0;        // run lengths: unit, 2 unit, ..., lengths * unit <= min(N, M t_max)
 };
 
 constexpr int kMaxBlocks = 192;    // layer blocks the DP sees at most
 constexpr int kMaxPositions = 32;  // run starts at most
 constexpr int kMaxLengths = 16;    // run lengths at most
-constexpr double kBudget = 80e6;   // blocks^2 x starts x lengths^2: about a second
+constexpr double kBudget = 80e6;   // blocks^2 x starts x lengths^2 x choices: about a second
 
-// `single_gpus`: runs start at every position (unit 1) and are at most a few GPUs long, for
-// plans whose stages must be many and narrow (memory-tight models); the lengths shrink instead
-// of the positions to meet the budget.
-Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget,
-               bool single_gpus = false) {
+// The longest run a stage may have: min(N, M t_max) GPUs (at most M groups).
+int longest_run(int gpus, int micro_batches, const StageChoices& choices) {
+  const long t_max = choices.degrees.empty() ? 1 : choices.degrees.back();
+  return static_cast<int>(std::min<long>(gpus, static_cast<long>(micro_batches) * t_max));
+}
+
+// How many (degree, next degree, recomputation) combinations a transition weighs: 1 for a v1
+// model.
+double choice_factor(const StageChoices& choices) {
+  const double d = static_cast<double>(choices.degrees.size());
+  return d * d * static_cast<double>(recompute_options(choices).size());
+}
+
+// Layer blocks of about equal compute; inside each window the cut goes where the activation
+// crossing it is smallest (ties: the earlier boundary). O(L blocks).
+std::vector<int> block_cuts(const model::Model& model, int blocks) {
   const int L = static_cast<int>(model.layers.size());
-  const int R = std::min(gpus, micro_batches);
-  Grid grid;
-  while (!single_gpus && std::isfinite(budget) &&
-         (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
-    grid.unit *= 2;
-  }
-  grid.unit = std::min(grid.unit, std::max(R, 1));
-  int blocks = std::isfinite(budget) ? std::min(L, kMaxBlocks) : L;
-  int lengths = R / grid.unit;
-  auto cost = [&] {
-    const double positions = gpus / grid.unit;
-    return static_cast<double>(blocks) * blocks * positions * lengths * lengths;
-  };
-  // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
-  // layer blocks.
-  if (single_gpus) {
-    while (cost() > budget && lengths > 1) lengths /= 2;
-  }
-  while (!single_gpus && cost() > budget && grid.unit * 2 <= R) {
-    grid.unit *= 2;
-    lengths = R / grid.unit;
-  }
-  while (cost() > budget && blocks > 16) blocks = blocks * 3 / 4;
-  grid.positions = gpus / grid.unit;
-  grid.lengths = lengths;
-  grid.cuts.push_back(0);
+  std::vector<int> cuts{0};
   if (L <= blocks) {
-    for (int l = 1; l <= L; ++l) grid.cuts.push_back(l);
-    return grid;
+    for (int l = 1; l <= L; ++l) cuts.push_back(l);
+    return cuts;
   }
-  // Blocks of about equal compute; inside each window the cut goes where the activation
-  // crossing it is smallest (ties: the earlier boundary).
-  const Prefix prefix(model);
+  const LayerSums prefix(model);
   const double total = prefix.forward.back() + prefix.backward.back();
   int previous = 0;
   for (int b = 1; b < blocks; ++b) {
@@ -273,269 +563,427 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
       if (work > high) break;
     }
     if (best > previous && best < L) {
-      grid.cuts.push_back(best);
+      cuts.push_back(best);
       previous = best;
     }
   }
-  grid.cuts.push_back(L);
+  cuts.push_back(L);
+  return cuts;
+}
+
+// `single_gpus`: runs start at every position (unit 1) and are at most a few GPUs long, for
+// plans whose stages must be many and narrow (memory-tight models); the lengths shrink instead
+// of the positions to meet the budget.
+Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget,
+               const StageChoices& choices, bool single_gpus = false) {
+  const int L = static_cast<int>(model.layers.size());
+  const int R = longest_run(gpus, micro_batches, choices);
+  const double factor = choice_factor(choices);
+  Grid grid;
+  while (!single_gpus && std::isfinite(budget) &&
+         (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
+    grid.unit *= 2;
+  }
+  grid.unit = std::min(grid.unit, std::max(R, 1));
+  int blocks = std::isfinite(budget) ? std::min(L, kMaxBlocks) : L;
+  int lengths = R / grid.unit;
+  auto cost = [&] {
+    const double positions = gpus / grid.unit;
+    return static_cast<double>(blocks) * blocks * positions * lengths * lengths * factor;
+  };
+  // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
+  // layer blocks.
+  if (single_gpus) {
+    while (cost() > budget && lengths > 1) lengths /= 2;
+  }
+  while (!single_gpus && cost() > budget && grid.unit * 2 <= R) {
+    grid.unit *= 2;
+    lengths = R / grid.unit;
+  }
+  while (cost() > budget && blocks > 16) blocks = blocks * 3 / 4;
+  grid.positions = gpus / grid.unit;
+  grid.lengths = lengths;
+  grid.cuts = block_cuts(model, blocks);
   return grid;
 }
 
-// The DP proper over `grid`. `cap` > 0 keeps only the `cap` entries of smallest sum per state
-// (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that cannot
-// lead to a plan of total <= upper_bound (see the bounds below). Both off: exact on the grid.
+// One pass of the DP over a grid. `cap` > 0 keeps only the `cap` entries of smallest sum per
+// state (a fast heuristic whose result is an upper bound); `upper_bound` drops entries that
+// cannot lead to a plan of total <= upper_bound (see `keep`). Both off: exact on the grid.
 // Past `max_work` (kMaxPassWork in solve) the pass gives up: `gave_up` is set, nothing returned.
-// Returns the `count` best plans of the final front (smallest total first, ties in front order)
-// with at most `max_stages` stages.
-std::vector<Solution> run_dp(const model::Model& model, const topology::Topology& topology,
-                             const std::vector<int>& order, int micro_batches, const Grid& grid,
-                             const ScheduleModel& schedule, std::size_t cap, double upper_bound,
-                             double max_work, bool& gave_up, std::size_t count, int max_stages) {
-  double work = 0;
-  const int C = static_cast<int>(grid.cuts.size()) - 1;  // blocks
-  const int P = grid.positions;
-  const int Q = grid.lengths;
-  const int U = grid.unit;
-  const int N = static_cast<int>(order.size());
-  const int M = micro_batches;
-  const Prefix prefix(model);
-  if (Q == 0 || P == 0) return {};
-  // The stage count enters the fronts only when the cap can bind.
-  const bool count_stages = max_stages < std::min(C, P);
+class Pass {
+ public:
+  Pass(const model::Model& model, const topology::Topology& topology, const std::vector<int>& order,
+       int micro_batches, const Grid& grid, const ScheduleModel& schedule,
+       const StageChoices& choices)
+      : model_(model),
+        topology_(topology),
+        order_(order),
+        M_(micro_batches),
+        grid_(grid),
+        schedule_(schedule),
+        choices_(choices),
+        sums_(make_sums(model, choices.degrees, choices.may_recompute || choices.must_recompute)),
+        prefix_(model),
+        rule_(memory_rule(model, choices.optimizer)),
+        recompute_(recompute_options(choices)),
+        C_(static_cast<int>(grid.cuts.size()) - 1),
+        P_(grid.positions),
+        Q_(grid.lengths),
+        U_(grid.unit),
+        D_(static_cast<int>(choices.degrees.size())),
+        N_(static_cast<int>(order.size())) {
+    build_runs();
+    build_crosses();
+    fronts_.resize(static_cast<std::size_t>(C_) * static_cast<std::size_t>(P_) *
+                   static_cast<std::size_t>(Q_) * static_cast<std::size_t>(D_));
+  }
 
-  // Runs: stats of the run starting at position p * U with q * U GPUs.
-  std::vector<Run> runs(static_cast<std::size_t>(P) * static_cast<std::size_t>(Q));
-  auto run_at = [&](int p, int q) -> Run& {
-    return runs[static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) +
-                static_cast<std::size_t>(q - 1)];
-  };
-  for (int p = 0; p < P; ++p) {
-    Run run;
-    const int k = p * U;
-    for (int r = 1; k + r <= N && r <= Q * U; ++r) {
-      run.add(topology, order[static_cast<std::size_t>(k + r - 1)]);
-      if (r % U == 0) {
-        run_at(p, r / U) = run;
-        split_micro_batches(run_at(p, r / U), M, schedule.round_robin);
+  // Returns the `count` best plans of the final front (smallest total first, ties in front
+  // order) with at most `max_stages` stages.
+  std::vector<Solution> run(std::size_t cap, double upper_bound, double max_work, bool& gave_up,
+                            std::size_t count, int max_stages) {
+    if (Q_ == 0 || P_ == 0) return {};
+    count_stages_ = max_stages < std::min(C_, P_);  // the stage count enters the fronts only
+    max_stages_ = max_stages;                       // when the cap can bind
+    cap_ = cap;
+    prune_above_ = upper_bound * (1 + 1e-9);
+    max_work_ = max_work;
+    prepare_floors();
+    for (int ci = C_ - 1; ci >= 0; --ci) {
+      for (int p = P_ - 1; p >= 0; --p) {
+        // Only reachable states: the layers before i need GPUs before k; plans start at k = 0.
+        if ((ci == 0) != (p == 0)) continue;
+        if (!fill_states(ci, p)) {
+          gave_up = true;
+          return {};
+        }
+      }
+    }
+    return best_solutions(count);
+  }
+
+ private:
+  [[nodiscard]] std::size_t run_index(int p, int q, int d) const {
+    return (static_cast<std::size_t>(p) * static_cast<std::size_t>(Q_) +
+            static_cast<std::size_t>(q - 1)) *
+               static_cast<std::size_t>(D_) +
+           static_cast<std::size_t>(d);
+  }
+  std::vector<Entry>& front(int ci, int p, int q, int d) {
+    return fronts_[static_cast<std::size_t>(ci) * static_cast<std::size_t>(P_) *
+                       static_cast<std::size_t>(Q_) * static_cast<std::size_t>(D_) +
+                   run_index(p, q, d)];
+  }
+  [[nodiscard]] const std::optional<Run>& run_at(int p, int q, int d) const {
+    return runs_[run_index(p, q, d)];
+  }
+  Cross& cross_at(int p, int q1, int q2) {
+    return crosses_[(static_cast<std::size_t>(p) * static_cast<std::size_t>(Q_) +
+                     static_cast<std::size_t>(q1 - 1)) *
+                        static_cast<std::size_t>(Q_) +
+                    static_cast<std::size_t>(q2 - 1)];
+  }
+
+  // Runs: the run starting at position p U with q U GPUs at each degree that divides it, of at
+  // most M groups. O(P Q D (Q U + M r)).
+  void build_runs() {
+    runs_.assign(
+        static_cast<std::size_t>(P_) * static_cast<std::size_t>(Q_) * static_cast<std::size_t>(D_),
+        std::nullopt);
+    for (int p = 0; p < P_; ++p) {
+      const int k = p * U_;
+      std::vector<int> gpus;
+      for (int n = 1; k + n <= N_ && n <= Q_ * U_; ++n) {
+        gpus.push_back(order_[static_cast<std::size_t>(k + n - 1)]);
+        if (n % U_ != 0) continue;
+        for (int d = 0; d < D_; ++d) {
+          const int t = choices_.degrees[static_cast<std::size_t>(d)];
+          if (n % t != 0 || n / t > M_) continue;
+          runs_[run_index(p, n / U_, d)] = make_run(topology_, gpus, t, M_, schedule_.round_robin);
+        }
       }
     }
   }
+
   // Worst-pair costs between the run of q1 units ending at position p and the run of q2 units
   // starting there, built from the cost of every unit pair (O(P Q^2 U^2)).
-  std::vector<Cross> unit_pairs(static_cast<std::size_t>(P) * static_cast<std::size_t>(P));
-  for (int a = 0; a < P; ++a) {
-    for (int b = a + 1; b < P; ++b) {
-      Cross c;
-      for (int u = a * U; u < (a + 1) * U; ++u) {
-        for (int v = b * U; v < (b + 1) * U; ++v) {
-          c.bandwidth = std::min(
-              c.bandwidth, topology.bandwidth_bytes_per_s(order[static_cast<std::size_t>(u)],
-                                                          order[static_cast<std::size_t>(v)]));
-          c.latency_ms =
-              std::max(c.latency_ms, topology.latency_ms(order[static_cast<std::size_t>(u)],
-                                                         order[static_cast<std::size_t>(v)]));
-        }
-      }
-      unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) +
-                 static_cast<std::size_t>(b)] = c;
-    }
-  }
-  std::vector<Cross> crosses(static_cast<std::size_t>(P + 1) * static_cast<std::size_t>(Q) *
-                             static_cast<std::size_t>(Q));
-  auto cross_at = [&](int p, int q1, int q2) -> Cross& {
-    return crosses[(static_cast<std::size_t>(p) * static_cast<std::size_t>(Q) +
-                    static_cast<std::size_t>(q1 - 1)) *
-                       static_cast<std::size_t>(Q) +
-                   static_cast<std::size_t>(q2 - 1)];
-  };
-  for (int p = 1; p < P; ++p) {
-    for (int q1 = 1; q1 <= Q && p - q1 >= 0; ++q1) {
-      for (int q2 = 1; q2 <= Q && p + q2 <= P; ++q2) {
-        Cross c = q2 > 1 ? cross_at(p, q1, q2 - 1) : (q1 > 1 ? cross_at(p, q1 - 1, q2) : Cross{});
-        // Add the pairs of the newest receiver unit (q2 > 1) or sender unit (q2 == 1).
-        const int first_sender = q2 > 1 ? p - q1 : p - q1;
-        const int last_sender = q2 > 1 ? p - 1 : p - q1;
-        const int receiver_from = q2 > 1 ? p + q2 - 1 : p;
-        for (int a = first_sender; a <= last_sender; ++a) {
-          const Cross& pair = unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P) +
-                                         static_cast<std::size_t>(receiver_from)];
-          c.bandwidth = std::min(c.bandwidth, pair.bandwidth);
-          c.latency_ms = std::max(c.latency_ms, pair.latency_ms);
-        }
-        cross_at(p, q1, q2) = c;
-      }
-    }
-  }
-
-  const auto states =
-      static_cast<std::size_t>(C) * static_cast<std::size_t>(P) * static_cast<std::size_t>(Q);
-  std::vector<std::vector<Entry>> fronts(states);
-  auto front = [&](int ci, int p, int q) -> std::vector<Entry>& {
-    return fronts[(static_cast<std::size_t>(ci) * static_cast<std::size_t>(P) +
-                   static_cast<std::size_t>(p)) *
-                      static_cast<std::size_t>(Q) +
-                  static_cast<std::size_t>(q - 1)];
-  };
-
-  double fastest_anywhere = 0;
-  for (int g : order) fastest_anywhere = std::max(fastest_anywhere, topology.gpu(g).speed);
-  std::vector<double> speed_before(static_cast<std::size_t>(N) + 1, 0);  // speeds of positions < k
-  for (int k = 0; k < N; ++k) {
-    speed_before[static_cast<std::size_t>(k) + 1] =
-        speed_before[static_cast<std::size_t>(k)] +
-        topology.gpu(order[static_cast<std::size_t>(k)]).speed;
-  }
-  const double prune_above = upper_bound * (1 + 1e-9);
-
-  for (int ci = C - 1; ci >= 0; --ci) {
-    const int i = grid.cuts[static_cast<std::size_t>(ci)];
-    const double prefix_work =
-        prefix.forward[static_cast<std::size_t>(i)] + prefix.backward[static_cast<std::size_t>(i)];
-    // Only reachable states: the layers before i need GPUs before k, and plans start at k = 0.
-    for (int p = P - 1; p >= 0; --p) {
-      if ((ci == 0) != (p == 0)) continue;
-      const int k = p * U;
-      // Lower bounds on what the layers before i add to a suffix entry: their compute at the
-      // fastest speed, and (the busiest of their stages works at least M prefix_work / speeds
-      // of the GPUs before k) a steady state that replaces the entry's excess.
-      const double floor_latency = prefix_work / fastest_anywhere;
-      const double floor_load =
-          k > 0 ? M * prefix_work / speed_before[static_cast<std::size_t>(k)] : 0;
-      auto keep = [&](const Entry& e) {
-        return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above;
-      };
-      for (int q = 1; q <= Q && p + q <= P; ++q) {
-        std::vector<Entry>& here = front(ci, p, q);
-        const Run& run = run_at(p, q);
-        const int next_p = p + q;
-        for (int cj = ci + 1; cj <= C; ++cj) {
-          const int j = grid.cuts[static_cast<std::size_t>(cj)];
-          const Terms t = stage_terms(model, prefix, i, j, run, schedule);
-          if (!t.fits) break;  // more layers only need more memory
-          if (cj == C) {
-            const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, 1, cj, 0, -1};
-            if (keep(e)) insert(here, e, count_stages);
-            continue;
-          }
-          const double bytes = model.layers[static_cast<std::size_t>(j - 1)].activation_bytes;
-          for (int q2 = 1; q2 <= Q && next_p + q2 <= P; ++q2) {
-            const std::vector<Entry>& rest = front(cj, next_p, q2);
-            if (rest.empty()) continue;
-            const double c = cross_at(next_p, q, q2).transfer_ms(bytes);
-            const long channels = static_cast<long>(std::max(q, q2)) * U;
-            const long per_channel = (M + channels - 1) / channels;
-            const double channel = static_cast<double>(per_channel) * c - c;
-            work += static_cast<double>(rest.size()) * static_cast<double>(here.size() + 1);
-            if (work > max_work) {
-              gave_up = true;
-              return {};
-            }
-            for (std::size_t x = 0; x < rest.size(); ++x) {
-              const Entry& e = rest[x];
-              if (count_stages && e.stages >= max_stages) continue;
-              const double latency = t.latency + 2 * c + e.latency;
-              const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
-              const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
-              const Entry next{latency, excess, tail, e.stages + 1, cj, q2, static_cast<int>(x)};
-              if (keep(next)) insert(here, next, count_stages);
-            }
+  void build_crosses() {
+    std::vector<Cross> unit_pairs(static_cast<std::size_t>(P_) * static_cast<std::size_t>(P_));
+    for (int a = 0; a < P_; ++a) {
+      for (int b = a + 1; b < P_; ++b) {
+        Cross c;
+        for (int u = a * U_; u < (a + 1) * U_; ++u) {
+          for (int v = b * U_; v < (b + 1) * U_; ++v) {
+            const int x = order_[static_cast<std::size_t>(u)];
+            const int y = order_[static_cast<std::size_t>(v)];
+            c.bandwidth = std::min(c.bandwidth, topology_.bandwidth_bytes_per_s(x, y));
+            c.latency_ms = std::max(c.latency_ms, topology_.latency_ms(x, y));
           }
         }
-        if (cap > 0 && here.size() > cap) {
-          // Keep the `cap` smallest sums, in their original order (deterministic).
-          std::vector<std::size_t> rank(here.size());
-          std::iota(rank.begin(), rank.end(), 0);
-          std::stable_sort(rank.begin(), rank.end(), [&](std::size_t lhs, std::size_t rhs) {
-            return here[lhs].latency + here[lhs].excess + here[lhs].tail <
-                   here[rhs].latency + here[rhs].excess + here[rhs].tail;
-          });
-          rank.resize(cap);
-          std::sort(rank.begin(), rank.end());
-          std::vector<Entry> kept;
-          for (std::size_t x : rank) kept.push_back(here[x]);
-          here = std::move(kept);
+        unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P_) +
+                   static_cast<std::size_t>(b)] = c;
+      }
+    }
+    crosses_.assign(static_cast<std::size_t>(P_ + 1) * static_cast<std::size_t>(Q_) *
+                        static_cast<std::size_t>(Q_),
+                    Cross{});
+    for (int p = 1; p < P_; ++p) {
+      for (int q1 = 1; q1 <= Q_ && p - q1 >= 0; ++q1) {
+        for (int q2 = 1; q2 <= Q_ && p + q2 <= P_; ++q2) {
+          Cross c = q2 > 1 ? cross_at(p, q1, q2 - 1) : (q1 > 1 ? cross_at(p, q1 - 1, q2) : Cross{});
+          // Add the pairs of the newest receiver unit (q2 > 1) or sender unit (q2 == 1).
+          const int first_sender = p - q1;
+          const int last_sender = q2 > 1 ? p - 1 : p - q1;
+          const int receiver = q2 > 1 ? p + q2 - 1 : p;
+          for (int a = first_sender; a <= last_sender; ++a) {
+            const Cross& pair =
+                unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P_) +
+                           static_cast<std::size_t>(receiver)];
+            c.bandwidth = std::min(c.bandwidth, pair.bandwidth);
+            c.latency_ms = std::max(c.latency_ms, pair.latency_ms);
+          }
+          cross_at(p, q1, q2) = c;
         }
       }
     }
   }
 
-  // The plan starts at position 0 with any first-run length: the `count` smallest totals.
-  std::vector<std::pair<int, std::size_t>> tops;
-  for (int q = 1; q <= Q; ++q) {
-    for (std::size_t x = 0; x < front(0, 0, q).size(); ++x) tops.emplace_back(q, x);
-  }
-  auto total_of = [&](const std::pair<int, std::size_t>& top) {
-    const Entry& e = front(0, 0, top.first)[top.second];
-    return e.latency + e.excess + e.tail;
-  };
-  std::stable_sort(tops.begin(), tops.end(),
-                   [&](const auto& a, const auto& b) { return total_of(a) < total_of(b); });
-  if (tops.size() > count) tops.resize(count);
-  std::vector<Solution> solutions;
-  for (const auto& [first_q, first_x] : tops) {
-    Solution solution;
-    int ci = 0, p = 0, q = first_q;
-    int x = static_cast<int>(first_x);
-    const Entry& top = front(0, 0, q)[first_x];
-    solution.objective =
-        Objective{top.latency, top.excess, top.tail, top.latency + top.excess + top.tail};
-    while (true) {
-      const Entry& e = front(ci, p, q)[static_cast<std::size_t>(x)];
-      Stage stage;
-      stage.first_layer = grid.cuts[static_cast<std::size_t>(ci)];
-      stage.last_layer = grid.cuts[static_cast<std::size_t>(e.j)] - 1;
-      for (int g = p * U; g < (p + q) * U; ++g)
-        stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
-      solution.stages.push_back(std::move(stage));
-      if (e.next < 0) break;
-      ci = e.j;
-      p += q;
-      q = e.b;
-      x = e.next;
+  // Lower bounds on what the layers before a state add to its entries: their compute at the
+  // fastest speed, and (the busiest of their stages works at least M prefix_work / speeds of the
+  // GPUs before k) a steady state that replaces the entry's excess. With tensor parallelism a
+  // layer counts at its least time and least total work over its degrees.
+  void prepare_floors() {
+    fastest_anywhere_ = 0;
+    for (int g : order_) fastest_anywhere_ = std::max(fastest_anywhere_, topology_.gpu(g).speed);
+    speed_before_.assign(static_cast<std::size_t>(N_) + 1, 0);
+    for (int k = 0; k < N_; ++k) {
+      speed_before_[static_cast<std::size_t>(k) + 1] =
+          speed_before_[static_cast<std::size_t>(k)] +
+          topology_.gpu(order_[static_cast<std::size_t>(k)]).speed;
     }
-    solutions.push_back(std::move(solution));
   }
-  return solutions;
-}
+  [[nodiscard]] bool keep(const Entry& e, int i, int k) const {
+    const auto l = static_cast<std::size_t>(i);
+    const bool v1 = D_ == 1 && choices_.degrees.front() == 1;
+    const double time = v1 ? prefix_.forward[l] + prefix_.backward[l] : sums_.least_time[l];
+    const double work = v1 ? time : sums_.least_work[l];
+    const double floor_latency = time / fastest_anywhere_;
+    const double floor_load = k > 0 ? M_ * work / speed_before_[static_cast<std::size_t>(k)] : 0;
+    return e.latency + std::max(e.excess + floor_latency, floor_load) <= prune_above_;
+  }
+
+  // Every state (ci, p, q, d) for q, d. False when the pass ran out of work.
+  bool fill_states(int ci, int p) {
+    const int i = grid_.cuts[static_cast<std::size_t>(ci)];
+    for (int q = 1; q <= Q_ && p + q <= P_; ++q) {
+      for (int d = 0; d < D_; ++d) {
+        const std::optional<Run>& run = run_at(p, q, d);
+        if (!run) continue;
+        std::vector<Entry>& here = front(ci, p, q, d);
+        for (int cj = ci + 1; cj <= C_; ++cj) {
+          const int j = grid_.cuts[static_cast<std::size_t>(cj)];
+          const DegreeColumns& columns = sums_.degrees[static_cast<std::size_t>(d)];
+          if (!allowed(sums_, columns, i, j)) continue;
+          const StageSums x = stage_sums(sums_, columns, i, j);
+          bool any_fits = false;
+          for (const bool recompute : recompute_) {
+            const Terms t = stage_terms(x, *run, recompute, rule_, schedule_);
+            if (!t.fits) continue;  // more layers only need more memory
+            any_fits = true;
+            if (!transitions(here, t, recompute, cj, p, q, d, i)) return false;
+          }
+          if (!any_fits) break;
+        }
+        if (cap_ > 0 && here.size() > cap_) keep_smallest(here);
+      }
+    }
+    return true;
+  }
+
+  // The entries of state (ci, p, q, d) whose first stage (layers up to cut cj) has terms `t`.
+  bool transitions(std::vector<Entry>& here, const Terms& t, bool recompute, int cj, int p, int q,
+                   int d, int i) {
+    const int k = p * U_;
+    if (cj == C_) {
+      const Entry e{t.latency, stage_excess(t, t.latency), t.allreduce, 1, cj, 0, 0, -1, recompute};
+      if (keep(e, i, k)) insert(here, e, count_stages_);
+      return true;
+    }
+    const int j = grid_.cuts[static_cast<std::size_t>(cj)];
+    const int next_p = p + q;
+    const int t_here = choices_.degrees[static_cast<std::size_t>(d)];
+    const int r_here = run_at(p, q, d)->groups_count;
+    for (int q2 = 1; q2 <= Q_ && next_p + q2 <= P_; ++q2) {
+      for (int d2 = 0; d2 < D_; ++d2) {
+        const std::vector<Entry>& rest = front(cj, next_p, q2, d2);
+        if (rest.empty()) continue;
+        const int t_next = choices_.degrees[static_cast<std::size_t>(d2)];
+        const double bytes = model_.layers[static_cast<std::size_t>(j - 1)].activation_bytes /
+                             std::min(t_here, t_next);
+        const double c = cross_at(next_p, q, q2).transfer_ms(bytes);
+        const long channels = std::max(r_here, run_at(next_p, q2, d2)->groups_count);
+        const long per_channel = (M_ + channels - 1) / channels;
+        const double channel = static_cast<double>(per_channel) * c - c;
+        work_ += static_cast<double>(rest.size()) * static_cast<double>(here.size() + 1);
+        if (work_ > max_work_) return false;
+        for (std::size_t x = 0; x < rest.size(); ++x) {
+          const Entry& e = rest[x];
+          if (count_stages_ && e.stages >= max_stages_) continue;
+          const double latency = t.latency + 2 * c + e.latency;
+          const double excess = std::max(e.excess, std::max(stage_excess(t, latency), channel));
+          const double tail = std::max(t.allreduce, e.tail - (c + t.backward));
+          const Entry next{latency,  excess, tail, e.stages + 1, cj, q2, d2, static_cast<int>(x),
+                           recompute};
+          if (keep(next, i, k)) insert(here, next, count_stages_);
+        }
+      }
+    }
+    return true;
+  }
+
+  // Keeps the `cap_` smallest sums, in their original order (deterministic).
+  void keep_smallest(std::vector<Entry>& here) const {
+    std::vector<std::size_t> rank(here.size());
+    std::iota(rank.begin(), rank.end(), 0);
+    std::stable_sort(rank.begin(), rank.end(), [&](std::size_t lhs, std::size_t rhs) {
+      return here[lhs].latency + here[lhs].excess + here[lhs].tail <
+             here[rhs].latency + here[rhs].excess + here[rhs].tail;
+    });
+    rank.resize(cap_);
+    std::sort(rank.begin(), rank.end());
+    std::vector<Entry> kept;
+    for (std::size_t x : rank) kept.push_back(here[x]);
+    here = std::move(kept);
+  }
+
+  // The plan starts at position 0 with any first-run length and degree: the `count` smallest
+  // totals, each followed back to its stages.
+  std::vector<Solution> best_solutions(std::size_t count) {
+    struct Top {
+      int q, d;
+      std::size_t x;
+    };
+    std::vector<Top> tops;
+    for (int q = 1; q <= Q_; ++q) {
+      for (int d = 0; d < D_; ++d) {
+        for (std::size_t x = 0; x < front(0, 0, q, d).size(); ++x) tops.push_back({q, d, x});
+      }
+    }
+    auto total_of = [&](const Top& top) {
+      const Entry& e = front(0, 0, top.q, top.d)[top.x];
+      return e.latency + e.excess + e.tail;
+    };
+    std::stable_sort(tops.begin(), tops.end(),
+                     [&](const Top& a, const Top& b) { return total_of(a) < total_of(b); });
+    if (tops.size() > count) tops.resize(count);
+    std::vector<Solution> solutions;
+    for (const Top& top : tops) {
+      Solution solution;
+      const Entry& first = front(0, 0, top.q, top.d)[top.x];
+      solution.objective = Objective{first.latency, first.excess, first.tail,
+                                     first.latency + first.excess + first.tail};
+      int ci = 0, p = 0, q = top.q, d = top.d;
+      int x = static_cast<int>(top.x);
+      while (true) {
+        const Entry& e = front(ci, p, q, d)[static_cast<std::size_t>(x)];
+        Stage stage;
+        stage.first_layer = grid_.cuts[static_cast<std::size_t>(ci)];
+        stage.last_layer = grid_.cuts[static_cast<std::size_t>(e.j)] - 1;
+        for (int g = p * U_; g < (p + q) * U_; ++g)
+          stage.gpus.push_back(order_[static_cast<std::size_t>(g)]);
+        stage.tensor_parallel = choices_.degrees[static_cast<std::size_t>(d)];
+        stage.recompute = e.recompute;
+        solution.stages.push_back(std::move(stage));
+        if (e.next < 0) break;
+        ci = e.j;
+        p += q;
+        q = e.b;
+        d = e.d;
+        x = e.next;
+      }
+      solutions.push_back(std::move(solution));
+    }
+    return solutions;
+  }
+
+  const model::Model& model_;
+  const topology::Topology& topology_;
+  const std::vector<int>& order_;
+  const int M_;
+  const Grid& grid_;
+  const ScheduleModel& schedule_;
+  const StageChoices& choices_;
+  const Sums sums_;
+  const LayerSums prefix_;
+  const MemoryRule rule_;
+  const std::vector<bool> recompute_;
+  const int C_, P_, Q_, U_, D_, N_;
+  std::vector<std::optional<Run>> runs_;
+  std::vector<Cross> crosses_;
+  std::vector<std::vector<Entry>> fronts_;
+  double fastest_anywhere_ = 0;
+  std::vector<double> speed_before_;
+  bool count_stages_ = false;
+  int max_stages_ = 0;
+  std::size_t cap_ = 0;
+  double prune_above_ = 0;
+  double max_work_ = 0;
+  double work_ = 0;
+};
 
 // The best objective among simple plans on the grid: S stages of equal compute (cut at grid
-// boundaries), each on q units of consecutive GPUs, for every q and S. A cheap upper bound
-// for the exact pass (infinity when none fits). O(P log P) plans of O(L + S r^2) each.
+// boundaries), each on q units of consecutive GPUs at one degree, for every q, S and degree.
+// A cheap upper bound for the exact pass (infinity when none fits). O(P log P D) plans of
+// O(L + S r^2) each.
 double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
                           const std::vector<int>& order, int micro_batches, const Grid& grid,
-                          const ScheduleModel& schedule, int max_stages) {
+                          const ScheduleModel& schedule, int max_stages,
+                          const StageChoices& choices) {
   const int C = static_cast<int>(grid.cuts.size()) - 1;
-  const Prefix prefix(model);
+  const LayerSums prefix(model);
+  const Sums sums = make_sums(model, choices.degrees, choices.must_recompute);
   auto work_at = [&](int ci) {
     const auto l = static_cast<std::size_t>(grid.cuts[static_cast<std::size_t>(ci)]);
     return prefix.forward[l] + prefix.backward[l];
   };
   const double total = work_at(C);
   double best = std::numeric_limits<double>::infinity();
-  for (int q = 1; q <= grid.lengths; ++q) {
-    for (int S = 1; S <= C && S <= max_stages && S * q <= grid.positions; ++S) {
-      std::vector<Stage> stages;
-      int first = 0;  // block index
-      for (int s = 0; s < S; ++s) {
-        int last = first + 1;  // exclusive block index
-        if (s == S - 1) {
-          last = C;
-        } else {
-          // Extend while the cumulative work stays below the stage's share, leaving a block
-          // for each later stage.
-          const double target = total * (s + 1) / S;
-          while (last + 1 <= C - (S - 1 - s) && work_at(last + 1) <= target) ++last;
+  for (const int t : choices.degrees) {
+    for (int q = 1; q <= grid.lengths; ++q) {
+      const int n = q * grid.unit;
+      if (n % t != 0 || n / t > micro_batches) continue;
+      for (int S = 1; S <= C && S <= max_stages && S * q <= grid.positions; ++S) {
+        std::vector<Stage> stages;
+        int first = 0;  // block index
+        bool valid = true;
+        for (int s = 0; s < S; ++s) {
+          int last = first + 1;  // exclusive block index
+          if (s == S - 1) {
+            last = C;
+          } else {
+            // Extend while the cumulative work stays below the stage's share, leaving a block
+            // for each later stage.
+            const double target = total * (s + 1) / S;
+            while (last + 1 <= C - (S - 1 - s) && work_at(last + 1) <= target) ++last;
+          }
+          Stage stage{grid.cuts[static_cast<std::size_t>(first)],
+                      grid.cuts[static_cast<std::size_t>(last)] - 1,
+                      {}};
+          for (int g = s * n; g < (s + 1) * n; ++g)
+            stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
+          stage.tensor_parallel = t;
+          stage.recompute = choices.must_recompute;
+          valid =
+              valid && model::stage_allows_degree(model, stage.first_layer, stage.last_layer, t);
+          stages.push_back(std::move(stage));
+          first = last;
         }
-        Stage stage{grid.cuts[static_cast<std::size_t>(first)],
-                    grid.cuts[static_cast<std::size_t>(last)] - 1,
-                    {}};
-        for (int g = s * q * grid.unit; g < (s + 1) * q * grid.unit; ++g)
-          stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
-        stages.push_back(std::move(stage));
-        first = last;
+        if (!valid) continue;
+        if (auto value = objective_with(model, sums, choices.degrees, topology, stages,
+                                        micro_batches, schedule, choices.optimizer))
+          best = std::min(best, value->total_ms);
       }
-      if (auto value = objective(model, topology, stages, micro_batches, schedule))
-        best = std::min(best, value->total_ms);
     }
   }
   return best;
@@ -548,31 +996,31 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
                                     const ScheduleModel& schedule, const SolveOptions& options) {
   const double unlimited = std::numeric_limits<double>::infinity();
   const bool full_grid = options.full_grid;
+  const StageChoices& choices = options.choices;
   const int max_stages =
       options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
+  const int N = static_cast<int>(order.size());
   double budget = full_grid ? unlimited : kBudget;
-  Grid grid = make_grid(model, static_cast<int>(order.size()), micro_batches, budget);
+  Grid grid = make_grid(model, N, micro_batches, budget, choices);
   while (true) {
     // Large fronts can make a grid within the budget slow: a pass that passes max_pass_work
     // gives up and the grid is made coarser (a quarter of the budget), until it can be no
     // coarser; the last grid runs without a limit. Work is counted, not timed: deterministic.
-    const Grid coarser =
-        full_grid ? grid
-                  : make_grid(model, static_cast<int>(order.size()), micro_batches, budget / 4);
+    const Grid coarser = full_grid ? grid : make_grid(model, N, micro_batches, budget / 4, choices);
     const bool last = coarser.cuts == grid.cuts && coarser.unit == grid.unit;
     const double max_work = last ? unlimited : options.max_pass_work;
     bool gave_up = false;
     auto pass = [&](std::size_t cap, double upper_bound) {
-      return run_dp(model, topology, order, micro_batches, grid, schedule, cap, upper_bound,
-                    max_work, gave_up, options.solutions, max_stages);
+      Pass dp(model, topology, order, micro_batches, grid, schedule, choices);
+      return dp.run(cap, upper_bound, max_work, gave_up, options.solutions, max_stages);
     };
     auto result = [&]() -> std::vector<Solution> {
       // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
       // equal-compute plans usually give a good one; when none fits in memory (or within the
       // stage cap), a capped pass (4 entries per state) finds a plan whose value serves
       // instead. Either way the exact pass keeps the optimum, so the result is exact (on the grid).
-      const double simple =
-          simple_plans_bound(model, topology, order, micro_batches, grid, schedule, max_stages);
+      const double simple = simple_plans_bound(model, topology, order, micro_batches, grid,
+                                               schedule, max_stages, choices);
       if (std::isfinite(simple)) {
         auto exact = pass(0, simple);
         if (!exact.empty() || gave_up) return exact;
@@ -585,7 +1033,7 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
     if (!gave_up && result.empty() && grid.unit > 1 && !options.full_grid) {
       // Nothing fits on runs of whole units: memory may need more, narrower stages than the
       // units allow (a unit of 2 GPUs halves the stages). Try runs of single GPUs once.
-      Grid narrow = make_grid(model, static_cast<int>(order.size()), micro_batches, kBudget, true);
+      Grid narrow = make_grid(model, N, micro_batches, kBudget, choices, true);
       if (narrow.unit == 1) {
         grid = narrow;
         result = [&] {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -18,10 +19,13 @@ namespace {
 
 constexpr double kSaturated = 1e18;
 
-// A shape as numbers: the first layer of each stage and the length of each run.
+// A shape as numbers: the first layer of each stage, the length of each run (GPUs), and each
+// stage's tensor-parallel degree and recomputation (spec 8.2).
 struct Layout {
   std::vector<int> firsts;
   std::vector<int> runs;
+  std::vector<int> degrees;
+  std::vector<int> recompute;  // 0 or 1
 };
 
 Layout layout_of(const std::vector<Stage>& stages) {
@@ -29,8 +33,24 @@ Layout layout_of(const std::vector<Stage>& stages) {
   for (const Stage& stage : stages) {
     layout.firsts.push_back(stage.first_layer);
     layout.runs.push_back(static_cast<int>(stage.gpus.size()));
+    layout.degrees.push_back(stage.tensor_parallel);
+    layout.recompute.push_back(stage.recompute ? 1 : 0);
   }
   return layout;
+}
+
+// The recomputation choices a stage has under `limits`.
+std::vector<bool> recompute_options(const ShapeLimits& limits) {
+  if (limits.must_recompute) return {true};
+  if (limits.may_recompute) return {false, true};
+  return {false};
+}
+
+// Whether layers first..last may run at degree t under `limits`.
+bool degree_allowed(const ShapeLimits& limits, int first, int last, int t) {
+  if (!std::binary_search(limits.degrees.begin(), limits.degrees.end(), t)) return false;
+  if (t == 1) return true;
+  return limits.model != nullptr && model::stage_allows_degree(*limits.model, first, last, t);
 }
 
 int used_gpus(const Layout& layout) {
@@ -49,6 +69,8 @@ std::vector<Stage> stages_of(const Layout& layout, const std::vector<int>& order
     for (int g = position; g < position + layout.runs[s]; ++g) {
       stage.gpus.push_back(order[static_cast<std::size_t>(g)]);
     }
+    stage.tensor_parallel = layout.degrees[s];
+    stage.recompute = layout.recompute[s] != 0;
     position += layout.runs[s];
     stages.push_back(std::move(stage));
   }
@@ -58,11 +80,22 @@ std::vector<Stage> stages_of(const Layout& layout, const std::vector<int>& order
 bool valid(const Layout& layout, const std::vector<int>& order, const ShapeLimits& limits) {
   const int S = static_cast<int>(layout.firsts.size());
   if (S < 1 || S > limits.max_stages || layout.firsts.front() != 0) return false;
+  for (int s = 0; s < S; ++s) {  // layer ranges first: the degrees look at the layers
+    const auto at = static_cast<std::size_t>(s);
+    const int end = s + 1 < S ? layout.firsts[at + 1] : limits.layers;
+    if (layout.firsts[at] >= end || end > limits.layers) return false;
+  }
   for (int s = 0; s < S; ++s) {
-    const int end = s + 1 < S ? layout.firsts[static_cast<std::size_t>(s) + 1] : limits.layers;
-    if (layout.firsts[static_cast<std::size_t>(s)] >= end) return false;
-    const int r = layout.runs[static_cast<std::size_t>(s)];
-    if (r < 1 || r > limits.max_replicas) return false;
+    const auto at = static_cast<std::size_t>(s);
+    const int end = s + 1 < S ? layout.firsts[at + 1] : limits.layers;
+    const int n = layout.runs[at];
+    const int t = layout.degrees[at];
+    if (t < 1 || n < 1 || n % t != 0 || n / t > limits.max_replicas) return false;
+    if (!degree_allowed(limits, layout.firsts[at], end - 1, t)) return false;
+    const bool recompute = layout.recompute[at] != 0;
+    if (recompute ? !(limits.may_recompute || limits.must_recompute) : limits.must_recompute) {
+      return false;
+    }
   }
   return used_gpus(layout) <= static_cast<int>(order.size());
 }
@@ -72,7 +105,12 @@ bool valid(const Layout& layout, const std::vector<int>& order, const ShapeLimit
 double count_shapes(const ShapeLimits& limits, int gpus, double stop_above) {
   const int L = limits.layers;
   const int S_max = std::min({limits.max_stages, L, gpus});
-  // runs[n]: sequences of s run lengths in 1..max_replicas summing to n (n <= gpus).
+  // Every stage with every degree and recomputation choice: exact for the v1 shapes, an upper
+  // bound otherwise.
+  const double choices = static_cast<double>(limits.degrees.size()) *
+                         static_cast<double>(recompute_options(limits).size());
+  const int longest = limits.max_replicas * limits.degrees.back();
+  // runs[n]: sequences of s run lengths in 1..longest summing to n (n <= gpus).
   std::vector<double> runs(static_cast<std::size_t>(gpus) + 1, 0);
   runs[0] = 1;
   double total = 0;
@@ -81,9 +119,10 @@ double count_shapes(const ShapeLimits& limits, int gpus, double stop_above) {
     std::vector<double> next(runs.size(), 0);
     for (int n = 0; n <= gpus; ++n) {
       if (runs[static_cast<std::size_t>(n)] == 0) continue;
-      for (int r = 1; r <= limits.max_replicas && n + r <= gpus; ++r) {
-        next[static_cast<std::size_t>(n + r)] = std::min(
-            kSaturated, next[static_cast<std::size_t>(n + r)] + runs[static_cast<std::size_t>(n)]);
+      for (int r = 1; r <= longest && n + r <= gpus; ++r) {
+        next[static_cast<std::size_t>(n + r)] =
+            std::min(kSaturated, next[static_cast<std::size_t>(n + r)] +
+                                     choices * runs[static_cast<std::size_t>(n)]);
       }
     }
     runs = std::move(next);
@@ -107,14 +146,22 @@ void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
       return;
     }
     if (static_cast<int>(current.size()) == limits.max_stages) return;
+    const std::vector<bool> options = recompute_options(limits);
     for (int last = layer; last < L; ++last) {
-      for (int r = 1; r <= limits.max_replicas && position + r <= N; ++r) {
-        Stage stage{layer, last, {}};
-        for (int p = position; p < position + r; ++p)
-          stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
-        current.push_back(std::move(stage));
-        extend(last + 1, position + r);
-        current.pop_back();
+      for (const int t : limits.degrees) {
+        if (!degree_allowed(limits, layer, last, t)) continue;
+        for (int r = 1; r <= limits.max_replicas && position + r * t <= N; ++r) {
+          for (const bool recompute : options) {
+            Stage stage{layer, last, {}};
+            for (int p = position; p < position + r * t; ++p)
+              stage.gpus.push_back(order[static_cast<std::size_t>(p)]);
+            stage.tensor_parallel = t;
+            stage.recompute = recompute;
+            current.push_back(std::move(stage));
+            extend(last + 1, position + r * t);
+            current.pop_back();
+          }
+        }
       }
     }
   };
@@ -124,20 +171,44 @@ void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
 std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
                                                  const topology::Topology& topology,
                                                  const std::vector<int>& order, long stashes,
-                                                 int max_stages, int* gpus_needed) {
+                                                 int max_stages, int* gpus_needed,
+                                                 const Packing& packing) {
   const LayerSums sums(model);
   const int L = static_cast<int>(model.layers.size());
   const int N = static_cast<int>(order.size());
-  auto holds = [&](int g, int i, int j) {  // layers [i, j) on GPU order[g mod N]
-    const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
-    const auto& gpu = topology.gpu(order[static_cast<std::size_t>(g % N)]);
-    return simulate::max_in_flight(
-               model.parameter_memory_factor * (sums.parameters[b] - sums.parameters[a]),
-               sums.stash[b] - sums.stash[a], gpu.memory_bytes, stashes) >= stashes;
+  const int t = packing.tensor_parallel;
+  const int groups = N / t;
+  // The smallest memory of group g (of the order's groups, counted round again past its end).
+  auto capacity = [&](int g) {
+    std::optional<double> smallest;
+    for (int k = 0; k < t; ++k) {
+      const auto& memory =
+          topology.gpu(order[static_cast<std::size_t>((g % groups) * t + k)]).memory_bytes;
+      if (memory) smallest = std::min(smallest.value_or(*memory), *memory);
+    }
+    return smallest;
   };
+  auto holds = [&](int g, int i, int j) {  // layers [i, j) on group g
+    if (t == 1 && !packing.recompute) {
+      const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
+      return simulate::max_in_flight(
+                 model.parameter_memory_factor * (sums.parameters[b] - sums.parameters[a]),
+                 sums.stash[b] - sums.stash[a], capacity(g), stashes) >= stashes;
+    }
+    if (!model::stage_allows_degree(model, i, j - 1, t)) return false;
+    const model::StageCost cost = model::stage_cost(model, i, j - 1, t);
+    const double fixed = model.parameter_memory_factor * cost.parameter_bytes +
+                         (packing.recompute ? cost.max_stash_bytes : 0);
+    const double stash = packing.recompute ? cost.recompute_input_bytes : cost.stash_bytes;
+    return simulate::max_in_flight(fixed, stash, capacity(g), stashes) >= stashes;
+  };
+  if (groups < 1) {
+    if (gpus_needed) *gpus_needed = N + 1;
+    return std::nullopt;
+  }
   std::vector<Stage> stages;
   int layer = 0, g = 0;
-  // Past the order's end the count goes on over its GPUs again (exact for equal memories),
+  // Past the order's end the count goes on over its groups again (exact for equal memories),
   // only to say how many GPUs the packing would need.
   while (layer < L) {
     if (!holds(g, layer, layer + 1)) {
@@ -146,15 +217,74 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
     }
     int end = layer + 1;
     while (end < L && holds(g, layer, end + 1)) ++end;
-    if (g < N) stages.push_back(Stage{layer, end - 1, {order[static_cast<std::size_t>(g)]}});
+    if (g < groups) {
+      Stage stage{layer, end - 1, {}};
+      for (int k = 0; k < t; ++k) stage.gpus.push_back(order[static_cast<std::size_t>(g * t + k)]);
+      stage.tensor_parallel = t;
+      stage.recompute = packing.recompute;
+      stages.push_back(std::move(stage));
+    }
     layer = end;
     ++g;
-    if (g > 4 * N + L) break;  // cannot happen (each GPU takes a layer); a guard
+    if (g > 4 * groups + L) break;  // cannot happen (each group takes a layer); a guard
   }
-  if (gpus_needed) *gpus_needed = g;
-  if (g > N || g > max_stages) return std::nullopt;
+  if (gpus_needed) *gpus_needed = g * t;
+  if (g > groups || g > max_stages) return std::nullopt;
   return stages;
 }
+
+namespace {
+
+// The stage split at its middle of compute: the first layer of its second half.
+int middle_of_compute(const model::Model& model, int first, int end) {
+  double total = 0;
+  for (int l = first; l < end; ++l) {
+    total += model.layers[static_cast<std::size_t>(l)].forward_ms +
+             model.layers[static_cast<std::size_t>(l)].backward_ms;
+  }
+  int cut = first + 1;
+  double seen = model.layers[static_cast<std::size_t>(first)].forward_ms +
+                model.layers[static_cast<std::size_t>(first)].backward_ms;
+  while (cut + 1 < end && seen < total / 2) {
+    seen += model.layers[static_cast<std::size_t>(cut)].forward_ms +
+            model.layers[static_cast<std::size_t>(cut)].backward_ms;
+    ++cut;
+  }
+  return cut;
+}
+
+// The moves of spec 8: another degree for a stage (keeping its GPUs, then keeping its
+// replicas), and the other recomputation choice.
+void degree_and_recompute_moves(const Layout& base, const ShapeLimits& limits, int N,
+                                const std::function<void(const Layout&)>& offer) {
+  const int S = static_cast<int>(base.firsts.size());
+  const int used = used_gpus(base);
+  if (limits.degrees.size() > 1) {
+    for (int s = 0; s < S; ++s) {
+      const auto at = static_cast<std::size_t>(s);
+      const int n = base.runs[at], t = base.degrees[at], r = n / t;
+      for (const int other : limits.degrees) {
+        if (other == t) continue;
+        Layout layout = base;
+        layout.degrees[at] = other;
+        if (n % other == 0) offer(layout);
+        if (r * other != n && used - n + r * other <= N) {
+          layout.runs[at] = r * other;
+          offer(layout);
+        }
+      }
+    }
+  }
+  if (limits.may_recompute && !limits.must_recompute) {
+    for (int s = 0; s < S; ++s) {
+      Layout layout = base;
+      layout.recompute[static_cast<std::size_t>(s)] ^= 1;
+      offer(layout);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
@@ -170,6 +300,7 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
     if (valid(layout, order, limits)) out.push_back(stages_of(layout, order, L));
   };
   auto end_of = [&](int s) { return s + 1 < S ? base.firsts[static_cast<std::size_t>(s) + 1] : L; };
+  auto degree = [&](int s) { return base.degrees[static_cast<std::size_t>(s)]; };
   // Stage boundaries, by 1, 2, 4, ... layers either way.
   for (int s = 1; s < S; ++s) {
     const int low = base.firsts[static_cast<std::size_t>(s) - 1], high = end_of(s);
@@ -181,60 +312,60 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
       }
     }
   }
-  // A GPU from one run to its neighbour.
+  // A GPU (a group of the giving stage, then of the taking one) from one run to its neighbour.
   for (int s = 0; s + 1 < S; ++s) {
+    std::vector<int> sizes{degree(s)};
+    if (degree(s + 1) != degree(s)) sizes.push_back(degree(s + 1));
     for (int sign : {1, -1}) {
-      Layout layout = base;
-      layout.runs[static_cast<std::size_t>(s)] += sign;
-      layout.runs[static_cast<std::size_t>(s) + 1] -= sign;
-      offer(layout);
+      for (const int size : sizes) {
+        Layout layout = base;
+        layout.runs[static_cast<std::size_t>(s)] += sign * size;
+        layout.runs[static_cast<std::size_t>(s) + 1] -= sign * size;
+        offer(layout);
+      }
     }
   }
   // One replica more (from the unused tail) or fewer.
   for (int s = 0; s < S; ++s) {
     for (int sign : {1, -1}) {
-      if (sign > 0 && used >= N) continue;
+      if (sign > 0 && used + degree(s) > N) continue;
       Layout layout = base;
-      layout.runs[static_cast<std::size_t>(s)] += sign;
+      layout.runs[static_cast<std::size_t>(s)] += sign * degree(s);
       offer(layout);
     }
   }
-  // Merge neighbours.
+  // Merge neighbours (at the first one's degree).
   for (int s = 0; s + 1 < S; ++s) {
     Layout layout = base;
     const auto at = static_cast<std::size_t>(s);
-    layout.runs[at] = std::min(limits.max_replicas, layout.runs[at] + layout.runs[at + 1]);
+    const int t = layout.degrees[at];
+    layout.runs[at] =
+        std::min(limits.max_replicas * t, (layout.runs[at] + layout.runs[at + 1]) / t * t);
     layout.firsts.erase(layout.firsts.begin() + s + 1);
     layout.runs.erase(layout.runs.begin() + s + 1);
+    layout.degrees.erase(layout.degrees.begin() + s + 1);
+    layout.recompute.erase(layout.recompute.begin() + s + 1);
     offer(layout);
   }
   // Split a stage at its middle of compute.
   for (int s = 0; s < S && S < limits.max_stages; ++s) {
     const int first = base.firsts[static_cast<std::size_t>(s)], end = end_of(s);
     if (end - first < 2) continue;
-    const int r = base.runs[static_cast<std::size_t>(s)];
-    if (r < 2 && used >= N) continue;
-    double total = 0;
-    for (int l = first; l < end; ++l) {
-      total += model.layers[static_cast<std::size_t>(l)].forward_ms +
-               model.layers[static_cast<std::size_t>(l)].backward_ms;
-    }
-    int cut = first + 1;
-    double seen = model.layers[static_cast<std::size_t>(first)].forward_ms +
-                  model.layers[static_cast<std::size_t>(first)].backward_ms;
-    while (cut + 1 < end && seen < total / 2) {
-      seen += model.layers[static_cast<std::size_t>(cut)].forward_ms +
-              model.layers[static_cast<std::size_t>(cut)].backward_ms;
-      ++cut;
-    }
+    const int t = degree(s);
+    const int r = base.runs[static_cast<std::size_t>(s)] / t;
+    if (r < 2 && used + t > N) continue;
+    const int cut = middle_of_compute(model, first, end);
     Layout layout = base;
     const auto at = static_cast<std::size_t>(s);
     layout.firsts.insert(layout.firsts.begin() + s + 1, cut);
     const int left = r >= 2 ? r / 2 : 1, right = r >= 2 ? r - r / 2 : 1;
-    layout.runs[at] = left;
-    layout.runs.insert(layout.runs.begin() + s + 1, right);
+    layout.runs[at] = left * t;
+    layout.runs.insert(layout.runs.begin() + s + 1, right * t);
+    layout.degrees.insert(layout.degrees.begin() + s + 1, t);
+    layout.recompute.insert(layout.recompute.begin() + s + 1, layout.recompute[at]);
     offer(layout);
   }
+  degree_and_recompute_moves(base, limits, N, offer);
   return out;
 }
 
@@ -251,8 +382,12 @@ std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order
   layout.firsts.assign(boundaries.begin(), boundaries.begin() + (S - 1));
   layout.firsts.push_back(0);
   std::sort(layout.firsts.begin(), layout.firsts.end());
-  // Runs: one GPU each, then the rest of a random number of GPUs handed out one by one.
+  // Runs: one GPU each, then the rest of a random number of GPUs handed out one by one; the
+  // smallest allowed degree, without recomputation unless it must (an invalid start is skipped
+  // by the search).
   layout.runs.assign(static_cast<std::size_t>(S), 1);
+  layout.degrees.assign(static_cast<std::size_t>(S), 1);
+  layout.recompute.assign(static_cast<std::size_t>(S), limits.must_recompute ? 1 : 0);
   const int extra = static_cast<int>(rng() % static_cast<unsigned>(N - S + 1));
   for (int x = 0; x < extra; ++x) {
     auto& run = layout.runs[rng() % static_cast<unsigned>(S)];
@@ -271,6 +406,8 @@ std::optional<Found> local_search(const model::Model& model,
     const Layout layout = layout_of(stages);
     std::vector<int> key = layout.firsts;
     key.insert(key.end(), layout.runs.begin(), layout.runs.end());
+    key.insert(key.end(), layout.degrees.begin(), layout.degrees.end());
+    key.insert(key.end(), layout.recompute.begin(), layout.recompute.end());
     if (auto it = seen.find(key); it != seen.end()) return it->second;
     const Evaluation evaluation = evaluate(stages);
     work += evaluation.work;
@@ -285,6 +422,7 @@ std::optional<Found> local_search(const model::Model& model,
   std::vector<std::pair<double, std::size_t>> ranked;
   for (std::size_t x = 0; x < starts.size(); ++x) {
     if (x >= always && work > max_work) break;
+    if (!valid(layout_of(starts[x]), order, limits)) continue;  // outside the allowed shapes
     if (auto ms = value(starts[x])) {
       ranked.emplace_back(*ms, x);
       consider(starts[x], *ms);

@@ -153,16 +153,18 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
   simulate::check_stages(request.model, request.topology, partition.stages);
   check_task_limit(partition.stages.size(), request.micro_batches);
   check_schedule_limit(partition.stages, request.micro_batches, request.topology.size());
-  schedule::Scheduled scheduled = schedule::make_schedule(
-      request.model, request.topology, partition.stages, request.micro_batches, policy);
+  schedule::Scheduled scheduled =
+      schedule::make_schedule(request.model, request.topology, partition.stages,
+                              request.micro_batches, policy, request.optimizer);
   Plan plan;
   plan.planner = std::move(planner);
   plan.schedule_policy = std::string(schedule::policy_name(policy));
   plan.gpu_order = partition.gpu_order;
   plan.stages = partition.stages;
+  plan.optimizer = request.optimizer;
   try {
-    plan.timeline =
-        simulate::replay(request.model, request.topology, plan.stages, scheduled.schedule);
+    plan.timeline = simulate::replay(request.model, request.topology, plan.stages,
+                                     scheduled.schedule, request.optimizer);
   } catch (const simulate::ScheduleError& error) {
     throw InternalError(std::string("the ") + plan.schedule_policy +
                         " scheduler made an invalid schedule: " + error.what());
@@ -172,8 +174,8 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
     throw InfeasibleError("the " + plan.schedule_policy + " schedule of the " + plan.planner +
                           " plan does not fit in memory: " + *violation);
   }
-  plan.bounds =
-      simulate::compute_bounds(request.model, request.topology, plan.stages, request.micro_batches);
+  plan.bounds = simulate::compute_bounds(request.model, request.topology, plan.stages,
+                                         request.micro_batches, request.optimizer);
   return plan;
 }
 
@@ -193,7 +195,8 @@ Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy) {
   const schedule::Policy chosen = policy.value_or(default_policy(name));
   const auto& names = planner_names();
-  if (std::find(names.begin(), names.end(), name) != names.end()) check_limits(name, request);
+  if (std::find(names.begin(), names.end(), name) != names.end() || name == "megatron")
+    check_limits(name, request);
   if (name == "spp") return plan_spp(request, chosen);
   // The baselines shape their stages by the memory rule of the policy that schedules them, so
   // the partition is made with `chosen`, not with the planner's default.
@@ -202,7 +205,8 @@ Plan make_plan(std::string_view name, const Request& request,
       {"gpipe", gpipe_partition},
       {"pipedream", pipedream_partition},
       {"uniform", uniform_partition},
-      {"data-parallel", data_parallel_partition}};
+      {"data-parallel", data_parallel_partition},
+      {"megatron", megatron_partition}};
   for (const auto& [baseline, make_partition] : kBaselines) {
     if (name == baseline) {
       return finish_plan(std::string(baseline), make_partition(request, chosen), request, chosen);
@@ -215,7 +219,7 @@ Plan make_plan(std::string_view name, const Request& request,
 
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
                   schedule::Policy policy) {
-  const long r = static_cast<long>(stages[static_cast<std::size_t>(s)].gpus.size());
+  const long r = stages[static_cast<std::size_t>(s)].replicas();
   const long warmup = policy == schedule::Policy::kOneFOneB
                           ? schedule::one_f_one_b_warmup(stages, s, micro_batches)
                           : 0;

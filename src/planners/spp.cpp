@@ -21,6 +21,7 @@
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
 
@@ -41,6 +42,30 @@ const std::vector<std::pair<std::string, MakePartition>>& baseline_partitions() 
   return kBaselines;
 }
 
+// `1, 2, 4`.
+std::string listed(const std::vector<int>& values) {
+  std::string out;
+  for (const int value : values) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(value);
+  }
+  return out;
+}
+
+// Why no stage can use the degrees of `--tensor-parallel`.
+std::string no_degree_message(const Request& request) {
+  Request all = request;
+  all.tensor_parallel.clear();
+  std::string message = "no stage can use tensor-parallel degree ";
+  message += listed(request.tensor_parallel);
+  message += ": the model's layers allow ";
+  message += listed(candidate_degrees(all));
+  message += " on ";
+  message += std::to_string(request.topology.size());
+  message += " GPUs (--tensor-parallel)";
+  return message;
+}
+
 }  // namespace
 
 int max_stages_within_task_limit(int micro_batches) {
@@ -52,6 +77,10 @@ int max_stages_within_task_limit(int micro_batches) {
 Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& search) {
   const int N = request.topology.size();
   const int L = static_cast<int>(request.model.layers.size());
+  // Spec 8.4: the degrees, recomputation and optimizer each stage may use (a v1 request: t = 1,
+  // no recomputation, so the search is that of sections 1-7).
+  const partition::StageChoices choices = stage_choices(request);
+  if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -93,6 +122,7 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   limits.max_replicas = N;
   // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
   limits.max_stages = std::min({max_stages_within_task_limit(request.micro_batches), L, N});
+  restrict_shapes(request, limits);
 
   // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
   const bool exhaustive =
@@ -144,6 +174,7 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         partition::SolveOptions options;
         options.solutions = search.dp_solutions;
         options.max_stages = limits.max_stages;
+        options.choices = choices;
         const auto solutions = partition::solve_several(request.model, request.topology, order,
                                                         request.micro_batches, model, options);
         out.dp_ms = since(started);
@@ -154,10 +185,20 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         // memory allows one under the list schedule (the DP's grid may miss it).
         std::vector<std::vector<Stage>> starts;
         if (!solutions.empty()) starts.push_back(solutions.front().stages);
-        if (auto packed =
-                partition::greedy_packing(request.model, request.topology, order,
-                                          std::max(1L, model.stashes), limits.max_stages)) {
-          starts.push_back(std::move(*packed));
+        // Greedy packing at every degree and recomputation choice (one group per stage): at
+        // t = 1 without recomputation, section 3's packing.
+        for (const int t : choices.degrees) {
+          for (const bool recompute : {false, true}) {
+            if (recompute ? !(choices.may_recompute || choices.must_recompute)
+                          : choices.must_recompute) {
+              continue;
+            }
+            if (auto packed = partition::greedy_packing(
+                    request.model, request.topology, order, std::max(1L, model.stashes),
+                    limits.max_stages, nullptr, partition::Packing{t, recompute})) {
+              starts.push_back(std::move(*packed));
+            }
+          }
         }
         // On the input order, the baselines' shapes too (when cheap to make and to replay): the
         // search then never ends slower than such a baseline rescheduled with the same policy.

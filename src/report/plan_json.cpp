@@ -2,11 +2,13 @@
 
 #include "pipeplan/report/plan_json.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <unordered_map>
 
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/version.hpp"
 
@@ -25,7 +27,17 @@ const char* kind_name(TransferKind kind) {
   return kind == TransferKind::kActivation ? "activation" : "gradient";
 }
 
+const char* optimizer_name(Optimizer optimizer) {
+  return optimizer == Optimizer::kSharded ? "sharded" : "replicated";
+}
+
 }  // namespace
+
+bool plan_uses_v2_fields(const Plan& plan) {
+  return plan.optimizer != Optimizer::kReplicated || !plan.timeline.updates.empty() ||
+         std::any_of(plan.stages.begin(), plan.stages.end(),
+                     [](const Stage& stage) { return stage.uses_v2_fields(); });
+}
 
 ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                           const topology::Topology& topology) {
@@ -39,8 +51,11 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
     for (int g : gpus) out.emplace_back(id(g));
     return io::json_array(std::move(out));
   };
+  const bool v2 = plan_uses_v2_fields(plan);
+  const std::vector<simulate::StageExecution> exec =
+      simulate::execution(model, topology, plan.stages, plan.optimizer);
   ordered_json out = ordered_json::object();
-  out["schema"] = kPlanSchema;
+  out["schema"] = v2 ? kPlanSchemaV2 : kPlanSchema;
   out["generator"] = {{"name", "pipeplan"}, {"version", kVersion}};
   out["planner"] = plan.planner;
   out["schedule_policy"] = plan.schedule_policy;
@@ -52,6 +67,7 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
   out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms},
                    {"partition_ms", plan.bounds.partition_ms}};
   out["gpu_order"] = ids(plan.gpu_order);
+  if (v2) out["optimizer"] = optimizer_name(plan.optimizer);
 
   std::vector<ordered_json> stages;
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
@@ -62,11 +78,15 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
     entry["first_layer"] = stage.first_layer;
     entry["last_layer"] = stage.last_layer;
     entry["gpus"] = ids(stage.gpus);
+    if (v2) {
+      entry["tensor_parallel"] = stage.tensor_parallel;
+      entry["recompute"] = stage.recompute;
+    }
     entry["forward_ms"] = p.forward_ms;
     entry["backward_ms"] = p.backward_ms;
     entry["parameter_bytes"] = json_number(p.parameter_bytes);
     entry["boundary_bytes"] = json_number(p.boundary_bytes);
-    entry["allreduce_ms"] = simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes);
+    entry["allreduce_ms"] = exec[static_cast<std::size_t>(s)].allreduce_ms;
     stages.push_back(std::move(entry));
   }
   out["stages"] = io::json_array(std::move(stages));
@@ -118,6 +138,15 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
   out["schedule"] = {{"compute", io::json_array(std::move(compute))},
                      {"transfers", io::json_array(std::move(transfers))},
                      {"allreduces", io::json_array(std::move(allreduces))}};
+  if (!plan.timeline.updates.empty()) {
+    std::vector<ordered_json> updates;
+    updates.reserve(plan.timeline.updates.size());
+    for (const TimedUpdate& e : plan.timeline.updates) {
+      updates.push_back(
+          {{"stage", e.stage}, {"gpu", id(e.gpu)}, {"start_ms", e.start_ms}, {"end_ms", e.end_ms}});
+    }
+    out["schedule"]["updates"] = io::json_array(std::move(updates));
+  }
   return out;
 }
 
@@ -181,9 +210,19 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
   simulate::StatedPlan stated;
   stated.file = document.file;
   if (auto schema = plan.optional("schema")) {
-    if (schema->as_string() != kPlanSchema) {
-      schema->fail(std::string("must be \"") + kPlanSchema + "\", got " +
-                   io::describe_value(schema->json()));
+    const std::string text = schema->as_string();
+    if (text != kPlanSchema && text != kPlanSchemaV2) {
+      schema->fail(std::string("must be \"") + kPlanSchema + "\" or \"" + kPlanSchemaV2 +
+                   "\", got " + io::describe_value(schema->json()));
+    }
+  }
+  if (auto optimizer = plan.optional("optimizer")) {
+    const std::string text = optimizer->as_string();
+    if (text == "sharded") {
+      stated.optimizer = Optimizer::kSharded;
+    } else if (text != "replicated") {
+      optimizer->fail("must be \"replicated\" or \"sharded\", got " +
+                      io::describe_value(optimizer->json()));
     }
   }
   if (auto planner = plan.optional("planner")) stated.planner = planner->as_string();
@@ -209,6 +248,10 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
     out.last_layer = static_cast<int>(stage.required("last_layer").as_integer(0, kMaxIndex));
     io::Node stage_gpus = stage.required("gpus");
     out.gpus = gpus.resolve_list(stage_gpus);
+    if (auto t = stage.optional("tensor_parallel")) {
+      out.tensor_parallel = static_cast<int>(t->as_integer(1, model::kMaxTensorParallelDegree));
+    }
+    if (auto recompute = stage.optional("recompute")) out.recompute = recompute->as_bool();
     std::optional<simulate::StatedStageFigures> figures;
     if (stage.optional("forward_ms") || stage.optional("backward_ms") ||
         stage.optional("parameter_bytes") || stage.optional("boundary_bytes") ||
@@ -294,6 +337,17 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
       task.start_ms = read_time(entry, "start_ms");
       task.end_ms = read_time(entry, "end_ms");
       stated.allreduces.push_back(std::move(task));
+    }
+  }
+  if (auto updates = schedule.optional("updates")) {
+    for (const io::Node& node : updates->elements()) {
+      Members entry(node);
+      simulate::StatedUpdate task;
+      task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+      task.gpu = gpus.resolve(entry.required("gpu"));
+      task.start_ms = read_time(entry, "start_ms");
+      task.end_ms = read_time(entry, "end_ms");
+      stated.updates.push_back(task);
     }
   }
   return stated;

@@ -10,6 +10,7 @@
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::report {
@@ -28,19 +29,26 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
   }
   MemoryFigures memory;
   memory.static_bytes.assign(static_cast<std::size_t>(topology.size()), 0);
+  const std::vector<simulate::StageExecution> exec =
+      simulate::execution(model, topology, plan.stages, plan.optimizer);
+  std::vector<std::vector<GroupFigures>> groups;
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
-    const simulate::StageProfile p = simulate::stage_profile(model, plan.stages, s);
-    view.stage_figures.push_back({p.forward_ms, p.backward_ms, p.parameter_bytes, p.boundary_bytes,
-                                  simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes)});
-    memory.stash_bytes.push_back(p.stash_bytes);
-    memory.transient_bytes.push_back(0);
-    for (int g : stage.gpus) {
-      memory.static_bytes[static_cast<std::size_t>(g)] =
-          model.parameter_memory_factor * p.parameter_bytes;
+    const simulate::StageExecution& e = exec[static_cast<std::size_t>(s)];
+    view.stage_figures.push_back(
+        {e.forward_ms, e.backward_ms, e.parameter_bytes, e.boundary_bytes, e.allreduce_ms});
+    memory.stash_bytes.push_back(e.stash_bytes);
+    memory.transient_bytes.push_back(e.transient_bytes);
+    for (int g : stage.gpus) memory.static_bytes[static_cast<std::size_t>(g)] = e.static_bytes;
+    std::vector<GroupFigures> figures;
+    for (const simulate::GroupExecution& group : e.groups) {
+      figures.push_back(
+          {group.forward_allreduce_ms, group.backward_allreduce_ms, group.recompute_ms});
     }
+    groups.push_back(std::move(figures));
   }
   view.memory = std::move(memory);
+  view.group_figures = std::move(groups);
   std::vector<std::string> names;
   for (const model::Layer& layer : model.layers) names.push_back(layer.name);
   view.layer_names = std::move(names);
@@ -121,6 +129,21 @@ Timeline stated_timeline(const simulate::StatedPlan& stated, const simulate::Sta
   for (const auto& e : stated.compute) {
     timeline.gpus[static_cast<std::size_t>(e.gpu)].busy_ms += e.end_ms - e.start_ms;
   }
+  // Every GPU of a group runs its leader's tasks (spec 8.2).
+  for (std::size_t g = 0; g < gpu_count; ++g) {
+    if (index.stage_of[g] < 0) continue;
+    const Stage& stage = stated.stages[static_cast<std::size_t>(index.stage_of[g])];
+    const auto leader = static_cast<std::size_t>(stage.leader(index.group_of[g]));
+    if (leader != g) timeline.gpus[g].busy_ms = timeline.gpus[leader].busy_ms;
+  }
+  // Optimizer steps as the replay orders them: by stage, then group.
+  timeline.updates = stated.updates;
+  std::sort(timeline.updates.begin(), timeline.updates.end(),
+            [&](const TimedUpdate& a, const TimedUpdate& b) {
+              if (a.stage != b.stage) return a.stage < b.stage;
+              return index.group_of[static_cast<std::size_t>(a.gpu)] <
+                     index.group_of[static_cast<std::size_t>(b.gpu)];
+            });
   return timeline;
 }
 
@@ -148,6 +171,7 @@ PlanView read_plan_view(const io::Source& source) {
   plan.planner = stated.planner;
   plan.schedule_policy = stated.schedule_policy;
   plan.stages = stated.stages;
+  plan.optimizer = stated.optimizer;
   plan.bounds = stated.bounds.value_or(Bounds{});
   if (stated.gpu_order) {
     plan.gpu_order = *stated.gpu_order;

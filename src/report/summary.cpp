@@ -7,6 +7,7 @@
 
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::report {
@@ -60,17 +61,23 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                     std::to_string(topology.size()) + " GPUs, " +
                     std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
+  if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
+  const std::vector<simulate::StageExecution> exec =
+      simulate::execution(model, topology, plan.stages, plan.optimizer);
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& stage = plan.stages[s];
-    const auto p = simulate::stage_profile(model, plan.stages, static_cast<int>(s));
+    const simulate::StageExecution& e = exec[s];
     out += "\n  stage " + std::to_string(s) + ": " +
            layer_range(model, stage.first_layer, stage.last_layer) + " on " +
-           std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s") + " [" +
-           gpu_list(stage, topology) + "], F+B " + format_ms(p.forward_ms + p.backward_ms);
-    if (stage.gpus.size() > 1) {
-      out += ", allreduce " +
-             format_ms(simulate::allreduce_ms(topology, stage.gpus, p.parameter_bytes));
+           std::to_string(stage.gpus.size()) + " GPU" + (stage.gpus.size() == 1 ? "" : "s");
+    // Spec 8: the degree, the replicas and recomputation, named when they are not the v1 ones.
+    if (stage.uses_v2_fields()) {
+      out += " (" + std::to_string(stage.replicas()) + " x " +
+             std::to_string(stage.tensor_parallel) + "-way tensor parallel" +
+             (stage.recompute ? ", recomputed" : "") + ")";
     }
+    out += " [" + gpu_list(stage, topology) + "], F+B " + format_ms(e.forward_ms + e.backward_ms);
+    if (stage.replicas() > 1) out += ", allreduce " + format_ms(e.allreduce_ms);
   }
   out += "\n  iteration " + format_ms(plan.timeline.iteration_ms) + ": " +
          ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms) + " the partition bound (" +

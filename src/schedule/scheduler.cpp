@@ -18,6 +18,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::schedule {
@@ -46,7 +47,7 @@ int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batche
   long best = 0;
   for (int t = s; t < S; ++t) {
     best = std::max(best, static_cast<long>(S - t) *
-                              static_cast<long>(stages[static_cast<std::size_t>(t)].gpus.size()));
+                              static_cast<long>(stages[static_cast<std::size_t>(t)].replicas()));
   }
   return static_cast<int>(std::min<long>(micro_batches, best));
 }
@@ -74,7 +75,7 @@ std::vector<std::vector<ComputeTask>> fixed_orders(const topology::Topology& top
   std::vector<std::vector<ComputeTask>> orders(static_cast<std::size_t>(topology.size()));
   const int S = static_cast<int>(stages.size());
   for (int s = 0; s < S; ++s) {
-    const auto& gpus = stages[static_cast<std::size_t>(s)].gpus;
+    const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
     const int r = static_cast<int>(gpus.size());
     std::vector<ComputeTask> wide;  // the stage-wide order
     if (policy == Policy::kGpipe) {
@@ -101,34 +102,34 @@ std::vector<std::vector<ComputeTask>> fixed_orders(const topology::Topology& top
 class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
-         const std::vector<Stage>& stages, int micro_batches, Policy policy)
+         const std::vector<Stage>& stages, int micro_batches, Policy policy, Optimizer optimizer)
       : topology_(topology),
         stages_(stages),
         policy_(policy),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
-        graph_(S_, M_) {
+        graph_(S_, M_),
+        exec_(simulate::execution(model, topology, stages, optimizer)) {
     const auto n = static_cast<std::size_t>(topology.size());
     gpus_.resize(n);
     for (int s = 0; s < S_; ++s) {
-      profiles_.push_back(simulate::stage_profile(model, stages, s));
-      for (int g : stages[static_cast<std::size_t>(s)].gpus) {
-        Gpu& gpu = gpus_[static_cast<std::size_t>(g)];
+      const simulate::StageExecution& e = exec_[static_cast<std::size_t>(s)];
+      for (const simulate::GroupExecution& group : e.groups) {
+        // A group is one compute resource, named by its leader (spec 8.3); it holds as many
+        // micro-batches as its smallest GPU does beside the static and transient bytes.
+        Gpu& gpu = gpus_[static_cast<std::size_t>(group.leader)];
         gpu.stage = s;
-        gpu.speed = topology.gpu(g).speed;
-        const double static_bytes =
-            model.parameter_memory_factor * profiles_.back().parameter_bytes;
-        const auto& capacity = topology.gpu(g).memory_bytes;
-        const long fit =
-            simulate::max_in_flight(static_bytes, profiles_.back().stash_bytes, capacity, M_);
+        gpu.group = &group;
+        const double fixed = e.static_bytes + e.transient_bytes;
+        const long fit = simulate::max_in_flight(fixed, e.stash_bytes, group.capacity_bytes, M_);
         if (fit < 1) {
+          const Stage& stage = stages[static_cast<std::size_t>(s)];
           throw InfeasibleError(
-              "stage " + std::to_string(s) + " (layers " +
-              std::to_string(stages[static_cast<std::size_t>(s)].first_layer) + ".." +
-              std::to_string(stages[static_cast<std::size_t>(s)].last_layer) + ") needs " +
-              report::format_bytes(static_bytes + profiles_.back().stash_bytes) +
-              " with one micro-batch in flight but GPU \"" + topology.gpu(g).id + "\" has " +
-              report::format_bytes(*capacity));
+              "stage " + std::to_string(s) + " (layers " + std::to_string(stage.first_layer) +
+              ".." + std::to_string(stage.last_layer) + ") needs " +
+              report::format_bytes(fixed + e.stash_bytes) +
+              " with one micro-batch in flight but GPU \"" + topology.gpu(group.tightest_gpu).id +
+              "\" has " + report::format_bytes(*group.capacity_bytes));
         }
         gpu.max_in_flight = static_cast<int>(fit);
       }
@@ -140,7 +141,7 @@ class Engine {
     if (policy_ != Policy::kList) {
       sequences_ = fixed_orders(topology, stages, M_, policy_);
       for (int s = 0; s < S_; ++s) {
-        const auto& gpus = stages[static_cast<std::size_t>(s)].gpus;
+        const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
         for (int m = 0; m < M_; ++m) {
           replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)] =
               gpus[static_cast<std::size_t>(m) % gpus.size()];
@@ -172,7 +173,7 @@ class Engine {
  private:
   struct Gpu {
     int stage = kNone;
-    double speed = 1;
+    const simulate::GroupExecution* group = nullptr;  // the group it leads
     bool busy = false;
     int in_flight = 0;
     int max_in_flight = 1 << 30;
@@ -207,16 +208,17 @@ class Engine {
     }
   };
 
-  [[nodiscard]] const simulate::StageProfile& profile(int s) const {
-    return profiles_[static_cast<std::size_t>(s)];
+  [[nodiscard]] double transfer_bytes(int s) const {
+    return exec_[static_cast<std::size_t>(s)].transfer_bytes;
   }
   int& replica(int s, int m) {
     return replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)];
   }
   Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
 
-  [[nodiscard]] double work_ms(int s, int g) const {
-    return (profile(s).forward_ms + profile(s).backward_ms) / topology_.gpu(g).speed;
+  // One micro-batch's F + B on the group led by `g` (a GPU of stage s).
+  [[nodiscard]] double work_ms(int g) const {
+    return gpus_[static_cast<std::size_t>(g)].group->work_ms;
   }
 
   void make_ready(const ComputeTask& task) {
@@ -231,13 +233,13 @@ class Engine {
 
   // Chooses the replica of stage s for micro-batch m whose forward just ended on `from`.
   int choose_replica(int s, int from) {
-    const auto& gpus = stages_[static_cast<std::size_t>(s)].gpus;
+    const std::vector<int> gpus = stages_[static_cast<std::size_t>(s)].leaders();
     int best = gpus.front();
     double best_finish = std::numeric_limits<double>::infinity();
     for (int g : gpus) {
       const double arrival =
-          from == kNone ? 0 : topology_.transfer_ms(from, g, profile(s - 1).boundary_bytes);
-      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(s, g);
+          from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
+      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(g);
       if (finish < best_finish) {
         best_finish = finish;
         best = g;
@@ -248,7 +250,7 @@ class Engine {
 
   void assign(int s, int m, int g) {
     replica(s, m) = g;
-    gpu(g).outstanding_ms += work_ms(s, g);
+    gpu(g).outstanding_ms += work_ms(g);
   }
 
   void start_compute(int g, const ComputeTask& task, double now) {
@@ -256,8 +258,8 @@ class Engine {
     state.busy = true;
     if (task.op == Op::kForward) ++state.in_flight;
     if (policy_ != Policy::kList) ready_.erase(key(task));
-    const simulate::StageProfile& p = profile(task.stage);
-    const double duration = (task.op == Op::kForward ? p.forward_ms : p.backward_ms) / state.speed;
+    const double duration =
+        task.op == Op::kForward ? state.group->forward_ms : state.group->backward_ms;
     result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
     Event event{now + duration, sequence_++, true, g, {}, task, {}};
     events_.push(event);
@@ -270,7 +272,7 @@ class Engine {
                       t.micro_batch};
     result_.schedule.channel_order[channel].push_back(task);
     const double duration =
-        topology_.transfer_ms(channel.first, channel.second, profile(t.stage).boundary_bytes);
+        topology_.transfer_ms(channel.first, channel.second, transfer_bytes(t.stage));
     Event event{now + duration, sequence_++, false, kNone, channel, {}, task};
     events_.push(event);
   }
@@ -344,7 +346,7 @@ class Engine {
     const int s = task.stage, m = task.micro_batch;
     if (task.op == Op::kBackward) {
       --state.in_flight;
-      state.outstanding_ms -= work_ms(s, event.gpu);
+      state.outstanding_ms -= work_ms(event.gpu);
     }
     const int next = graph_.data_successor(graph_.id(task));
     if (next == simulate::TaskGraph::kNone) return;
@@ -365,7 +367,7 @@ class Engine {
   int S_;
   int M_;
   simulate::TaskGraph graph_;
-  std::vector<simulate::StageProfile> profiles_;
+  std::vector<simulate::StageExecution> exec_;
   std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> replica_;
   std::vector<std::vector<ComputeTask>> sequences_;
@@ -381,8 +383,9 @@ class Engine {
 }  // namespace
 
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
-                        const std::vector<Stage>& stages, int micro_batches, Policy policy) {
-  Engine engine(model, topology, stages, micro_batches, policy);
+                        const std::vector<Stage>& stages, int micro_batches, Policy policy,
+                        Optimizer optimizer) {
+  Engine engine(model, topology, stages, micro_batches, policy, optimizer);
   return engine.run();
 }
 

@@ -10,6 +10,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -47,6 +48,7 @@ class StructureCheck {
     overlaps();
     dependencies();
     allreduces();
+    updates();
     iteration_end();
     gpu_entries();
     return std::move(index_);
@@ -58,6 +60,12 @@ class StructureCheck {
   }
   [[nodiscard]] std::string gpu_name(int g) const {
     return "GPU \"" + gpu_ids_[static_cast<std::size_t>(g)] + "\"";
+  }
+  // The leader of the group GPU `g` (which serves a stage) belongs to.
+  [[nodiscard]] int leader_of(int g) const {
+    const auto gpu = static_cast<std::size_t>(g);
+    const Stage& stage = stated_.stages[static_cast<std::size_t>(index_.stage_of[gpu])];
+    return stage.leader(index_.group_of[gpu]);
   }
   [[nodiscard]] const StatedCompute& compute_of(const ComputeTask& task) const {
     return stated_.compute[index_.entry[static_cast<std::size_t>(graph_->id(task))]];
@@ -86,6 +94,7 @@ class StructureCheck {
   // Stages: contiguous from layer 0, at least one GPU each, no GPU twice, figures >= 0.
   void stages() {
     index_.stage_of.assign(gpu_ids_.size(), -1);
+    index_.group_of.assign(gpu_ids_.size(), -1);
     for (int s = 0; s < S_; ++s) {
       const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
       const std::string at = "/stages/" + std::to_string(s);
@@ -101,6 +110,12 @@ class StructureCheck {
              "must be >= first_layer (" + std::to_string(stage.first_layer) + ")");
       }
       if (stage.gpus.empty()) fail(at + "/gpus", "must list at least one GPU");
+      const auto t = static_cast<std::size_t>(stage.tensor_parallel);
+      if (stage.gpus.size() % t != 0) {
+        fail(at + "/gpus", "lists " + std::to_string(stage.gpus.size()) +
+                               " GPUs, not a multiple of the stage's tensor_parallel (" +
+                               std::to_string(t) + "): each replica is a group of t GPUs");
+      }
       for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
         int& owner = index_.stage_of[static_cast<std::size_t>(stage.gpus[k])];
         if (owner >= 0) {
@@ -110,6 +125,7 @@ class StructureCheck {
                                               : " already serves stage " + std::to_string(owner)));
         }
         owner = s;
+        index_.group_of[static_cast<std::size_t>(stage.gpus[k])] = static_cast<int>(k / t);
       }
       const auto& figures = s < static_cast<int>(stated_.stage_figures.size())
                                 ? stated_.stage_figures[static_cast<std::size_t>(s)]
@@ -142,6 +158,11 @@ class StructureCheck {
       if (index_.stage_of[static_cast<std::size_t>(e.gpu)] != e.task.stage) {
         fail(at + "/gpu",
              gpu_name(e.gpu) + " does not serve stage " + std::to_string(e.task.stage));
+      }
+      if (const int leader = leader_of(e.gpu); leader != e.gpu) {
+        fail(at + "/gpu",
+             gpu_name(e.gpu) + " is not the leader of its tensor-parallel group in stage " +
+                 std::to_string(e.task.stage) + "; tasks name " + gpu_name(leader) + " (spec 8.2)");
       }
       check_times(at, describe(e.task), e.start_ms, e.end_ms);
     }
@@ -293,8 +314,10 @@ class StructureCheck {
              "names stage " + std::to_string(e.stage) + " but the plan has " + std::to_string(S_));
       }
       const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
-      if (stage.gpus.size() < 2) {
-        fail(at, "stage " + std::to_string(e.stage) + " has one GPU and no AllReduce");
+      if (stage.replicas() < 2) {
+        fail(at, "stage " + std::to_string(e.stage) +
+                     (stage.tensor_parallel == 1 ? " has one GPU" : " has one replica") +
+                     " and no AllReduce");
       }
       std::size_t& slot = index_.allreduce_entry[static_cast<std::size_t>(e.stage)];
       if (slot != kNoEntry) fail(at, "second AllReduce of stage " + std::to_string(e.stage));
@@ -310,9 +333,60 @@ class StructureCheck {
                   "the last backward of stage " + std::to_string(e.stage));
     }
     for (int s = 0; s < S_; ++s) {
-      if (stated_.stages[static_cast<std::size_t>(s)].gpus.size() >= 2 &&
+      if (stated_.stages[static_cast<std::size_t>(s)].replicas() >= 2 &&
           index_.allreduce_entry[static_cast<std::size_t>(s)] == kNoEntry) {
         fail("/schedule/allreduces", graph.describe(graph.allreduce(s)) + " is missing");
+      }
+    }
+  }
+
+  // Optimizer steps (spec 8.3): none, or one per group of every stage, on its leader, after
+  // the stage's AllReduce (its last backward when it has one replica).
+  void updates() const {
+    if (stated_.updates.empty()) return;
+    const TaskGraph& graph = *graph_;
+    std::vector<double> last_backward_end(static_cast<std::size_t>(S_), 0);
+    for (const auto& e : stated_.compute) {
+      if (e.task.op != Op::kBackward) continue;
+      double& end = last_backward_end[static_cast<std::size_t>(e.task.stage)];
+      end = std::max(end, e.end_ms);
+    }
+    std::vector<char> seen(gpu_ids_.size(), 0);
+    for (std::size_t i = 0; i < stated_.updates.size(); ++i) {
+      const StatedUpdate& e = stated_.updates[i];
+      const std::string at = "/schedule/updates/" + std::to_string(i);
+      if (e.stage >= S_) {
+        fail(at + "/stage",
+             "names stage " + std::to_string(e.stage) + " but the plan has " + std::to_string(S_));
+      }
+      const auto g = static_cast<std::size_t>(e.gpu);
+      if (index_.stage_of[g] != e.stage || leader_of(e.gpu) != e.gpu) {
+        fail(at + "/gpu",
+             gpu_name(e.gpu) + " is not the leader of a group of stage " + std::to_string(e.stage));
+      }
+      if (seen[g]) fail(at, "second optimizer step of " + gpu_name(e.gpu) + "'s group");
+      seen[g] = 1;
+      const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
+      const std::string what = graph.describe(graph.update(e.stage));
+      check_times(at, what, e.start_ms, e.end_ms);
+      if (TaskGraph::update_waits_for_allreduce(stage.replicas())) {
+        const auto& allreduce =
+            stated_.allreduces[index_.allreduce_entry[static_cast<std::size_t>(e.stage)]];
+        check_after(at, what, e.start_ms, allreduce.end_ms,
+                    graph.describe(graph.allreduce(e.stage)));
+      } else {
+        check_after(at, what, e.start_ms, last_backward_end[static_cast<std::size_t>(e.stage)],
+                    "the last backward of stage " + std::to_string(e.stage));
+      }
+    }
+    for (int s = 0; s < S_; ++s) {
+      const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
+      for (int i = 0; i < stage.replicas(); ++i) {
+        if (!seen[static_cast<std::size_t>(stage.leader(i))]) {
+          fail("/schedule/updates", "lists optimizer steps but none for " +
+                                        gpu_name(stage.leader(i)) + "'s group of stage " +
+                                        std::to_string(s) + " (every group runs one, spec 8.3)");
+        }
       }
     }
   }
@@ -323,6 +397,7 @@ class StructureCheck {
     for (const auto& e : stated_.compute) last_end = std::max(last_end, e.end_ms);
     for (const auto& e : stated_.transfers) last_end = std::max(last_end, e.end_ms);
     for (const auto& e : stated_.allreduces) last_end = std::max(last_end, e.end_ms);
+    for (const auto& e : stated_.updates) last_end = std::max(last_end, e.end_ms);
     if (!times_equal(last_end, stated_.iteration_ms)) {
       fail("/iteration_ms",
            "states " + ms(stated_.iteration_ms) + " but the last task ends at " + ms(last_end));
@@ -390,24 +465,28 @@ class ModelCheck {
     for (int s = 0; s < static_cast<int>(stated_.stages.size()); ++s) {
       profiles_.push_back(stage_profile(model_, stated_.stages, s));
     }
+    exec_ = execution(model_, topology_, stated_.stages, stated_.optimizer);
     Plan plan;
     plan.schedule = stated_schedule(stated_, index_, topology_.size());
     plan.timeline = replay_stated(plan.schedule);
     durations();
     starts(plan.timeline);
     allreduces(plan.timeline);
+    updates(plan.timeline);
     if (auto violation = memory_violation(topology_, plan.timeline)) fail("/stages", *violation);
     if (!times_equal(stated_.iteration_ms, plan.timeline.iteration_ms)) {
       fail("/iteration_ms", "states " + ms(stated_.iteration_ms) + " but the replay ends at " +
                                 ms(plan.timeline.iteration_ms));
     }
-    plan.bounds = compute_bounds(model_, topology_, stated_.stages, stated_.micro_batches);
+    plan.bounds =
+        compute_bounds(model_, topology_, stated_.stages, stated_.micro_batches, stated_.optimizer);
     bounds(plan.bounds);
     stage_figures();
     gpu_figures(plan.timeline);
     plan.planner = stated_.planner;
     plan.schedule_policy = stated_.schedule_policy;
     plan.stages = stated_.stages;
+    plan.optimizer = stated_.optimizer;
     if (stated_.gpu_order) {
       plan.gpu_order = *stated_.gpu_order;
     } else {
@@ -422,11 +501,44 @@ class ModelCheck {
     throw InputError(stated_.file, pointer, message);
   }
   [[nodiscard]] std::string gpu_name(int g) const { return "GPU \"" + topology_.gpu(g).id + "\""; }
+  // The group a used GPU belongs to.
+  [[nodiscard]] const GroupExecution& group_of(int g) const {
+    const auto gpu = static_cast<std::size_t>(g);
+    return exec_[static_cast<std::size_t>(index_.stage_of[gpu])]
+        .groups[static_cast<std::size_t>(index_.group_of[gpu])];
+  }
+
+  // Update tasks: present exactly when the model has update times, at the replay's times.
+  void updates(const Timeline& timeline) const {
+    const bool expected = model::has_updates(model_);
+    if (expected && stated_.updates.empty()) {
+      fail("/schedule",
+           "lists no optimizer steps (schedule.updates), but the model has update "
+           "times, so every group of every stage runs one (spec 8.3)");
+    }
+    if (!expected && !stated_.updates.empty()) {
+      fail("/schedule/updates",
+           "lists optimizer steps, but no layer of the model has an update "
+           "time above 0 (spec 8.3)");
+    }
+    for (std::size_t i = 0; i < stated_.updates.size(); ++i) {
+      const StatedUpdate& e = stated_.updates[i];
+      for (const TimedUpdate& actual : timeline.updates) {
+        if (actual.stage != e.stage || actual.gpu != e.gpu) continue;
+        if (!times_equal(e.start_ms, actual.start_ms) || !times_equal(e.end_ms, actual.end_ms)) {
+          fail("/schedule/updates/" + std::to_string(i),
+               "the optimizer step of " + gpu_name(e.gpu) + "'s group of stage " +
+                   std::to_string(e.stage) + " runs " + ms(e.start_ms) + " to " + ms(e.end_ms) +
+                   " but the replay runs it " + ms(actual.start_ms) + " to " + ms(actual.end_ms));
+        }
+      }
+    }
+  }
 
   // The replay of the stated orders; a broken order points at the (last) entry involved.
   Timeline replay_stated(const Schedule& schedule) const {
     try {
-      return replay(model_, topology_, stated_.stages, schedule);
+      return replay(model_, topology_, stated_.stages, schedule, stated_.optimizer);
     } catch (const ScheduleError& error) {
       std::string pointer = "/schedule";
       if (error.compute) {
@@ -449,19 +561,18 @@ class ModelCheck {
   void durations() const {
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
       const auto& e = stated_.compute[i];
-      const auto& p = profiles_[static_cast<std::size_t>(e.task.stage)];
-      const double speed = topology_.gpu(e.gpu).speed;
-      const double expected = (e.task.op == Op::kForward ? p.forward_ms : p.backward_ms) / speed;
+      const GroupExecution& group = group_of(e.gpu);
+      const double expected = e.task.op == Op::kForward ? group.forward_ms : group.backward_ms;
       if (!times_equal(e.end_ms, e.start_ms + expected)) {
         fail(kComputeAt + std::to_string(i),
              describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " +
                  ms(expected) + " on " + gpu_name(e.gpu) + " (speed " +
-                 report::format_number(speed, 6) + ")");
+                 report::format_number(group.speed, 6) + ")");
       }
     }
     for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {
       const auto& e = stated_.transfers[i];
-      const double bytes = profiles_[static_cast<std::size_t>(e.task.stage)].boundary_bytes;
+      const double bytes = exec_[static_cast<std::size_t>(e.task.stage)].transfer_bytes;
       if (!times_equal(e.bytes, bytes)) {
         fail(kTransferAt + std::to_string(i), describe(e.task) + " states " + number(e.bytes) +
                                                   " bytes but the boundary carries " +
@@ -542,7 +653,7 @@ class ModelCheck {
           s < stated_.stage_figures.size() ? stated_.stage_figures[s] : std::nullopt;
       if (!figures) continue;
       const auto& p = profiles_[s];
-      const double allreduce = allreduce_ms(topology_, stated_.stages[s].gpus, p.parameter_bytes);
+      const double allreduce = exec_[s].allreduce_ms;
       const std::pair<const char*, std::pair<double, double>> checks[] = {
           {"forward_ms", {figures->forward_ms, p.forward_ms}},
           {"backward_ms", {figures->backward_ms, p.backward_ms}},
@@ -593,6 +704,7 @@ class ModelCheck {
   const model::Model& model_;
   const topology::Topology& topology_;
   std::vector<StageProfile> profiles_;
+  std::vector<StageExecution> exec_;
 };
 
 }  // namespace

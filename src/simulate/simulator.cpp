@@ -16,7 +16,9 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "pipeplan/model/model.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::simulate {
@@ -57,11 +59,12 @@ struct Replay {
   const topology::Topology& topology;
   const Schedule& schedule;
   const TaskGraph graph;
-  std::vector<StageProfile> profiles;  // per stage
-  std::vector<int> stage_of;           // per GPU, kNone when unused
-  std::vector<Channel> channels;       // channel slots in schedule order
-  std::vector<int> where;              // GPU of a compute task, channel slot of a transfer
-  std::vector<int> resource_pred;      // the task before it on its GPU or channel
+  std::vector<StageExecution> exec;  // per stage
+  std::vector<int> stage_of;         // per GPU, kNone when unused
+  std::vector<int> group_of;         // per GPU: its replica (group) in its stage, kNone
+  std::vector<Channel> channels;     // channel slots in schedule order
+  std::vector<int> where;            // GPU of a compute task, channel slot of a transfer
+  std::vector<int> resource_pred;    // the task before it on its GPU or channel
   std::vector<int> resource_succ;
   std::vector<int> position;  // position in its resource's order
   std::vector<double> duration;
@@ -70,6 +73,12 @@ struct Replay {
   std::vector<double> end;
 
   [[nodiscard]] std::size_t slot(int id) const { return static_cast<std::size_t>(id); }
+  // The group a used GPU belongs to.
+  [[nodiscard]] const GroupExecution& group(int gpu) const {
+    const auto g = static_cast<std::size_t>(gpu);
+    return exec[static_cast<std::size_t>(stage_of[g])]
+        .groups[static_cast<std::size_t>(group_of[g])];
+  }
   // Links `id` behind `previous` on the same resource.
   void chain(int previous, int id) {
     if (previous == kNone) return;
@@ -116,15 +125,20 @@ void index_compute_orders(Replay& r) {
                                 ", which does not serve stage " + std::to_string(task.stage),
                             task);
       }
+      const GroupExecution& group = r.group(g);
+      if (group.leader != g) {
+        throw ScheduleError(describe(task) + " runs on " + gpu_name(r.topology, g) +
+                                ", which is not the leader of its tensor-parallel group (" +
+                                gpu_name(r.topology, group.leader) + ")",
+                            task);
+      }
       const int id = graph.id(task);
       if (r.where[r.slot(id)] != kNone) {
         throw ScheduleError(describe(task) + " appears more than once", task);
       }
       r.where[r.slot(id)] = g;
       r.position[r.slot(id)] = static_cast<int>(k);
-      const StageProfile& p = r.profiles[static_cast<std::size_t>(task.stage)];
-      r.duration[r.slot(id)] =
-          (task.op == Op::kForward ? p.forward_ms : p.backward_ms) / r.topology.gpu(g).speed;
+      r.duration[r.slot(id)] = task.op == Op::kForward ? group.forward_ms : group.backward_ms;
       r.chain(previous, id);
       previous = id;
     }
@@ -183,7 +197,7 @@ void index_transfer_orders(Replay& r) {
       r.where[r.slot(id)] = slot;
       r.position[r.slot(id)] = static_cast<int>(k);
       r.duration[r.slot(id)] = topology.transfer_ms(
-          channel.first, channel.second, r.profiles[static_cast<std::size_t>(s)].boundary_bytes);
+          channel.first, channel.second, r.exec[static_cast<std::size_t>(s)].transfer_bytes);
       r.chain(previous, id);
       previous = id;
     }
@@ -298,6 +312,15 @@ void build_timeline(const Replay& r, Timeline& timeline) {
         TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
     timeline.gpus[static_cast<std::size_t>(r.where[i])].busy_ms += r.duration[i];
   }
+  // Every GPU of a group runs its leader's tasks (spec 8.2).
+  for (int g = 0; g < N; ++g) {
+    if (r.stage_of[static_cast<std::size_t>(g)] == kNone) continue;
+    const int leader = r.group(g).leader;
+    if (leader != g) {
+      timeline.gpus[static_cast<std::size_t>(g)].busy_ms =
+          timeline.gpus[static_cast<std::size_t>(leader)].busy_ms;
+    }
+  }
   std::sort(timeline.compute.begin(), timeline.compute.end(),
             [&](const TimedCompute& a, const TimedCompute& b) {
               if (a.start_ms != b.start_ms) return a.start_ms < b.start_ms;
@@ -311,7 +334,7 @@ void build_timeline(const Replay& r, Timeline& timeline) {
     const TransferTask task = graph.transfer_task(id);
     timeline.transfers.push_back(TimedTransfer{
         channel.first, channel.second, task,
-        r.profiles[static_cast<std::size_t>(task.stage)].boundary_bytes, r.start[i], r.end[i]});
+        r.exec[static_cast<std::size_t>(task.stage)].transfer_bytes, r.start[i], r.end[i]});
   }
   std::sort(timeline.transfers.begin(), timeline.transfers.end(),
             [&](const TimedTransfer& a, const TimedTransfer& b) {
@@ -324,57 +347,102 @@ void build_timeline(const Replay& r, Timeline& timeline) {
   for (const double e : r.end) timeline.iteration_ms = std::max(timeline.iteration_ms, e);
 }
 
+// The end of stage s's last backward.
+double last_backward_end(const Replay& r, int s) {
+  const TaskGraph& graph = r.graph;
+  double last = 0;
+  for (int m = 0; m < graph.micro_batches(); ++m) {
+    last = std::max(last, r.end[r.slot(graph.id(ComputeTask{Op::kBackward, s, m}))]);
+  }
+  return last;
+}
+
 // Phase 5: each replicated stage's AllReduce starts when its last backward ends. O(S M).
 void add_allreduces(const Replay& r, const std::vector<Stage>& stages, Timeline& timeline) {
   const TaskGraph& graph = r.graph;
   for (int s = 0; s < graph.stages(); ++s) {
-    const Stage& stage = stages[static_cast<std::size_t>(s)];
-    if (stage.gpus.size() < 2) continue;
-    double last_backward = 0;
-    for (int m = 0; m < graph.micro_batches(); ++m) {
-      last_backward =
-          std::max(last_backward, r.end[r.slot(graph.id(ComputeTask{Op::kBackward, s, m}))]);
-    }
-    const double bytes = r.profiles[static_cast<std::size_t>(s)].parameter_bytes;
-    const double finish = last_backward + allreduce_ms(r.topology, stage.gpus, bytes);
-    timeline.allreduces.push_back(TimedAllReduce{s, bytes, last_backward, finish});
+    if (stages[static_cast<std::size_t>(s)].replicas() < 2) continue;
+    const double last_backward = last_backward_end(r, s);
+    const StageExecution& e = r.exec[static_cast<std::size_t>(s)];
+    const double finish = last_backward + e.allreduce_ms;
+    timeline.allreduces.push_back(TimedAllReduce{s, e.parameter_bytes, last_backward, finish});
     timeline.iteration_ms = std::max(timeline.iteration_ms, finish);
   }
 }
 
-// Phase 6: peak memory per GPU: static bytes plus the stash of micro-batches between forward
-// start and backward end; at equal times (within tolerance) releases come first. O(T log T).
-void peak_memory(const Replay& r, double parameter_memory_factor, Timeline& timeline) {
+// Phase 6 (spec 8.3): when the model has update times, every group of every stage runs its
+// optimizer step after the stage's AllReduce (after its last backward when r = 1). O(S M).
+void add_updates(const Replay& r, const std::vector<Stage>& stages, bool updates,
+                 Timeline& timeline) {
+  if (!updates) return;
+  const TaskGraph& graph = r.graph;
+  std::size_t next_allreduce = 0;
+  for (int s = 0; s < graph.stages(); ++s) {
+    double ready = 0;
+    if (TaskGraph::update_waits_for_allreduce(stages[static_cast<std::size_t>(s)].replicas())) {
+      ready = timeline.allreduces[next_allreduce++].end_ms;
+    } else {
+      ready = last_backward_end(r, s);
+    }
+    for (const GroupExecution& group : r.exec[static_cast<std::size_t>(s)].groups) {
+      const double end = ready + group.update_ms;
+      timeline.updates.push_back(TimedUpdate{s, group.leader, ready, end});
+      timeline.iteration_ms = std::max(timeline.iteration_ms, end);
+    }
+  }
+}
+
+// Phase 7: peak memory per group (spec sections 3 and 8.3): static bytes, plus the stash of
+// every micro-batch between its forward's start and its backward's end, plus (with
+// recomputation) one layer's stash during each backward; at equal times (within tolerance)
+// releases come first. Every GPU of a group holds the same. O(T log T).
+void peak_memory(const Replay& r, Timeline& timeline) {
   const TaskGraph& graph = r.graph;
   const auto N = static_cast<std::size_t>(r.topology.size());
-  std::vector<std::vector<double>> allocations(N);
+  // Allocation instants (time, whether it is a backward's transient) and release instants.
+  std::vector<std::vector<std::pair<double, bool>>> allocations(N);
   std::vector<std::vector<double>> releases(N);
   for (int s = 0; s < graph.stages(); ++s) {
+    const bool transient = r.exec[static_cast<std::size_t>(s)].transient_bytes > 0;
     for (int m = 0; m < graph.micro_batches(); ++m) {
       const auto f = r.slot(graph.id(ComputeTask{Op::kForward, s, m}));
       const auto b = r.slot(graph.id(ComputeTask{Op::kBackward, s, m}));
-      allocations[static_cast<std::size_t>(r.where[f])].push_back(r.start[f]);
+      allocations[static_cast<std::size_t>(r.where[f])].emplace_back(r.start[f], false);
+      if (transient)
+        allocations[static_cast<std::size_t>(r.where[b])].emplace_back(r.start[b], true);
       releases[static_cast<std::size_t>(r.where[b])].push_back(r.end[b]);
     }
   }
   for (std::size_t g = 0; g < N; ++g) {
-    if (r.stage_of[g] == kNone) continue;
-    const StageProfile& p = r.profiles[static_cast<std::size_t>(r.stage_of[g])];
+    if (r.stage_of[g] == kNone || r.group(static_cast<int>(g)).leader != static_cast<int>(g))
+      continue;
+    const StageExecution& e = r.exec[static_cast<std::size_t>(r.stage_of[g])];
     auto& alloc = allocations[g];
     auto& rel = releases[g];
     std::sort(alloc.begin(), alloc.end());
     std::sort(rel.begin(), rel.end());
     std::size_t released = 0;
-    std::size_t peak_in_flight = 0;
-    for (std::size_t k = 0; k < alloc.size(); ++k) {
-      while (released < rel.size() &&
-             (rel[released] <= alloc[k] || times_equal(rel[released], alloc[k]))) {
+    std::size_t stashes = 0;     // stash allocations so far
+    std::size_t transients = 0;  // transient allocations so far
+    double peak = 0;
+    for (const auto& [at, is_transient] : alloc) {
+      while (released < rel.size() && (rel[released] <= at || times_equal(rel[released], at))) {
         ++released;
       }
-      peak_in_flight = std::max(peak_in_flight, k + 1 - std::min(released, k + 1));
+      (is_transient ? transients : stashes) += 1;
+      // A release ends a backward: it frees one stash and that backward's transient.
+      const std::size_t held = stashes - std::min(released, stashes);
+      const std::size_t running = transients - std::min(released, transients);
+      peak =
+          std::max(peak, static_cast<double>(held) * e.stash_bytes +
+                             (running > 0 ? static_cast<double>(running) * e.transient_bytes : 0));
     }
-    timeline.gpus[g].peak_memory_bytes = parameter_memory_factor * p.parameter_bytes +
-                                         static_cast<double>(peak_in_flight) * p.stash_bytes;
+    timeline.gpus[g].peak_memory_bytes = e.static_bytes + peak;
+  }
+  for (std::size_t g = 0; g < N; ++g) {
+    if (r.stage_of[g] == kNone) continue;
+    const auto leader = static_cast<std::size_t>(r.group(static_cast<int>(g)).leader);
+    if (leader != g) timeline.gpus[g].peak_memory_bytes = timeline.gpus[leader].peak_memory_bytes;
   }
 }
 
@@ -382,14 +450,15 @@ void peak_memory(const Replay& r, double parameter_memory_factor, Timeline& time
 
 StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& stages, int s) {
   const Stage& stage = stages[static_cast<std::size_t>(s)];
+  // Per-GPU sums at the stage's degree (spec 8.2); at t = 1 the layers' own fields, summed in
+  // layer order.
+  const model::StageCost cost =
+      model::stage_cost(model, stage.first_layer, stage.last_layer, stage.tensor_parallel);
   StageProfile profile;
-  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-    const model::Layer& layer = model.layers[static_cast<std::size_t>(l)];
-    profile.forward_ms += layer.forward_ms;
-    profile.backward_ms += layer.backward_ms;
-    profile.parameter_bytes += layer.parameter_bytes;
-    profile.stash_bytes += layer.stash_bytes;
-  }
+  profile.forward_ms = cost.forward_ms;
+  profile.backward_ms = cost.backward_ms;
+  profile.parameter_bytes = cost.parameter_bytes;
+  profile.stash_bytes = cost.stash_bytes;
   if (s + 1 < static_cast<int>(stages.size())) {
     profile.boundary_bytes =
         model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
@@ -439,6 +508,23 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
     }
     next_layer = stage.last_layer + 1;
     if (stage.gpus.empty()) throw ScheduleError(name + " has no GPUs");
+    const int t = stage.tensor_parallel;
+    if (t < 1) {
+      throw ScheduleError(name + " has tensor-parallel degree " + std::to_string(t) +
+                          "; it must be at least 1");
+    }
+    if (stage.gpus.size() % static_cast<std::size_t>(t) != 0) {
+      throw ScheduleError(name + " lists " + std::to_string(stage.gpus.size()) +
+                          " GPUs, not a multiple of its tensor-parallel degree " +
+                          std::to_string(t) + " (groups of t GPUs, spec 8.2)");
+    }
+    if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, t)) {
+      throw ScheduleError(name + " (layers " + std::to_string(stage.first_layer) + "-" +
+                          std::to_string(stage.last_layer) +
+                          ") cannot run at tensor-parallel degree " + std::to_string(t) +
+                          ": every layer with tensor_parallel must list it, "
+                          "and at least one must have tensor_parallel (spec 8.1)");
+    }
     for (int gpu : stage.gpus) {
       if (gpu < 0 || gpu >= topology.size()) {
         throw ScheduleError(name + " names GPU index " + std::to_string(gpu) +
@@ -459,19 +545,35 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
 }
 
 Timeline replay(const model::Model& model, const topology::Topology& topology,
-                const std::vector<Stage>& stages, const Schedule& schedule) {
+                const std::vector<Stage>& stages, const Schedule& schedule, Optimizer optimizer) {
   const int S = static_cast<int>(stages.size());
   const int N = topology.size();
   reject_missing(schedule, S, N);
-  Replay r{
-      topology, schedule, TaskGraph(S, schedule.micro_batches), {}, {}, {}, {}, {}, {}, {}, {}, {},
-      {},       {}};
+  Replay r{topology,
+           schedule,
+           TaskGraph(S, schedule.micro_batches),
+           execution(model, topology, stages, optimizer),
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {},
+           {}};
   const auto T = static_cast<std::size_t>(r.graph.chain_count());
-  for (int s = 0; s < S; ++s) r.profiles.push_back(stage_profile(model, stages, s));
   r.stage_of.assign(static_cast<std::size_t>(N), kNone);
+  r.group_of.assign(static_cast<std::size_t>(N), kNone);
   for (int s = 0; s < S; ++s) {
-    for (const int g : stages[static_cast<std::size_t>(s)].gpus)
-      r.stage_of[static_cast<std::size_t>(g)] = s;
+    const Stage& stage = stages[static_cast<std::size_t>(s)];
+    for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
+      const auto g = static_cast<std::size_t>(stage.gpus[k]);
+      r.stage_of[g] = s;
+      r.group_of[g] = static_cast<int>(k) / stage.tensor_parallel;
+    }
   }
   r.where.assign(T, kNone);
   r.resource_pred.assign(T, kNone);
@@ -488,7 +590,8 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   Timeline timeline;
   build_timeline(r, timeline);
   add_allreduces(r, stages, timeline);
-  peak_memory(r, model.parameter_memory_factor, timeline);
+  add_updates(r, stages, model::has_updates(model), timeline);
+  peak_memory(r, timeline);
   return timeline;
 }
 
@@ -519,46 +622,93 @@ std::optional<std::string> memory_violation(const topology::Topology& topology,
   return std::nullopt;
 }
 
-Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
-                      const std::vector<Stage>& stages, int micro_batches) {
-  const double M = micro_batches;
-  Bounds bounds;
-  double work = model::total_compute_ms(model);
+namespace {
+
+// any_plan_ms (spec 8.3): each layer at its least total work `min_t t (f + b)` over its degrees
+// shared by all GPUs, and the single micro-batch at each layer's least time `min_t (f + b)` on
+// the fastest GPU. For a layer without tensor_parallel both are `f + b`, summed in layer order
+// as section 3 does. O(layers x degrees + N).
+double any_plan_bound(const model::Model& model, const topology::Topology& topology, double M) {
+  double work = 0;
+  double latency = 0;
+  for (const model::Layer& layer : model.layers) {
+    double least_work = layer.forward_ms + layer.backward_ms;
+    double least_time = least_work;
+    if (layer.tensor_parallel) {
+      for (const int t : layer.tensor_parallel->degrees) {
+        const double per_gpu = model::forward_ms_at(layer, t) + model::backward_ms_at(layer, t);
+        least_work = std::min(least_work, t * per_gpu);
+        least_time = std::min(least_time, per_gpu);
+      }
+    }
+    work += least_work;
+    latency += least_time;
+  }
   double speed_sum = 0, speed_max = 0;
   for (const auto& gpu : topology.gpus()) {
     speed_sum += gpu.speed;
     speed_max = std::max(speed_max, gpu.speed);
   }
-  bounds.any_plan_ms = std::max(M * work / speed_sum, work / speed_max);
+  return std::max(M * work / speed_sum, latency / speed_max);
+}
 
-  // H_s accumulates forward latency; `drain` is max_{j<s} (sum_{i=j}^{s-1} (c_i + B_i/v_i) + AR_j).
+// The steady-state term L_s of partition_ms (spec 8.3): `max(M / sum_g (1 / d_g), ceil(M / r)
+// min_g d_g)` for d_g a group's F + B duration. When no group spends time on tensor-parallel
+// all-reduces, d_g is the same work over each group's speed and the first term is computed as
+// section 3 writes it, `M (F + B) / sum_g v_g`, exactly.
+double steady_state_ms(const StageExecution& e, const Stage& stage, double M) {
+  const double r = static_cast<double>(stage.replicas());
+  bool proportional = true;
+  double speeds = 0, rate = 0, shortest = std::numeric_limits<double>::infinity();
+  for (const GroupExecution& group : e.groups) {
+    proportional =
+        proportional && group.forward_allreduce_ms == 0 && group.backward_allreduce_ms == 0;
+    speeds += group.speed;
+    rate += 1 / group.work_ms;
+    shortest = std::min(shortest, group.work_ms);
+  }
+  double work = e.forward_ms + e.backward_ms;
+  if (stage.recompute) work += e.forward_ms;
+  const double spread = proportional ? M * work / speeds : M / rate;
+  return std::max(spread, std::ceil(M / r) * shortest);
+}
+
+}  // namespace
+
+Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
+                      const std::vector<Stage>& stages, int micro_batches, Optimizer optimizer) {
+  const double M = micro_batches;
+  Bounds bounds;
+  bounds.any_plan_ms = any_plan_bound(model, topology, M);
+  const std::vector<StageExecution> exec = execution(model, topology, stages, optimizer);
+
+  // H_s accumulates forward latency; `drain` is max_{j<s} (sum_{i=j}^{s-1} (c_i + B_i/v_i) + AR_j),
+  // with the smallest forward and backward durations among each stage's groups.
   double head = 0;
   double drain = -std::numeric_limits<double>::infinity();
   double best = 0;
   const int S = static_cast<int>(stages.size());
   for (int s = 0; s < S; ++s) {
     const Stage& stage = stages[static_cast<std::size_t>(s)];
-    const StageProfile p = stage_profile(model, stages, s);
-    double fastest = 0, speeds = 0;
-    for (int g : stage.gpus) {
-      fastest = std::max(fastest, topology.gpu(g).speed);
-      speeds += topology.gpu(g).speed;
+    const StageExecution& e = exec[static_cast<std::size_t>(s)];
+    double forward = std::numeric_limits<double>::infinity();
+    double backward = std::numeric_limits<double>::infinity();
+    for (const GroupExecution& group : e.groups) {
+      forward = std::min(forward, group.forward_ms);
+      backward = std::min(backward, group.backward_ms);
     }
-    const double r = static_cast<double>(stage.gpus.size());
-    const double work_s = p.forward_ms + p.backward_ms;
-    const double load = std::max(M * work_s / speeds, std::ceil(M / r) * work_s / fastest);
-    const double allreduce = allreduce_ms(topology, stage.gpus, p.parameter_bytes);
-    const double tail = std::max(allreduce, drain);
+    const double load = steady_state_ms(e, stage, M);
+    const double tail = std::max(e.allreduce_ms, drain);
     best = std::max(best, head + load + tail);
     if (s + 1 < S) {
       double c = std::numeric_limits<double>::infinity();
-      for (int u : stage.gpus) {
-        for (int v : stages[static_cast<std::size_t>(s + 1)].gpus) {
-          c = std::min(c, topology.transfer_ms(u, v, p.boundary_bytes));
+      for (const int u : stage.leaders()) {
+        for (const int v : stages[static_cast<std::size_t>(s + 1)].leaders()) {
+          c = std::min(c, topology.transfer_ms(u, v, e.transfer_bytes));
         }
       }
-      head += p.forward_ms / fastest + c;
-      drain = std::max(drain, allreduce) + c + p.backward_ms / fastest;
+      head += forward + c;
+      drain = std::max(drain, e.allreduce_ms) + c + backward;
     }
   }
   bounds.partition_ms = best;

@@ -13,7 +13,7 @@ TaskGraph::TaskGraph(int stages, int micro_batches)
   if (stages < 1) throw ScheduleError("the plan has no stages");
   if (micro_batches < 1) throw ScheduleError("the schedule has no micro-batches");
   const std::int64_t slots = 4 * static_cast<std::int64_t>(stages) * micro_batches -
-                             2 * static_cast<std::int64_t>(micro_batches) + stages;
+                             2 * static_cast<std::int64_t>(micro_batches) + 2 * stages;
   if (slots > std::numeric_limits<int>::max()) {
     throw ScheduleError("the schedule has " + std::to_string(slots) + " tasks, more than " +
                         std::to_string(std::numeric_limits<int>::max()));
@@ -83,7 +83,8 @@ int TaskGraph::data_successor(int id) const {
 std::string TaskGraph::describe(int id) const {
   if (is_compute(id)) return simulate::describe(compute_task(id));
   if (is_transfer(id)) return simulate::describe(transfer_task(id));
-  return "the AllReduce of stage " + std::to_string(allreduce_stage(id));
+  if (is_allreduce(id)) return "the AllReduce of stage " + std::to_string(allreduce_stage(id));
+  return "the optimizer step of stage " + std::to_string(update_stage(id));
 }
 
 std::string describe(const ComputeTask& task) {

@@ -69,7 +69,7 @@ TEST_F(HostileInputTest, ControlBytesInNamesAreEscapedInMessages) {
   EXPECT_EQ(result.code, 2);
   EXPECT_EQ(result.err,
             "pipeplan: error: --planner: \\x1B[2Jspp not in "
-            "{spp,gpipe,pipedream,uniform,data-parallel} (see pipeplan --help)\n");
+            "{spp,gpipe,pipedream,uniform,data-parallel,megatron} (see pipeplan --help)\n");
   // Valid UTF-8 is kept as it is.
   result = run_cli({"plan", (folder_ / "modèle.json").string(), topology_});
   EXPECT_EQ(result.err, "pipeplan: error: " + (folder_ / "modèle.json").string() +

@@ -32,6 +32,15 @@ struct Solution {
   int grid_blocks = 0;  ///< Layer blocks of that grid (the layer count: every boundary).
 };
 
+/// The per-stage choices of spec 8.4 that the DP searches over, besides layers and runs.
+struct StageChoices {
+  std::vector<int> degrees{1};  ///< Tensor-parallel degrees a stage may take, ascending; a
+                                ///< stage takes one its layers allow (model::stage_allows_degree).
+  bool may_recompute = false;   ///< A stage may recompute (`--recompute auto`).
+  bool must_recompute = false;  ///< Every stage recomputes (`--recompute always`).
+  Optimizer optimizer = Optimizer::kReplicated;  ///< Static memory and optimizer steps.
+};
+
 /// What the DP assumes of the schedule that will run its plan.
 struct ScheduleModel {
   /// Micro-batch m runs on replica m mod r (the fixed 1F1B and GPipe orders) instead of the
@@ -42,11 +51,13 @@ struct ScheduleModel {
   long stashes = 0;
 };
 
-/// The objective of `stages` (each a layer range on an ordered GPU list, as in a plan), or
-/// nothing when a stage does not fit one micro-batch in memory. O(S + sum r_s).
+/// The objective of `stages` (each a layer range on an ordered GPU list at its degree and
+/// recomputation, as in a plan), or nothing when a stage does not fit one micro-batch in
+/// memory. O(sum over stages of layers + r_s t_s).
 std::optional<Objective> objective(const model::Model& model, const topology::Topology& topology,
                                    const std::vector<Stage>& stages, int micro_batches,
-                                   const ScheduleModel& schedule = {});
+                                   const ScheduleModel& schedule = {},
+                                   Optimizer optimizer = Optimizer::kReplicated);
 
 /// Work one DP pass may do before the grid is made coarser (about a second).
 inline constexpr double kMaxPassWork = 2e9;
@@ -76,6 +87,7 @@ struct SolveOptions {
   int max_stages = 0;                   ///< At most this many stages (0: no cap). With a cap
                                         ///< below the grid's reach the fronts also keep the
                                         ///< stage count (fewer is better), so the DP stays exact.
+  StageChoices choices;                 ///< Degrees, recomputation and optimizer (spec 8.4).
 };
 
 /// `solve`, returning up to `options.solutions` solutions: the plans of the final Pareto front

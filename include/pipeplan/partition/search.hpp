@@ -19,11 +19,18 @@
 namespace pipeplan::partition {
 
 /// What a shape may be: `layers` layers on `order`, every stage at most `max_replicas`
-/// replicas, at most `max_stages` stages (the task limit).
+/// replicas (groups), at most `max_stages` stages (the task limit); each stage at one of
+/// `degrees` that its layers allow (spec 8.1), its run a multiple of it, recomputing as
+/// `recompute` allows (spec 8.4). The defaults are the v1 shapes.
 struct ShapeLimits {
   int layers = 0;
   int max_replicas = 1;
   int max_stages = 1;
+  std::vector<int> degrees{1};          ///< Ascending.
+  bool may_recompute = false;           ///< A stage may recompute or not.
+  bool must_recompute = false;          ///< Every stage recomputes.
+  const model::Model* model = nullptr;  ///< For the degrees a stage allows; needed when
+                                        ///< `degrees` is not {1}.
 };
 
 /// The value of a shape: the replayed iteration time in ms, or nothing when it is infeasible
@@ -35,32 +42,46 @@ struct Evaluation {
 using Evaluate = std::function<Evaluation(const std::vector<Stage>&)>;
 
 /// How many shapes `limits` allows on an order of `gpus` GPUs (saturating at 1e18), counted
-/// stage count by stage count until the total passes `stop_above`. O(S N R) for the S stage
-/// counts counted and R = max_replicas.
+/// stage count by stage count until the total passes `stop_above`; with several degrees or
+/// recomputation choices, an upper bound (every stage counted with every choice). O(S N R) for
+/// the S stage counts counted and R = max_replicas x the largest degree.
 double count_shapes(const ShapeLimits& limits, int gpus, double stop_above = 1e18);
 
 /// Calls `visit` on every shape `limits` allows on `order`, in a fixed order (first stage
-/// shortest, then fewest replicas, recursively). O(shapes x S).
+/// shortest, then smallest degree, then fewest replicas, then without recomputation first,
+/// recursively). O(shapes x S).
 void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
                     const std::function<void(const std::vector<Stage>&)>& visit);
 
-/// The shape with one GPU per stage that packs the layers greedily along `order`: each stage
-/// takes as many layers as its GPU holds with `stashes` stashes beside the static bytes
-/// (counted as the replay counts memory). Greedy is optimal for contiguous packing along a
-/// fixed order, so nothing is returned exactly when no one-GPU-per-stage packing on `order`
-/// fits (a layer larger than its GPU, or more GPUs needed than `order` has, or more stages
-/// than `max_stages`). `gpus_needed`, when given, receives the GPUs the packing needs
-/// (or `order.size() + 1` when it runs out; -1 when a layer fits on no GPU of `order`). O(L + N).
+/// How the stages of a greedy packing are made: groups of `tensor_parallel` consecutive GPUs,
+/// recomputing or not, under `optimizer` (one group per stage: a sharded optimizer divides
+/// nothing). The defaults are one GPU per stage as in section 3.
+struct Packing {
+  int tensor_parallel = 1;
+  bool recompute = false;
+};
+
+/// The shape with one group per stage that packs the layers greedily along `order`: each stage
+/// takes as many layers as its group holds with `stashes` stashes beside the static bytes
+/// (counted as the replay counts memory, spec 8.3). Greedy is optimal for contiguous packing
+/// along a fixed order, so nothing is returned exactly when no such packing on `order` fits
+/// (a layer larger than its group, a layer that cannot run at the degree, more GPUs needed
+/// than `order` has, or more stages than `max_stages`). `gpus_needed`, when given, receives
+/// the GPUs the packing needs (or `order.size() + 1` when it runs out; -1 when a layer fits on
+/// no group of `order`). O((L + N) t).
 std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
                                                  const topology::Topology& topology,
                                                  const std::vector<int>& order, long stashes,
-                                                 int max_stages, int* gpus_needed = nullptr);
+                                                 int max_stages, int* gpus_needed = nullptr,
+                                                 const Packing& packing = {});
 
 /// The shapes one move away from `stages`, in a fixed order: move a stage boundary by 1, 2,
-/// 4, ... layers either way; move a GPU between neighbouring runs; add or drop a replica
-/// (the later runs shift along the order); merge two neighbouring stages; split a stage in
-/// two at its middle of compute (halving its run, or taking a GPU from the unused tail).
-/// O(S (log L + S)) shapes of O(S) each.
+/// 4, ... layers either way; move a GPU (a group) between neighbouring runs; add or drop a
+/// replica (the later runs shift along the order); merge two neighbouring stages; split a
+/// stage in two at its middle of compute (halving its run, or taking a GPU from the unused
+/// tail); then, where `limits` allows them, change a stage's degree (keeping its GPUs, or
+/// its replicas) and switch its recomputation. Only shapes `limits` allows.
+/// O(S (log L + S + D)) shapes of O(S) each.
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
                                            const std::vector<int>& order,

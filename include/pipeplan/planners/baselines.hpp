@@ -54,6 +54,17 @@ std::optional<std::string> memory_shortfall(const model::Model& model,
 /// against all GPUs together.
 std::string infeasibility_reason(const Request& request);
 
+/// The `megatron` planner (issue 14): Megatron-LM's placement for `--tensor-parallel T
+/// --pipeline-parallel P [--data-parallel D]` (D defaults to N / (T P)): the first D T P GPUs of
+/// the input order, tensor groups innermost, then data-parallel copies, then stages; layers in
+/// equal counts (the first stages take one more when they do not divide), in a model made by
+/// `pipeplan model transformer` the decoder layers split evenly with the embedding on the first
+/// stage and the output layer on the last. With `--recompute auto` every stage recomputes when
+/// the plan does not fit without it under `policy`, none otherwise. Throws `UsageError` without
+/// exactly one degree and a depth, `InfeasibleError` when the GPUs or layers do not suffice or
+/// a stage cannot run at T. O(L D + N).
+Partition megatron_partition(const Request& request, schedule::Policy policy);
+
 /// A GPipe split: one stage per GPU and its bottleneck.
 struct GpipeSplit {
   std::vector<Stage> stages;  ///< Stage `s` on `gpus[s]`.

@@ -17,11 +17,30 @@
 
 namespace pipeplan::planners {
 
+/// Whether stages recompute their forward in the backward (spec 8.4, `--recompute`).
+enum class Recompute : std::uint8_t { kNever, kAlways, kAuto };
+
 /// What every planner is asked.
 struct Request {
   const model::Model& model;
   const topology::Topology& topology;
   int micro_batches = 1;
+  /// Where the optimizer state lives (`--shard-optimizer`, spec 8.4).
+  Optimizer optimizer = Optimizer::kReplicated;
+  /// Which stages may recompute (`--recompute`; `kAuto`: the planner chooses per stage). Empty:
+  /// `kAuto` for a model that uses the fields of spec 8.1, `kNever` for a v1 profile (whose
+  /// input size is unknown, and whose plans stay those of sections 1-7): `effective_recompute`.
+  std::optional<Recompute> recompute{};
+  /// The tensor-parallel degrees a stage may use (`--tensor-parallel LIST`), ascending; empty:
+  /// every degree the model allows. The `megatron` planner takes exactly one.
+  std::vector<int> tensor_parallel{};
+  /// Only plans every framework can run: one replica count and one degree for all stages
+  /// (`--uniform`, spec 8.4).
+  bool uniform = false;
+  /// The `megatron` planner's pipeline depth (`--pipeline-parallel`) and data-parallel degree
+  /// (`--data-parallel`; empty: as many copies as the GPUs allow).
+  std::optional<int> pipeline_parallel{};
+  std::optional<int> data_parallel{};
 };
 
 /// \name Planner limits

@@ -47,9 +47,9 @@ struct GroupFigures {
 
 /// What the memory counter needs; known only with the model.
 struct MemoryFigures {
-  std::vector<double> static_bytes;  ///< Per GPU: parameter_memory_factor * W_s; 0 when unused.
-  std::vector<double> stash_bytes;   ///< Per stage: Y_s, held per micro-batch in flight (with
-                                     ///< recomputation: the inputs of its layers, spec 8.3).
+  std::vector<double> static_bytes;     ///< Per GPU: parameter_memory_factor * W_s; 0 when unused.
+  std::vector<double> stash_bytes;      ///< Per stage: Y_s, held per micro-batch in flight (with
+                                        ///< recomputation: the inputs of its layers, spec 8.3).
   std::vector<double> transient_bytes;  ///< Per stage: held during each backward only (with
                                         ///< recomputation: its largest layer stash), else 0.
 };

@@ -16,11 +16,20 @@
 
 namespace pipeplan::report {
 
-/// The schema string of a plan file.
+/// The schema string of a plan file without any field of spec 8.2.
 inline constexpr const char* kPlanSchema = "pipeplan/plan/v1";
+/// The schema string of a plan that uses a field of spec 8.2. Readers accept either string.
+inline constexpr const char* kPlanSchemaV2 = "pipeplan/plan/v2";
 
-/// The plan as spec section 4 lays it out, keys in a fixed order; numbers print in their
-/// shortest round-tripping form, so the same plan always gives the same bytes.
+/// Whether the plan needs the fields of spec 8.2: a stage with t > 1 or recomputation, a
+/// sharded optimizer, or update tasks (a model with update times). Otherwise it is written
+/// as v1, byte for byte as before.
+bool plan_uses_v2_fields(const Plan& plan);
+
+/// The plan as spec sections 4 and 8.2 lay it out, keys in a fixed order; numbers print in
+/// their shortest round-tripping form, so the same plan always gives the same bytes. A v2 plan
+/// adds `optimizer` (after `gpu_order`), `tensor_parallel` and `recompute` to every stage
+/// (after `gpus`) and, when there are update tasks, `schedule.updates`.
 nlohmann::ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                                     const topology::Topology& topology);
 

@@ -34,7 +34,9 @@ struct Scheduled {
 };
 
 /// Schedules `micro_batches` micro-batches through `stages` (which must pass
-/// `simulate::check_stages`).
+/// `simulate::check_stages`). A stage's replicas are its groups, each one compute resource
+/// named by its leader (spec 8.3); durations, transfer sizes and memory come from
+/// `simulate::execution` under `optimizer`.
 ///
 /// * `kList`: event-driven and non-delay: whenever a GPU is idle it starts its ready backward
 ///   of lowest micro-batch, else its ready forward of lowest micro-batch if its memory can
@@ -49,7 +51,8 @@ struct Scheduled {
 /// Throws `InfeasibleError` when a stage cannot hold even one micro-batch on some replica.
 /// O(T log T) for T tasks.
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
-                        const std::vector<Stage>& stages, int micro_batches, Policy policy);
+                        const std::vector<Stage>& stages, int micro_batches, Policy policy,
+                        Optimizer optimizer = Optimizer::kReplicated);
 
 /// The 1F1B warm-up depth of stage `s`: `min(M, max_{t>=s} (S-t) r_t)` (spec section 5).
 int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches);

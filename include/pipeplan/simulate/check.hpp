@@ -29,6 +29,9 @@ struct StatedAllReduce {
   double end_ms = 0;
 };
 
+/// An optimizer-step entry (spec 8.3) as a plan states it: `gpu` is the group's leader.
+using StatedUpdate = TimedUpdate;
+
 /// A stage's figures as a plan states them.
 struct StatedStageFigures {
   double forward_ms = 0;
@@ -62,6 +65,8 @@ struct StatedPlan {
   std::vector<StatedCompute> compute;
   std::vector<StatedTransfer> transfers;
   std::vector<StatedAllReduce> allreduces;
+  std::vector<StatedUpdate> updates;             ///< `schedule.updates`; empty when absent.
+  Optimizer optimizer = Optimizer::kReplicated;  ///< `optimizer`; replicated when absent.
   std::optional<std::vector<StatedGpu>> gpus;
 };
 
@@ -84,6 +89,7 @@ struct StatedIndex {
                                              ///< `transfers`.
   std::vector<std::size_t> allreduce_entry;  ///< Per stage: position in `allreduces`, or
                                              ///< `kNoEntry`.
+  std::vector<int> group_of;                 ///< Per GPU: its replica in its stage, -1 unused.
   std::vector<std::size_t> compute_order;    ///< `compute_by_gpu(stated)`.
   std::vector<std::size_t> transfer_order;   ///< `transfers_by_channel(stated)`.
 };

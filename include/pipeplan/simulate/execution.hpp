@@ -51,8 +51,7 @@ struct StageExecution {
 
 /// The execution figures of every stage of `stages` (which must pass `check_stages`) under
 /// `optimizer`. O(sum over stages of layers x degrees + r t).
-std::vector<StageExecution> execution(const model::Model& model,
-                                      const topology::Topology& topology,
+std::vector<StageExecution> execution(const model::Model& model, const topology::Topology& topology,
                                       const std::vector<Stage>& stages, Optimizer optimizer);
 
 }  // namespace pipeplan::simulate

@@ -45,7 +45,8 @@ class ScheduleError : public Error {
   return difference <= 1e-9 * scale + 1e-9;
 }
 
-/// The profiled sums of one stage (at speed 1.0).
+/// The profiled sums of one stage (at speed 1.0): per-GPU sums at the stage's tensor-parallel
+/// degree (spec 8.2), which at t = 1 are the layers' own fields.
 struct StageProfile {
   double forward_ms = 0;       ///< F_s.
   double backward_ms = 0;      ///< B_s.
@@ -67,21 +68,25 @@ double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double la
 double allreduce_ms(const topology::Topology& topology, const std::vector<int>& gpus, double bytes);
 
 /// Checks that `stages` is a valid partition and placement: at least one stage, contiguous
-/// layer ranges covering every layer once in order, at least one GPU each, every GPU an
-/// existing index used by at most one stage. Throws `ScheduleError`.
+/// layer ranges covering every layer once in order, at least one GPU each, a tensor-parallel
+/// degree t >= 1 that the stage's layers allow (spec 8.1) and a GPU count that is a multiple
+/// of t, every GPU an existing index used by at most one stage. Throws `ScheduleError`.
 void check_stages(const model::Model& model, const topology::Topology& topology,
                   const std::vector<Stage>& stages);
 
-/// Replays `schedule`: every task starts at the earliest time its dependencies and the task
-/// before it on the same GPU or channel allow; AllReduces start when the stage's last
-/// backward ends. Also computes per-GPU busy time and peak memory. Throws `ScheduleError`
-/// when a task is missing, repeated, on the wrong GPU or channel, or the orders deadlock.
+/// Replays `schedule` (spec sections 3 and 8.3): every task starts at the earliest time its
+/// dependencies and the task before it on the same group (named by its leader) or channel
+/// allow; AllReduces start when the stage's last backward ends, update tasks when its AllReduce
+/// (or, with one replica, its last backward) ends. Also computes per-GPU busy time and peak
+/// memory under `optimizer`. Throws `ScheduleError` when a task is missing, repeated, on the
+/// wrong GPU (not a leader of its stage) or channel, or the orders deadlock.
 /// When the GPU orders list fewer than 2 S M compute tasks, the first missing one is reported
 /// before anything is sized by S M, so memory follows the tasks listed, whatever
 /// `schedule.micro_batches` claims. Requires `check_stages` to hold. O(T log T) for T tasks
 /// (the sort of the output).
 Timeline replay(const model::Model& model, const topology::Topology& topology,
-                const std::vector<Stage>& stages, const Schedule& schedule);
+                const std::vector<Stage>& stages, const Schedule& schedule,
+                Optimizer optimizer = Optimizer::kReplicated);
 
 /// The first GPU whose peak memory exceeds its capacity (1e-9 relative slack), as a message
 /// naming it, its peak and its capacity; empty when all fit.
@@ -94,9 +99,11 @@ std::optional<std::string> memory_violation(const topology::Topology& topology,
 long max_in_flight(double static_bytes, double stash_bytes, std::optional<double> capacity_bytes,
                    long limit);
 
-/// `any_plan_ms` and `partition_ms` of spec section 3. O(S + sum of r_s r_{s+1} + N).
+/// `any_plan_ms` and `partition_ms` of spec sections 3 and 8.3. O(L D + S + sum of r_s r_{s+1}
+/// + N) for D degrees per layer.
 Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
-                      const std::vector<Stage>& stages, int micro_batches);
+                      const std::vector<Stage>& stages, int micro_batches,
+                      Optimizer optimizer = Optimizer::kReplicated);
 
 /// Fraction of the iteration a used GPU spends idle: 1 - busy / iteration (0 for an empty
 /// iteration).

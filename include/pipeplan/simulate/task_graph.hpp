@@ -19,12 +19,16 @@ namespace pipeplan::simulate {
 /// * then transfers across boundary `s = 0..S-2`: the activation is `2 S M + 2 (s M + m)`, the
 ///   gradient `2 S M + 2 (s M + m) + 1`;
 /// * then one AllReduce slot per stage, `4 S M - 2 M + s` (a stage with one replica has no
-///   AllReduce; its slot stays unused).
+///   AllReduce; its slot stays unused);
+/// * then one optimizer-step slot per stage, `4 S M - 2 M + S + s`, standing for the update
+///   tasks `U(s, group)` of all its groups (spec 8.3; unused when no layer has an update time).
 ///
-/// Dependencies (spec section 3): each compute task and transfer has at most one data
+/// Dependencies (spec sections 3 and 8.3): each compute task and transfer has at most one data
 /// predecessor and one data successor along its micro-batch's chain
 /// `F(m,0) -> act(m,0) -> F(m,1) -> ... -> F(m,S-1) -> B(m,S-1) -> grad(m,S-2) -> ... -> B(m,0)`;
-/// a stage's AllReduce follows every `B(m,s)` of its stage. A value type: O(1) per query.
+/// a stage's AllReduce follows every `B(m,s)` of its stage; its update tasks follow its
+/// AllReduce, or every `B(m,s)` of its stage when it has one replica
+/// (`update_waits_for_allreduce`). A value type: O(1) per query.
 class TaskGraph {
  public:
   /// No task: the answer of a predecessor or successor query at the end of a chain.
@@ -42,8 +46,8 @@ class TaskGraph {
   [[nodiscard]] int transfer_count() const { return 2 * (stages_ - 1) * micro_batches_; }
   /// Compute tasks and transfers: the tasks with a data chain.
   [[nodiscard]] int chain_count() const { return compute_count() + transfer_count(); }
-  /// Every slot, AllReduces included.
-  [[nodiscard]] int size() const { return chain_count() + stages_; }
+  /// Every slot, AllReduces and optimizer steps included.
+  [[nodiscard]] int size() const { return chain_count() + 2 * stages_; }
 
   /// Whether the task names an existing stage (boundary) and micro-batch.
   [[nodiscard]] bool contains(const ComputeTask& task) const;
@@ -60,17 +64,26 @@ class TaskGraph {
   }
   /// The id of stage `s`'s AllReduce slot.
   [[nodiscard]] int allreduce(int stage) const { return chain_count() + stage; }
+  /// The id of stage `s`'s optimizer-step slot (its groups' update tasks).
+  [[nodiscard]] int update(int stage) const { return chain_count() + stages_ + stage; }
+  /// Whether the update tasks of a stage of `replicas` groups wait for its AllReduce (r > 1)
+  /// rather than for its last backward (r = 1): spec 8.3.
+  [[nodiscard]] static bool update_waits_for_allreduce(int replicas) { return replicas > 1; }
 
   [[nodiscard]] bool is_compute(int id) const { return id < compute_count(); }
   [[nodiscard]] bool is_transfer(int id) const {
     return id >= compute_count() && id < chain_count();
   }
-  [[nodiscard]] bool is_allreduce(int id) const { return id >= chain_count(); }
+  [[nodiscard]] bool is_allreduce(int id) const {
+    return id >= chain_count() && id < chain_count() + stages_;
+  }
+  [[nodiscard]] bool is_update(int id) const { return id >= chain_count() + stages_; }
 
   /// The task behind an id of the matching kind.
   [[nodiscard]] ComputeTask compute_task(int id) const;
   [[nodiscard]] TransferTask transfer_task(int id) const;
   [[nodiscard]] int allreduce_stage(int id) const { return id - chain_count(); }
+  [[nodiscard]] int update_stage(int id) const { return id - chain_count() - stages_; }
 
   /// The task a compute task or transfer waits for along its chain; `kNone` for `F(m,0)`.
   [[nodiscard]] int data_predecessor(int id) const;
@@ -78,7 +91,7 @@ class TaskGraph {
   [[nodiscard]] int data_successor(int id) const;
   /// A task in words for messages: `forward of micro-batch 3 on stage 1`,
   /// `activation transfer of micro-batch 3 from stage 1 to stage 2`,
-  /// `the AllReduce of stage 2`.
+  /// `the AllReduce of stage 2`, `the optimizer step of stage 2`.
   [[nodiscard]] std::string describe(int id) const;
 
  private:

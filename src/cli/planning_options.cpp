@@ -1,0 +1,74 @@
+// The options of spec 8.4 that `plan` and `compare` share: how stages may use tensor
+// parallelism, recomputation and a sharded optimizer, and the megatron planner's degrees.
+
+#include <algorithm>
+#include <sstream>
+
+#include "commands.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/model/model.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+// `1,2,4` (ascending after sorting, no repeats); a usage error otherwise.
+std::vector<int> degree_list(const std::string& text) {
+  std::vector<int> degrees;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long value = digits ? std::stol(item) : 0;
+    if (!digits || value < 1 || value > model::kMaxTensorParallelDegree) {
+      throw UsageError("--tensor-parallel: expected degrees like 1,2,4 (decimal integers from 1 to " +
+                       std::to_string(model::kMaxTensorParallelDegree) + "), got \"" + text + "\"");
+    }
+    degrees.push_back(static_cast<int>(value));
+  }
+  if (degrees.empty() || text.back() == ',') {
+    throw UsageError("--tensor-parallel: expected degrees like 1,2,4, got \"" + text + "\"");
+  }
+  std::sort(degrees.begin(), degrees.end());
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  return degrees;
+}
+
+}  // namespace
+
+void add_planning_options(CLI::App& command, PlanningOptions& options) {
+  command
+      .add_option("--tensor-parallel", options.tensor_parallel,
+                  "Tensor-parallel degrees a stage may use, e.g. 1,2,4 (spp; default: every degree "
+                  "the model allows); the megatron planner takes one")
+      ->type_name("LIST");
+  command
+      .add_option("--recompute", options.recompute,
+                  "Activation recomputation: never, always, or auto (the planner chooses per "
+                  "stage; the default for models with tensor_parallel or update times, never for "
+                  "other profiles)")
+      ->check(CLI::IsMember({"never", "always", "auto"}));
+  command.add_flag("--shard-optimizer", options.shard_optimizer,
+                   "Plan for a sharded optimizer (ZeRO-1: optimizer state divided among a stage's "
+                   "replicas)");
+  command.add_option("--pipeline-parallel", options.pipeline_parallel,
+                     "The megatron planner's pipeline depth P")
+      ->transform(decimal_integer(1, 1 << 16));
+  command.add_option("--data-parallel", options.data_parallel,
+                     "The megatron planner's data-parallel degree D (default: GPUs / (T P))")
+      ->transform(decimal_integer(1, 1 << 16));
+}
+
+void apply_planning_options(const PlanningOptions& options, planners::Request& request) {
+  if (options.tensor_parallel) request.tensor_parallel = degree_list(*options.tensor_parallel);
+  if (options.recompute) {
+    request.recompute = *options.recompute == "never"    ? planners::Recompute::kNever
+                        : *options.recompute == "always" ? planners::Recompute::kAlways
+                                                         : planners::Recompute::kAuto;
+  }
+  if (options.shard_optimizer) request.optimizer = Optimizer::kSharded;
+  request.pipeline_parallel = options.pipeline_parallel;
+  request.data_parallel = options.data_parallel;
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,135 @@
+// The fixed-configuration planner (issue 14, part 4): Megatron-LM's own placement for a given
+// tensor-parallel degree T, pipeline depth P and data-parallel degree D.
+//
+// Reference: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters
+// Using Megatron-LM" (SC21), and Megatron-LM's default rank order (tensor, then data, then
+// pipeline: `megatron/core/parallel_state.py`, order "tp-dp-pp" read innermost first): global
+// rank `p D T + d T + t` is GPU t of the tensor group of data-parallel copy d of stage p, and
+// ranks follow the topology's GPU order (the launcher's host order). Layers are split in equal
+// counts; in a model made by `pipeplan model transformer` (layers `embedding`, `decoder0` ..
+// `decoderN-1`, `output`) the decoder layers are split evenly and the embedding joins the first
+// stage and the output layer and loss the last, as Megatron places them.
+//
+// Complexity: O(L + N) to build the stages, plus the memory check of O(L D) for the
+// recomputation choice; scheduling and replay are `finish_plan`'s.
+
+#include <algorithm>
+#include <string>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/simulate/execution.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+// Whether the layers are those `pipeplan model transformer` writes: `embedding`, then
+// `decoder0` .. `decoderN-1`, then `output`.
+bool transformer_shaped(const model::Model& model) {
+  const auto& layers = model.layers;
+  if (layers.size() < 3 || layers.front().name != "embedding" || layers.back().name != "output") {
+    return false;
+  }
+  for (std::size_t l = 1; l + 1 < layers.size(); ++l) {
+    if (layers[l].name != "decoder" + std::to_string(l - 1)) return false;
+  }
+  return true;
+}
+
+// The first layer of each of `P` stages over `count` layers starting at `offset`: equal counts,
+// the first `count mod P` stages one layer more (as torchtitan and DeepSpeed's uniform split
+// give leftovers to the early stages; Megatron itself wants `count` divisible by P).
+std::vector<int> even_split(int count, int P, int offset) {
+  std::vector<int> firsts;
+  int next = offset;
+  for (int p = 0; p < P; ++p) {
+    firsts.push_back(next);
+    next += count / P + (p < count % P ? 1 : 0);
+  }
+  return firsts;
+}
+
+// Whether every group of every stage holds what `policy` keeps in flight.
+bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Policy policy) {
+  const auto exec =
+      simulate::execution(request.model, request.topology, stages, request.optimizer);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const long stashes =
+        peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
+    const auto& e = exec[s];
+    for (const auto& group : e.groups) {
+      if (simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
+                                  group.capacity_bytes, stashes) < stashes) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Partition megatron_partition(const Request& request, schedule::Policy policy) {
+  const model::Model& model = request.model;
+  const int N = request.topology.size();
+  const int L = static_cast<int>(model.layers.size());
+  if (request.tensor_parallel.size() != 1 || !request.pipeline_parallel) {
+    throw UsageError(
+        "the megatron planner plans one configuration: give --tensor-parallel T (one degree) "
+        "and --pipeline-parallel P, optionally --data-parallel D");
+  }
+  const int T = request.tensor_parallel.front();
+  const int P = *request.pipeline_parallel;
+  if (T < 1 || P < 1 || (request.data_parallel && *request.data_parallel < 1)) {
+    throw UsageError("--tensor-parallel, --pipeline-parallel and --data-parallel must be >= 1");
+  }
+  const long per_copy = static_cast<long>(T) * P;
+  const long D = request.data_parallel ? *request.data_parallel : N / per_copy;
+  if (D < 1 || D * per_copy > N) {
+    std::string configuration =
+        "tensor-parallel " + std::to_string(T) + " x pipeline-parallel " + std::to_string(P);
+    if (request.data_parallel) configuration += " x data-parallel " + std::to_string(D);
+    throw InfeasibleError(configuration + " needs " + std::to_string(std::max(D, 1L) * per_copy) +
+                          " GPUs, the topology has " + std::to_string(N));
+  }
+  const bool shaped = transformer_shaped(model);
+  const int splittable = shaped ? L - 2 : L;
+  if (P > splittable) {
+    throw InfeasibleError("pipeline-parallel " + std::to_string(P) + " is more stages than the " +
+                          std::to_string(splittable) + (shaped ? " decoder layers" : " layers") +
+                          " to split");
+  }
+  std::vector<int> firsts = even_split(splittable, P, shaped ? 1 : 0);
+  if (shaped) firsts.front() = 0;  // the embedding joins the first stage
+  Partition partition;
+  partition.gpu_order.resize(static_cast<std::size_t>(N));
+  for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;
+  for (int p = 0; p < P; ++p) {
+    Stage stage;
+    stage.first_layer = firsts[static_cast<std::size_t>(p)];
+    stage.last_layer = p + 1 < P ? firsts[static_cast<std::size_t>(p) + 1] - 1 : L - 1;
+    for (long g = p * D * T; g < (p + 1) * D * T; ++g) stage.gpus.push_back(static_cast<int>(g));
+    stage.tensor_parallel = T;
+    if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, T)) {
+      throw InfeasibleError("stage " + std::to_string(p) + " (layers " +
+                            std::to_string(stage.first_layer) + "-" +
+                            std::to_string(stage.last_layer) +
+                            ") cannot run at tensor-parallel degree " + std::to_string(T) +
+                            ": every layer with tensor_parallel must list it, and at least one "
+                            "must have tensor_parallel (spec 8.1)");
+    }
+    partition.stages.push_back(std::move(stage));
+  }
+  // Megatron's recomputation is one setting for the whole model: always, never, or (auto) only
+  // when the plan does not fit without it.
+  const Recompute recompute = effective_recompute(request);
+  bool all = recompute == Recompute::kAlways;
+  if (recompute == Recompute::kAuto && !fits(request, partition.stages, policy)) all = true;
+  for (Stage& stage : partition.stages) stage.recompute = all;
+  return partition;
+}
+
+}  // namespace pipeplan::planners

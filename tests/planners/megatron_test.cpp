@@ -1,0 +1,125 @@
+// The megatron planner: Megatron-LM's placement and layer split for a given configuration.
+
+#include <gtest/gtest.h>
+
+#include "../support/builders.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using namespace pipeplan::testing;
+
+// Layers named as `pipeplan model transformer` names them: embedding, decoder0..n-1, output,
+// each splitting over 1, 2 or 4 GPUs; 1 MB of weights and stash per decoder.
+model::Model transformer_shaped(int decoders, double stash = 1e6) {
+  std::vector<L> spec{{1, 2, 1e5, 2e6, 1e5}};
+  for (int l = 0; l < decoders; ++l) spec.push_back({4, 8, 1e5, 1e6, stash});
+  spec.push_back({2, 4, 0, 2e6, 1e5});
+  model::Model model = make_model(spec);
+  model.layers.front().name = "embedding";
+  for (int l = 0; l < decoders; ++l) model.layers[static_cast<std::size_t>(l) + 1].name = "decoder" + std::to_string(l);
+  model.layers.back().name = "output";
+  for (model::Layer& layer : model.layers) {
+    model::TensorParallel tp;
+    tp.degrees = {1, 2, 4};
+    tp.allreduce_bytes = 1e5;
+    layer.tensor_parallel = tp;
+  }
+  return model;
+}
+
+Request configuration(const model::Model& model, const topology::Topology& topology, int M, int T,
+                      int P, std::optional<int> D = std::nullopt) {
+  Request request{model, topology, M};
+  request.tensor_parallel = {T};
+  request.pipeline_parallel = P;
+  request.data_parallel = D;
+  return request;
+}
+
+TEST(MegatronTest, TensorInnermostThenDataThenPipelineOverTheInputOrder) {
+  const model::Model model = transformer_shaped(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  const Plan plan = make_plan("megatron", configuration(model, topology, 8, 2, 2));
+  EXPECT_EQ(plan.planner, "megatron");
+  EXPECT_EQ(plan.schedule_policy, "1f1b");
+  ASSERT_EQ(plan.stages.size(), 2U);
+  // Stage 0: the embedding and decoders 0-1 on GPUs 0-3 (groups {0,1} and {2,3}); stage 1:
+  // decoders 2-3 and the output on GPUs 4-7.
+  EXPECT_EQ(plan.stages[0].first_layer, 0);
+  EXPECT_EQ(plan.stages[0].last_layer, 2);
+  EXPECT_EQ(plan.stages[1].first_layer, 3);
+  EXPECT_EQ(plan.stages[1].last_layer, 5);
+  EXPECT_EQ(plan.stages[0].gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.stages[1].gpus, (std::vector<int>{4, 5, 6, 7}));
+  for (const Stage& stage : plan.stages) {
+    EXPECT_EQ(stage.tensor_parallel, 2);
+    EXPECT_EQ(stage.replicas(), 2);
+    EXPECT_FALSE(stage.recompute);
+  }
+}
+
+TEST(MegatronTest, AGivenDataParallelDegreeUsesFewerGpus) {
+  const model::Model model = transformer_shaped(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  const Plan plan = make_plan("megatron", configuration(model, topology, 8, 2, 2, 1));
+  EXPECT_EQ(plan.stages[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.stages[1].gpus, (std::vector<int>{2, 3}));
+  EXPECT_FALSE(plan.timeline.gpus[4].stage.has_value());
+}
+
+TEST(MegatronTest, UnevenSplitsGiveTheFirstStagesOneMore) {
+  const Partition five = megatron_partition(
+      configuration(transformer_shaped(5), uniform_topology(2, 50e9, 0.002), 4, 1, 2),
+      schedule::Policy::kOneFOneB);
+  EXPECT_EQ(five.stages[0].last_layer, 3);  // embedding + decoders 0-2
+  EXPECT_EQ(five.stages[1].first_layer, 4);
+  // A profile not shaped like a transformer: equal layer counts.
+  const model::Model plain = make_model({{1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}});
+  const Partition generic = megatron_partition(
+      configuration(plain, uniform_topology(3, 50e9, 0.002), 4, 1, 3),
+      schedule::Policy::kOneFOneB);
+  EXPECT_EQ(stages_text(generic.stages), "0-1@0 2-3@1 4-4@2");
+}
+
+TEST(MegatronTest, AutoRecomputesEveryStageOnlyWhenTheConfigurationDoesNotFitOtherwise) {
+  // 1F1B keeps up to 2 micro-batches of 30 MB (3 decoders at degree 1) in flight on stage 0.
+  const model::Model model = transformer_shaped(6, 10e6);
+  const auto roomy = uniform_topology(2, 50e9, 0.002, {}, 1e9);
+  const auto tight = uniform_topology(2, 50e9, 0.002, {}, 60e6);
+  EXPECT_FALSE(make_plan("megatron", configuration(model, roomy, 4, 1, 2)).stages[0].recompute);
+  const Plan plan = make_plan("megatron", configuration(model, tight, 4, 1, 2));
+  for (const Stage& stage : plan.stages) EXPECT_TRUE(stage.recompute);
+  EXPECT_FALSE(simulate::memory_violation(tight, plan.timeline).has_value());
+  Request never = configuration(model, tight, 4, 1, 2);
+  never.recompute = Recompute::kNever;
+  EXPECT_THROW(make_plan("megatron", never), InfeasibleError);
+}
+
+TEST(MegatronTest, ConfigurationsThatCannotBeBuiltAreRefused) {
+  const model::Model model = transformer_shaped(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  Request bare{model, topology, 4};
+  EXPECT_THROW(make_plan("megatron", bare), UsageError);
+  try {
+    make_plan("megatron", configuration(model, topology, 4, 4, 4));
+    FAIL();
+  } catch (const InfeasibleError& error) {
+    EXPECT_STREQ(error.what(),
+                 "tensor-parallel 4 x pipeline-parallel 4 needs 16 GPUs, the "
+                 "topology has 8");
+  }
+  try {
+    make_plan("megatron", configuration(model, topology, 4, 1, 5));
+    FAIL();
+  } catch (const InfeasibleError& error) {
+    EXPECT_STREQ(error.what(), "pipeline-parallel 5 is more stages than the 4 decoder layers to split");
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
