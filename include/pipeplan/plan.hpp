@@ -158,6 +158,9 @@ struct Plan {
   std::vector<int> gpu_order;   ///< Every GPU once, in the order the planner considered them.
   std::vector<Stage> stages;    ///< Cover every layer once, in order.
   Optimizer optimizer = Optimizer::kReplicated;  ///< Spec 8.2.
+  /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
+  /// (the batch-size search's choice); written as `micro_batch_size` only then.
+  std::optional<std::int64_t> micro_batch_size;
   Schedule schedule;                             ///< The decisions.
   Timeline timeline;                             ///< Their consequences.
   Bounds bounds;                                 ///< Lower bounds for comparison.

@@ -14,6 +14,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/model/transformer.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/version.hpp"
 
@@ -161,6 +162,20 @@ std::string planners_help(bool compare_rows) {
     out += planners::find_planner(name).description;
   }
   return out + "\n";
+}
+
+model::Model model_for_plan(model::Model model, const io::Source& plan) {
+  if (!model.transformer) return model;
+  const nlohmann::json root = nlohmann::json::parse(plan.text, nullptr, false);
+  if (!root.is_object()) return model;
+  auto size = root.find("micro_batch_size");
+  if (size == root.end() || !size->is_number_integer()) return model;
+  const auto b = size->get<std::int64_t>();
+  if (b < 1 || b > model::kMaxTransformerMicroBatchSize ||
+      b == model.transformer->micro_batch_size) {
+    return model;
+  }
+  return model::transformer_model_at(model, static_cast<int>(b));
 }
 
 void Context::say(const std::string& line) const {

@@ -116,4 +116,11 @@ inline constexpr int kMaxMicroBatches = 1 << 20;
 int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
                       const std::string& model_path);
 
+/// `model` at the micro-batch size the plan in `plan` records: a model read from a transformer
+/// description is regenerated at the plan's `micro_batch_size` (what `plan --global-batch`
+/// chose), so that `simulate` and `export --model` check the plan against the model it was made
+/// for. Any other model, or a plan without a valid `micro_batch_size`, is returned as it is (the
+/// plan reader reports a broken plan).
+model::Model model_for_plan(model::Model model, const io::Source& plan);
+
 }  // namespace pipeplan::cli

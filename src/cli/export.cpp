@@ -42,10 +42,11 @@ int run_export(const ExportOptions& options, Context& context) {
       {{"-o", options.output}});
   report::PlanView view;
   if (options.model) {
-    const model::Model model = model::read_model(context.read("--model"));
+    model::Model model = model::read_model(context.read("--model"));
     const topology::Topology topology =
         topology::read_topology(context.read("--topology"), model.profile_device);
     const io::Source plan_source = context.read("PLAN");
+    model = model_for_plan(std::move(model), plan_source);
     const Plan plan =
         simulate::check_plan(report::read_plan(plan_source, topology), model, topology);
     view = report::make_view(plan, model, topology, *options.model);

@@ -20,10 +20,6 @@
 namespace pipeplan::cli {
 namespace {
 
-// Most decoder layers `model transformer` writes: far beyond any published model, and a bound
-// on the size of the file it writes.
-constexpr int kMaxTransformerLayers = 1 << 16;
-
 struct TransformerOptions {
   std::string preset;
   int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn_hidden = 0, sequence = 0, vocab = 0;
@@ -74,9 +70,6 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
     if (!optional && *field.target == 0 && !field.given) {
       throw UsageError(std::string("missing ") + field.option + " (or give --preset)");
     }
-  }
-  if (config.layers > kMaxTransformerLayers) {
-    throw UsageError("--layers: must be at most " + std::to_string(kMaxTransformerLayers));
   }
   if (options.ffn == "gelu") config.ffn = model::Ffn::kGelu;
   if (options.ffn == "swiglu") config.ffn = model::Ffn::kSwiglu;

@@ -1,5 +1,5 @@
-// `pipeplan plan MODEL TOPO [-o PLAN] [--micro-batches M] [--planner NAME] [--schedule POLICY]
-// [--trace FILE] [--report FILE] [--check PLAN]`.
+// `pipeplan plan MODEL TOPO [-o PLAN] [--micro-batches M | --global-batch N] [--planner NAME]
+// [--schedule POLICY] [--trace FILE] [--report FILE] [--check PLAN]`.
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
@@ -22,6 +23,7 @@ struct PlanOptions {
   std::string topology;
   std::optional<std::string> output;
   std::optional<int> micro_batches;
+  std::optional<std::int64_t> global_batch;
   std::string planner{planners::planner_table().front().name};
   std::optional<std::string> policy;
   std::optional<std::string> check;
@@ -45,15 +47,28 @@ int run_plan(const PlanOptions& options, Context& context) {
   // Every input is read before the planning starts.
   std::optional<io::Source> existing;
   if (options.check) existing = context.read("--check");
-  const int micro_batches = micro_batch_count(options.micro_batches, model, options.model);
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
+  auto make = [&](const model::Model& planned, int micro_batches) {
+    planners::Request request{planned, topology, micro_batches};
+    apply_planning_options(options.planning, request);
+    return planners::make_plan(options.planner, request, policy);
+  };
+  const int micro_batches =
+      options.global_batch ? 0 : micro_batch_count(options.micro_batches, model, options.model);
   const double reading_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
-  planners::Request request{model, topology, micro_batches};
-  apply_planning_options(options.planning, request);
-  Plan plan = planners::make_plan(options.planner, request, policy);
+  Plan plan;
+  if (options.global_batch) {
+    planners::GlobalBatchPlan chosen =
+        planners::plan_global_batch(model, *options.global_batch, options.model, make);
+    model = std::move(chosen.model);
+    plan = std::move(chosen.plan);
+  } else {
+    plan = make(model, micro_batches);
+    if (model.transformer) plan.micro_batch_size = model.transformer->micro_batch_size;
+  }
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
   const std::string text = io::dump_json(report::plan_to_json(plan, model, topology));
@@ -113,6 +128,11 @@ void add_plan_command(CLI::App& app, Action& action) {
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
       ->transform(decimal_integer(1, kMaxMicroBatches));
+  sub->add_option("--global-batch", options->global_batch,
+                  "Sequences per iteration: M = N / micro-batch size (a transformer description "
+                  "tries every size that divides N and keeps the fastest)")
+      ->transform(decimal_integer(1, planners::kMaxGlobalBatch))
+      ->excludes("--micro-batches");
   std::string planners;
   for (const auto& name : planners::planner_names())
     planners += (planners.empty() ? "" : ", ") + name;

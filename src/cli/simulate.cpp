@@ -23,7 +23,9 @@ int run_simulate(const SimulateOptions& options, Context& context) {
                   {{"--json", std::nullopt}});
   model::Model model = model::read_model(context.read("MODEL"));
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
-  simulate::StatedPlan stated = report::read_plan(context.read("PLAN"), topology);
+  const io::Source plan_source = context.read("PLAN");
+  model = model_for_plan(std::move(model), plan_source);
+  simulate::StatedPlan stated = report::read_plan(plan_source, topology);
   Plan plan = simulate::check_plan(stated, model, topology);
   if (options.json) {
     context.emit("--json", io::dump_json(report::simulation_figures(plan, topology)));

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipeplan/error.hpp"
+
 namespace pipeplan::model {
 namespace {
 
@@ -148,10 +150,6 @@ double update_ms_of(const TransformerConfig& config, const GpuType& gpu, double 
   return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters);
 }
 
-std::string option_error(const char* option, const std::string& message) {
-  return std::string(option) + ": " + message;
-}
-
 TransformerConfig shape(std::string name, int layers, int hidden, int heads, int kv_heads,
                         int ffn_hidden, int sequence, int vocab, Ffn ffn) {
   TransformerConfig config;
@@ -199,27 +197,109 @@ const TransformerPreset* find_transformer_preset(std::string_view name) {
   return nullptr;
 }
 
-std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config) {
-  auto fail = [&](const char* option, const std::string& message) {
-    return std::make_pair(config, option_error(option, message));
+namespace {
+
+// A field as the requested spelling writes it: `--kv-heads` or `kv_heads`.
+std::string field_name(std::string_view key, FieldSpelling spelling) {
+  if (spelling == FieldSpelling::kKey) return std::string(key);
+  std::string option = "--" + std::string(key);
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
+}
+
+// The shape's integer fields against their bounds, in the order the problems are reported.
+std::optional<TransformerProblem> check_sizes(const TransformerConfig& config) {
+  struct Bound {
+    const char* field;
+    int value;
+    int max;
   };
-  auto at_least_one = [](int value) { return value >= 1; };
-  if (!at_least_one(config.layers)) return fail("--layers", "must be at least 1");
-  if (!at_least_one(config.hidden)) return fail("--hidden", "must be at least 1");
-  if (!at_least_one(config.heads)) return fail("--heads", "must be at least 1");
-  if (!at_least_one(config.sequence)) return fail("--sequence", "must be at least 1");
-  if (!at_least_one(config.vocab)) return fail("--vocab", "must be at least 1");
-  if (!at_least_one(config.micro_batch_size)) {
-    return fail("--micro-batch-size", "must be at least 1");
+  const Bound bounds[] = {
+      {"layers", config.layers, kMaxTransformerLayers},
+      {"hidden", config.hidden, kMaxTransformerDimension},
+      {"heads", config.heads, kMaxTransformerDimension},
+      {"sequence", config.sequence, kMaxTransformerDimension},
+      {"vocab", config.vocab, kMaxTransformerDimension},
+      {"micro_batch_size", config.micro_batch_size, kMaxTransformerMicroBatchSize}};
+  for (const Bound& bound : bounds) {
+    if (bound.value < 1) return TransformerProblem{bound.field, "must be at least 1"};
   }
+  for (const Bound& bound : bounds) {
+    if (bound.value > bound.max) {
+      return TransformerProblem{bound.field, "must be at most " + std::to_string(bound.max)};
+    }
+  }
+  if (config.kv_heads < 0 || config.kv_heads > kMaxTransformerDimension) {
+    return TransformerProblem{"kv_heads",
+                              "must be from 1 to " + std::to_string(kMaxTransformerDimension)};
+  }
+  if (config.ffn_hidden < 0 || config.ffn_hidden > kMaxTransformerDimension) {
+    return TransformerProblem{"ffn_hidden",
+                              "must be from 1 to " + std::to_string(kMaxTransformerDimension)};
+  }
+  return std::nullopt;
+}
+
+// The degrees: ascending from 1, at most kMaxTransformerDegrees of them, each dividing the head
+// counts and the FFN size; or the defaults 1, 2, 4, 8 where they divide.
+std::optional<TransformerProblem> complete_degrees(TransformerConfig& config,
+                                                   FieldSpelling spelling) {
+  auto divides_all = [&](int t) {
+    return config.heads % t == 0 && config.kv_heads % t == 0 && config.ffn_hidden % t == 0;
+  };
+  if (config.degrees.empty()) {
+    for (int t : {1, 2, 4, 8}) {
+      if (divides_all(t)) config.degrees.push_back(t);
+    }
+    return std::nullopt;
+  }
+  if (config.degrees.size() > static_cast<std::size_t>(kMaxTransformerDegrees)) {
+    return TransformerProblem{
+        "degrees", "must list at most " + std::to_string(kMaxTransformerDegrees) + " degrees"};
+  }
+  if (config.degrees.front() != 1) {
+    return TransformerProblem{"degrees",
+                              "must start at 1, got " + std::to_string(config.degrees.front())};
+  }
+  for (std::size_t i = 1; i < config.degrees.size(); ++i) {
+    const int t = config.degrees[i];
+    if (t <= config.degrees[i - 1])
+      return TransformerProblem{"degrees", "must be strictly ascending"};
+    if (t > kMaxTensorParallelDegree) {
+      return TransformerProblem{"degrees",
+                                "must be at most " + std::to_string(kMaxTensorParallelDegree)};
+    }
+    if (!divides_all(t)) {
+      return TransformerProblem{
+          "degrees", std::to_string(t) + " must divide " + field_name("heads", spelling) + ", " +
+                         field_name("kv_heads", spelling) + " and " +
+                         field_name("ffn_hidden", spelling) + " (" + std::to_string(config.heads) +
+                         ", " + std::to_string(config.kv_heads) + ", " +
+                         std::to_string(config.ffn_hidden) + ")"};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transformer_config(
+    TransformerConfig config, FieldSpelling spelling) {
+  auto fail = [&](std::string field, std::string message) {
+    return std::make_pair(
+        config, std::optional<TransformerProblem>({std::move(field), std::move(message)}));
+  };
+  if (auto problem = check_sizes(config)) return {config, problem};
   if (config.hidden % config.heads != 0) {
-    return fail("--heads", "must divide --hidden (" + std::to_string(config.hidden) + "), got " +
-                               std::to_string(config.heads));
+    return fail("heads", "must divide " + field_name("hidden", spelling) + " (" +
+                             std::to_string(config.hidden) + "), got " +
+                             std::to_string(config.heads));
   }
   if (config.kv_heads == 0) config.kv_heads = config.heads;
-  if (config.kv_heads < 0 || config.heads % config.kv_heads != 0) {
-    return fail("--kv-heads", "must divide --heads (" + std::to_string(config.heads) + "), got " +
-                                  std::to_string(config.kv_heads));
+  if (config.heads % config.kv_heads != 0) {
+    return fail("kv_heads", "must divide " + field_name("heads", spelling) + " (" +
+                                std::to_string(config.heads) + "), got " +
+                                std::to_string(config.kv_heads));
   }
   if (config.ffn_hidden == 0) {
     if (config.ffn == Ffn::kGelu) {
@@ -230,48 +310,28 @@ std::pair<TransformerConfig, std::string> complete_transformer_config(Transforme
       config.ffn_hidden = (two_thirds + 255) / 256 * 256;
     }
   }
-  if (config.ffn_hidden < 1) return fail("--ffn-hidden", "must be at least 1");
   const GpuType* gpu = hardware::find_gpu(config.gpu);
   if (gpu == nullptr) {
-    return fail("--gpu",
+    return fail("gpu",
                 "unknown GPU \"" + config.gpu + "\" (known: " + hardware::catalogue_names() + ")");
   }
   config.gpu = gpu->name;
   if (hardware::peak_flops_per_s(*gpu, config.dtype) <= 0) {
-    return fail("--dtype", gpu->name + " has no " +
-                               std::string(hardware::dtype_name(config.dtype)) +
-                               " peak in the catalogue");
+    return fail("dtype", gpu->name + " has no " + std::string(hardware::dtype_name(config.dtype)) +
+                             " peak in the catalogue");
   }
-  auto divides_all = [&](int t) {
-    return config.heads % t == 0 && config.kv_heads % t == 0 && config.ffn_hidden % t == 0;
-  };
-  if (config.degrees.empty()) {
-    for (int t : {1, 2, 4, 8}) {
-      if (divides_all(t)) config.degrees.push_back(t);
-    }
-  } else {
-    if (config.degrees.front() != 1) {
-      return fail("--degrees", "must start at 1, got " + std::to_string(config.degrees.front()));
-    }
-    for (std::size_t i = 1; i < config.degrees.size(); ++i) {
-      const int t = config.degrees[i];
-      if (t <= config.degrees[i - 1]) return fail("--degrees", "must be strictly ascending");
-      if (t > kMaxTensorParallelDegree) {
-        return fail("--degrees", "must be at most " + std::to_string(kMaxTensorParallelDegree));
-      }
-      if (!divides_all(t)) {
-        return fail("--degrees",
-                    std::to_string(t) + " must divide --heads, --kv-heads and --ffn-hidden (" +
-                        std::to_string(config.heads) + ", " + std::to_string(config.kv_heads) +
-                        ", " + std::to_string(config.ffn_hidden) + ")");
-      }
-    }
-  }
+  if (auto problem = complete_degrees(config, spelling)) return {config, problem};
   if (config.name.empty()) {
     config.name =
         "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
   }
-  return {config, ""};
+  return {config, std::nullopt};
+}
+
+std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config) {
+  auto [completed, problem] = check_transformer_config(std::move(config), FieldSpelling::kOption);
+  if (!problem) return {completed, ""};
+  return {completed, field_name(problem->field, FieldSpelling::kOption) + ": " + problem->message};
 }
 
 double decoder_forward_flops(const TransformerConfig& config) {
@@ -413,12 +473,33 @@ Model transformer_model(const TransformerConfig& config) {
   // layer: the conjugate, one all-reduce of its input's gradient in the backward.
   model.layers.push_back(
       make_layer("embedding", TransformerPart::kEmbedding, boundary_bytes, 1, 0));
+  // A decoder runs 2 all-reduces forward and 2 backward (their conjugates). With sequence
+  // parallelism each is a reduce-scatter plus an all-gather, and the backward gathers the two
+  // sequence-sharded inputs of the column-parallel GEMMs once more for their weight gradients
+  // (Megatron keeps only the shard; Korthikanti et al. 2022 section 4.2.2, Calculon's
+  // `seq_par_ag_redo`): two all-gathers, one all-reduce's worth, so 3 backward.
+  const int decoder_backward = config.sequence_parallel ? 3 : 2;
   for (int l = 0; l < config.layers; ++l) {
-    model.layers.push_back(
-        make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder, boundary_bytes, 2, 2));
+    model.layers.push_back(make_layer("decoder" + std::to_string(l), TransformerPart::kDecoder,
+                                      boundary_bytes, 2, decoder_backward));
   }
   model.layers.push_back(make_layer("output", TransformerPart::kOutput, 0, 0, 1));
   return model;
+}
+
+Model transformer_model_at(const Model& model, int micro_batch_size) {
+  if (!model.transformer || micro_batch_size < 1 ||
+      micro_batch_size > kMaxTransformerMicroBatchSize) {
+    throw InternalError("transformer_model_at: no description, or micro-batch size " +
+                        std::to_string(micro_batch_size) + " out of range");
+  }
+  TransformerConfig config = *model.transformer;
+  config.micro_batch_size = micro_batch_size;
+  Model out = transformer_model(config);
+  out.name = model.name;
+  out.micro_batches = model.micro_batches;
+  out.transformer = config;
+  return out;
 }
 
 }  // namespace pipeplan::model

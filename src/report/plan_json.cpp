@@ -62,6 +62,7 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
   out["model"] = name_or_null(model.name);
   out["topology"] = name_or_null(topology.name());
   out["micro_batches"] = plan.schedule.micro_batches;
+  if (plan.micro_batch_size) out["micro_batch_size"] = *plan.micro_batch_size;
   out["iteration_ms"] = plan.timeline.iteration_ms;
   out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms},
                    {"partition_ms", plan.bounds.partition_ms}};

@@ -168,6 +168,50 @@ TEST(TransformerTest, OperationTimeUsesCalculonEfficiencies) {
   EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kTf32, 20e9, 0), 20e9 / (156e12 * 0.9) * 1e3);
 }
 
+TEST(TransformerTest, ALayerTakesTheTimeOfItsOperations) {
+  // Config A at t = 1, every operation of docs/transformer-model.md's table counted by hand:
+  // n = b s = 32 tokens, h = 64, a = g = 4, d = 16, F = 256, V = 100, e = 2 bytes; the s x s
+  // tensors hold b a s^2 = 2048 values. {FLOPs, bytes read and written}.
+  const std::vector<std::pair<double, double>> decoder = {
+      {0, 2 * 2 * 32 * 64},                                        // input norm
+      {2.0 * 32 * 64 * 192, 2 * (32 * 64 + 64 * 192 + 32 * 192)},  // QKV
+      {2.0 * 2 * 4 * 256 * 16, 2 * (2 * 16 * 16 * 8 + 2048)},      // scores Q K^T
+      {0, 2 * 2 * 2048},                                           // softmax
+      {0, 5 * 2048},                                               // dropout with its 1-byte mask
+      {2.0 * 2 * 4 * 256 * 16, 2 * (2048 + 2 * 16 * 16 * 8)},      // P V
+      {2.0 * 32 * 64 * 64, 2 * (32 * 64 + 64 * 64 + 32 * 64)},     // projection
+      {0, 7 * 32 * 64},                                            // dropout and residual
+      {0, 2 * 2 * 32 * 64},                                        // post-attention norm
+      {2.0 * 32 * 64 * 256, 2 * (32 * 64 + 64 * 256 + 32 * 256)},  // MLP up
+      {0, 2 * 32 * 512},                                           // GeLU: reads F, writes F
+      {2.0 * 32 * 256 * 64, 2 * (32 * 256 + 256 * 64 + 32 * 64)},  // MLP down
+      {0, 7 * 32 * 64}};                                           // dropout and residual
+  const std::vector<std::pair<double, double>> output = {
+      {0, 2 * 2 * 32 * 64},                                        // final norm
+      {2.0 * 32 * 64 * 100, 2 * (32 * 64 + 64 * 100 + 32 * 100)},  // logits
+      {0, 10 * 32 * 100}};  // softmax cross-entropy: the logits and fp32 values
+  const hardware::GpuType& a100 = *hardware::find_gpu("A100-80GB");
+  auto total_ms = [&](const std::vector<std::pair<double, double>>& ops) {
+    double ms = 0, flops = 0;
+    for (const auto& [f, bytes] : ops) {
+      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes);
+      flops += f;
+    }
+    return std::make_pair(ms, flops);
+  };
+  const TransformerConfig config = gpt_style();
+  const auto [decoder_ms, decoder_flops] = total_ms(decoder);
+  EXPECT_EQ(decoder_flops, decoder_forward_flops(config));  // the same 24 b s h^2 + 4 b s^2 h
+  const TransformerLayerCosts layer = transformer_layer_costs(config, TransformerPart::kDecoder, 1);
+  EXPECT_NEAR(layer.forward_ms, decoder_ms, 1e-12 * decoder_ms);
+  // Every operation here is below 1 GFLOP and 1 MB: 10 % of the peak, 30 % of the bandwidth.
+  EXPECT_NEAR(decoder_ms, decoder_flops / (312e12 * 0.1) * 1e3 + 284672.0 / (2039e9 * 0.3) * 1e3,
+              1e-12 * decoder_ms);
+  const TransformerLayerCosts last = transformer_layer_costs(config, TransformerPart::kOutput, 1);
+  EXPECT_NEAR(last.forward_ms, total_ms(output).first, 1e-12 * last.forward_ms);
+  EXPECT_EQ(last.backward_ms, 2 * last.forward_ms);
+}
+
 TEST(TransformerTest, LayerTimesAndUpdate) {
   const TransformerConfig config = gpt_style();
   const TransformerLayerCosts one = transformer_layer_costs(config, TransformerPart::kDecoder, 1);
@@ -214,6 +258,15 @@ TEST(TransformerTest, WritesAV2ModelThatReadsBack) {
   EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_forward, 1);
   EXPECT_EQ(model.layers[0].tensor_parallel->allreduces_backward, 0);
   EXPECT_EQ(model.layers[3].tensor_parallel->allreduces_backward, 1);
+  EXPECT_EQ(decoder.tensor_parallel->allreduces_backward, 2);
+  // With sequence parallelism the backward gathers the sharded GEMM inputs again: 2 all-gathers,
+  // one more all-reduce's worth of bytes.
+  TransformerConfig sequence_parallel = config;
+  sequence_parallel.sequence_parallel = true;
+  const Model sp = transformer_model(sequence_parallel);
+  EXPECT_EQ(sp.layers[1].tensor_parallel->allreduces_forward, 2);
+  EXPECT_EQ(sp.layers[1].tensor_parallel->allreduces_backward, 3);
+  EXPECT_EQ(sp.layers[0].tensor_parallel->allreduces_backward, 0);
   EXPECT_EQ(decoder.tensor_parallel->degrees, config.degrees);
   EXPECT_EQ(parameter_bytes_at(decoder, 4), 2 * decoder_parameters(config, 4));
   EXPECT_EQ(stash_bytes_at(decoder, 2), decoder_stash_bytes(config, 2));

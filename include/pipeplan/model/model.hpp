@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeplan/io/files.hpp"
+#include "pipeplan/model/transformer_config.hpp"
 
 namespace pipeplan::model {
 
@@ -80,9 +81,15 @@ struct Model {
   std::optional<double> sharded_memory_factor;
   double input_bytes = 0;     ///< One micro-batch's input to layer 0, bytes.
   std::vector<Layer> layers;  ///< At least one, in execution order.
+  /// The completed transformer description the layers were generated from, when the file gave
+  /// `transformer` instead of `layers` (then the layers are those of its `micro_batch_size`, and
+  /// the batch-size search regenerates them for other sizes).
+  std::optional<TransformerConfig> transformer;
 };
 
-/// Reads and validates a `model.json` (spec sections 1 and 8.1; schema v1 or v2). Throws
+/// Reads and validates a `model.json` (spec sections 1 and 8.1; schema v1 or v2), or a model given
+/// by its transformer description (`"transformer": {...}` instead of `layers`, docs/formats.md):
+/// the description is completed and its layers generated (`transformer_model`). Throws
 /// `InputError` naming the file and JSON pointer of the first problem. Beyond the spec:
 /// `micro_batches` is at most `kMaxMicroBatches`, degrees at most `kMaxTensorParallelDegree`,
 /// all-reduce counts at most `kMaxAllreducesPerPass`; the sums over all layers of forward plus
@@ -92,7 +99,8 @@ struct Model {
 Model read_model(const io::Source& source);
 
 /// The model as `model.json`: schema v1 when no field of spec 8.1 is used (byte for byte what
-/// earlier versions wrote), else v2. Optional fields that are absent stay absent; `stash_bytes`
+/// earlier versions wrote), else v2. A model read from a transformer description is written as
+/// its generated layers. Optional fields that are absent stay absent; `stash_bytes`
 /// is written only when it differs from `activation_bytes`, `update_ms` and `input_bytes` only
 /// when not 0, the all-reduce counts only when not 2.
 nlohmann::ordered_json model_to_json(const Model& model);

@@ -5,39 +5,17 @@
 /// bytes and times on a catalogue GPU (Calculon-style efficiencies), turned into a v2 model
 /// profile with per-degree values (spec 8.1).
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/hardware/gpu_catalogue.hpp"
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/model/transformer_config.hpp"
 
 namespace pipeplan::model {
-
-/// The feed-forward block, which also fixes the architecture family: `kGelu` is GPT/OPT style
-/// (a 2-matrix MLP, biases, LayerNorm, learned position embeddings), `kSwiglu` Llama style (a
-/// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters).
-enum class Ffn { kGelu, kSwiglu };
-
-/// A decoder-only transformer and how it is trained.
-struct TransformerConfig {
-  std::string name;          ///< Model name written to the profile (empty: generated).
-  int layers = 0;            ///< L, decoder layers (>= 1).
-  int hidden = 0;            ///< h, hidden size (>= 1, a multiple of `heads`).
-  int heads = 0;             ///< a, attention heads (>= 1).
-  int kv_heads = 0;          ///< g, key/value heads (0: `heads`, i.e. no grouping).
-  int ffn_hidden = 0;        ///< F, FFN size (0: 4h for GeLU, Llama's rounding for SwiGLU).
-  int sequence = 0;          ///< s, sequence length, tokens (>= 1).
-  int vocab = 0;             ///< V, vocabulary size (>= 1).
-  Ffn ffn = Ffn::kGelu;      ///< FFN kind and architecture family.
-  int micro_batch_size = 1;  ///< b, sequences per micro-batch (>= 1).
-  hardware::DType dtype = hardware::DType::kBf16;  ///< Training number format.
-  std::string gpu = "A100-80GB";                   ///< Catalogue GPU that speed 1.0 stands for.
-  bool sequence_parallel = false;    ///< Megatron sequence parallelism (Korthikanti et al.).
-  bool selective_recompute = false;  ///< Recompute the attention core in the backward.
-  bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
-  std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
-};
 
 /// A named, published configuration.
 struct TransformerPreset {
@@ -52,9 +30,42 @@ const std::vector<TransformerPreset>& transformer_presets();
 /// The preset named `name`, or nullptr.
 const TransformerPreset* find_transformer_preset(std::string_view name);
 
-/// `config` with its defaults filled in (`kv_heads`, `ffn_hidden`, `degrees`, `name`), or the
-/// first problem as a message naming the option (`--heads: must divide --hidden (4096), got 3`).
-/// The second member is empty on success.
+/// Most decoder layers a description may have (`--layers`, `transformer.layers`): far beyond any
+/// published model, and a bound on the size of the profile generated from it.
+inline constexpr int kMaxTransformerLayers = 1 << 16;
+
+/// Largest hidden size, FFN size, head count, sequence length and vocabulary of a description:
+/// 2^24, so that `4 h` and every other size stays an `int` and every count a finite double.
+inline constexpr int kMaxTransformerDimension = 1 << 24;
+
+/// Largest micro-batch size of a description: 2^20 sequences.
+inline constexpr int kMaxTransformerMicroBatchSize = 1 << 20;
+
+/// Most tensor-parallel degrees a description may list (each is one entry of every per-degree
+/// array of every layer).
+inline constexpr int kMaxTransformerDegrees = 16;
+
+/// How a problem names the fields of a description: as the options of `pipeplan model
+/// transformer` (`--kv-heads`) or as the keys of a model file's `transformer` object
+/// (`kv_heads`).
+enum class FieldSpelling { kOption, kKey };
+
+/// The first problem of a description: the field it is about, spelled as a key (`kv_heads`),
+/// and what is wrong, naming other fields in the requested spelling (`must divide --heads (32),
+/// got 3` or `must divide heads (32), got 3`).
+struct TransformerProblem {
+  std::string field;
+  std::string message;
+};
+
+/// `config` with its defaults filled in (`kv_heads`, `ffn_hidden`, `degrees`, `name`, the GPU's
+/// catalogue name), or its first problem. Checks every bound above, that `heads` divides
+/// `hidden` and `kv_heads` divides `heads`, the GPU and its peak in `dtype`, and the degrees.
+std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transformer_config(
+    TransformerConfig config, FieldSpelling spelling);
+
+/// `check_transformer_config` with option spelling, the problem as one message naming the option
+/// (`--heads: must divide --hidden (4096), got 3`); the second member is empty on success.
 std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config);
 
 /// Forward FLOPs of one decoder layer for one micro-batch: `2 b s h (h + 2 g d)` (QKV, d = h/a),
@@ -96,5 +107,11 @@ double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double 
 /// (the token ids, 8 bytes each), `parameter_memory_factor` and `sharded_memory_factor` of
 /// mixed-precision Adam, `profile` = micro-batch size and GPU.
 Model transformer_model(const TransformerConfig& config);
+
+/// A model read from a transformer description (`model.transformer` set) regenerated at another
+/// micro-batch size `b` (1 to `kMaxTransformerMicroBatchSize`): the layers of `b`, its name and
+/// `micro_batches` kept, `transformer->micro_batch_size` set to `b`. `InternalError` for a model
+/// without a description.
+Model transformer_model_at(const Model& model, int micro_batch_size);
 
 }  // namespace pipeplan::model

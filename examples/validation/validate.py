@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Regenerates the table of docs/validation.md: published training runs against pipeplan.
+
+For every run in examples/validation/runs.json this writes the run's model (its transformer
+description, micro-batch size fixed) and its cluster (a topology of the run's system), plans the
+published configuration with `pipeplan plan --planner megatron` (its tensor, pipeline and data
+degrees, recomputation, optimizer sharding and global batch) and then lets `spp` plan the same
+GPUs and global batch freely (micro-batch size searched, `--global-batch`), and writes one table
+row with the measured and estimated seconds per iteration and the error. Below the table: the
+median error per group, the scaling error of each strong-scaling series, and the sources.
+
+Usage: examples/validation/validate.py [PIPEPLAN [OUTPUT]]
+  PIPEPLAN  the binary (default: $PIPEPLAN, else the newest build/*/pipeplan)
+  OUTPUT    the Markdown file to update (default: docs/validation.md); only the part between
+            the `validate.py: begin` and `validate.py: end` markers is replaced.
+
+Python 3 standard library only. Output is deterministic: the same binary gives the same bytes.
+"""
+
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNS = os.path.join(ROOT, "examples", "validation", "runs.json")
+BEGIN = "<!-- validate.py: begin (generated; edit examples/validation/, not this part) -->"
+END = "<!-- validate.py: end -->"
+
+# Published recomputation -> the megatron planner's --recompute. Selective recomputation is a
+# property of the model (the description's selective_recompute), not of the stage.
+RECOMPUTE = {"full": "always", "selective": "never", "none": "never"}
+
+
+def find_binary(argv):
+    if len(argv) > 1:
+        return argv[1]
+    if os.environ.get("PIPEPLAN"):
+        return os.environ["PIPEPLAN"]
+    found = sorted(glob.glob(os.path.join(ROOT, "build", "*", "pipeplan")), key=os.path.getmtime)
+    if not found:
+        sys.exit("validate.py: no pipeplan binary; build one or pass its path")
+    return found[-1]
+
+
+def topology(system, nodes):
+    """The cluster of `nodes` nodes of `system` (runs.json "systems")."""
+    return {
+        "schema": "pipeplan/topology/v1",
+        "name": "%d x %s" % (nodes, system["label"].split(":")[0]),
+        "nodes": [{"name": "node", "count": nodes, "gpus": system["gpus_per_node"],
+                   "type": system["gpu"], "link": system["link"]}],
+        "network": system["network"],
+    }
+
+
+def model(run, system, fixed_size):
+    description = dict(run["transformer"])
+    description["gpu"] = system["gpu"]
+    if fixed_size:
+        description["micro_batch_size"] = run["micro_batch_size"]
+    return {"schema": "pipeplan/model/v2", "name": run["id"], "transformer": description}
+
+
+def plan(binary, work, name, model_json, topo_json, options):
+    """Runs `pipeplan plan`; returns (plan JSON or None, failure text)."""
+    model_path = os.path.join(work, name + "-model.json")
+    topo_path = os.path.join(work, name + "-topo.json")
+    with open(model_path, "w") as out:
+        json.dump(model_json, out)
+    with open(topo_path, "w") as out:
+        json.dump(topo_json, out)
+    command = [binary, "-q", "plan", model_path, topo_path] + options
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        text = lines[-1] if lines else "exit %d" % done.returncode
+        return None, text.replace("pipeplan: error: ", "") + " (exit %d)" % done.returncode
+    return json.loads(done.stdout), ""
+
+
+def shape(plan_json):
+    """`S stages, t T, r R, b B[, recompute]` of a plan, from its stages."""
+    stages = plan_json["stages"]
+    ts = sorted({stage.get("tensor_parallel", 1) for stage in stages})
+    rs = sorted({len(stage["gpus"]) // stage.get("tensor_parallel", 1) for stage in stages})
+    recomputed = sum(1 for stage in stages if stage.get("recompute", False))
+    text = "%d stages, t %s, r %s, b %s" % (
+        len(stages), "/".join(map(str, ts)), "/".join(map(str, rs)),
+        plan_json.get("micro_batch_size", "?"))
+    if recomputed:
+        text += ", %d recomputed" % recomputed
+    return text
+
+
+def seconds(ms):
+    return "%.2f" % (ms / 1000.0)
+
+
+def percent(value):
+    return "%+.1f%%" % (100.0 * value)
+
+
+def escape(text):
+    return text.replace("|", "\\|")
+
+
+def main(argv):
+    binary = find_binary(argv)
+    output = argv[2] if len(argv) > 2 else os.path.join(ROOT, "docs", "validation.md")
+    with open(RUNS) as f:
+        data = json.load(f)
+    systems = data["systems"]
+    rows, errors, series, sources, notes = [], {}, {}, [], []
+    with tempfile.TemporaryDirectory() as work:
+        for run in data["runs"]:
+            system = systems[run["system"]]
+            gpus = run["nodes"] * system["gpus_per_node"]
+            t, p, d = run["tensor_parallel"], run["pipeline_parallel"], run["data_parallel"]
+            if t * p * d != gpus:
+                sys.exit("validate.py: %s: t x p x d = %d, but %d GPUs" % (run["id"], t * p * d,
+                                                                            gpus))
+            topo = topology(system, run["nodes"])
+            options = ["--global-batch", str(run["global_batch"])]
+            if run.get("shard_optimizer"):
+                options.append("--shard-optimizer")
+            print("validate.py: %s (megatron)" % run["id"], file=sys.stderr)
+            megatron, failure = plan(
+                binary, work, run["id"], model(run, system, True), topo,
+                options + ["--planner", "megatron", "--tensor-parallel", str(t),
+                           "--pipeline-parallel", str(p), "--data-parallel", str(d),
+                           "--recompute", RECOMPUTE[run["recompute"]]])
+            print("validate.py: %s (spp)" % run["id"], file=sys.stderr)
+            spp, spp_failure = plan(binary, work, run["id"] + "-spp", model(run, system, False),
+                                    topo, options)
+            sources.append(run["source"] + (" Measured: " + run["measured_note"] + "."
+                                            if run.get("measured_note") else ""))
+            if run.get("measured_schedule"):
+                notes.append("%s: the measured run used %s." % (run["id"],
+                                                               run["measured_schedule"]))
+            measured_ms = run["measured_s"] * 1000.0
+            if megatron:
+                error = megatron["iteration_ms"] / measured_ms - 1
+                errors.setdefault(run["group"], []).append(abs(error))
+                estimate, error_text = seconds(megatron["iteration_ms"]), percent(error)
+                if run.get("scaling"):
+                    series.setdefault(run["scaling"], []).append(
+                        (run["id"], measured_ms, megatron["iteration_ms"]))
+            else:
+                estimate, error_text = "refused", ""
+                notes.append("%s, megatron: %s" % (run["id"], failure))
+            if spp:
+                spp_text = "%s (%s)" % (seconds(spp["iteration_ms"]), shape(spp))
+                if megatron:
+                    spp_text += ", %.2fx" % (megatron["iteration_ms"] / spp["iteration_ms"])
+            else:
+                spp_text = "no plan"
+                notes.append("%s, spp: %s" % (run["id"], spp_failure))
+            desc = run["transformer"]
+            recompute = run["recompute"] + (", SP" if desc.get("sequence_parallel") else "")
+            rows.append("| %s [%d] | %s | %d %s | %d/%d/%d | %d | %d | %d | %s | %.2f | %s | %s |"
+                        " %s |" % (
+                            run["id"], len(sources), run["model"], gpus, system["gpu"], t, p, d,
+                            run["micro_batch_size"], run["global_batch"],
+                            desc.get("sequence", 2048), recompute, run["measured_s"], estimate,
+                            error_text, escape(spp_text)))
+    lines = [BEGIN, "",
+             "Generated by `examples/validation/validate.py` from `examples/validation/runs.json`.",
+             "",
+             "| run | model | GPUs | t/p/d | b | global batch | sequence | recompute | measured s |"
+             " pipeplan s | error | spp s (its plan), speed-up |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows
+    lines += ["", "Median absolute error of the published configurations:", ""]
+    for group in sorted(errors):
+        values = errors[group]
+        lines.append("* %s runs: %.1f%% over %d runs (largest %.1f%%)" % (
+            group, 100 * statistics.median(values), len(values), 100 * max(values)))
+    lines += ["", "Scaling (each run's estimated speed-up over the series' first run, divided by"
+              " the measured one, minus 1):", ""]
+    if not series:
+        lines.append("* no series has two estimated runs")
+    for name in sorted(series):
+        points = series[name]
+        base = points[0]
+        parts = ["%s %s" % (run_id, percent((estimate / base[2]) / (measured / base[1]) - 1))
+                 for run_id, measured, estimate in points[1:]]
+        lines.append("* %s (from %s): %s" % (name, base[0], ", ".join(parts) or "one run only"))
+    lines += ["", "Notes:", ""] + ["* " + escape(note) for note in notes]
+    lines += ["", "Sources:", ""] + ["%d. %s" % (i + 1, s) for i, s in enumerate(sources)]
+    lines += ["", END]
+    generated = "\n".join(lines) + "\n"
+    text = open(output).read() if os.path.exists(output) else ""
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1:]
+    else:
+        text += ("\n" if text else "") + generated
+    with open(output, "w") as out:
+        out.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

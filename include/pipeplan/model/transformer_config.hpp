@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// The description of a decoder-only transformer (issue 16): its shape and how it is trained.
+/// `pipeplan model transformer` reads it from options, a `model.json` from a `"transformer"`
+/// object (docs/formats.md); `model/transformer.hpp` turns it into per-layer costs.
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/hardware/gpu_catalogue.hpp"
+
+namespace pipeplan::model {
+
+/// The feed-forward block, which also fixes the architecture family: `kGelu` is GPT/OPT style
+/// (a 2-matrix MLP, biases, LayerNorm, learned position embeddings), `kSwiglu` Llama style (a
+/// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters).
+enum class Ffn { kGelu, kSwiglu };
+
+/// A decoder-only transformer and how it is trained.
+struct TransformerConfig {
+  std::string name;          ///< Model name written to the profile (empty: generated).
+  int layers = 0;            ///< L, decoder layers (>= 1).
+  int hidden = 0;            ///< h, hidden size (>= 1, a multiple of `heads`).
+  int heads = 0;             ///< a, attention heads (>= 1).
+  int kv_heads = 0;          ///< g, key/value heads (0: `heads`, i.e. no grouping).
+  int ffn_hidden = 0;        ///< F, FFN size (0: 4h for GeLU, Llama's rounding for SwiGLU).
+  int sequence = 0;          ///< s, sequence length, tokens (>= 1).
+  int vocab = 0;             ///< V, vocabulary size (>= 1).
+  Ffn ffn = Ffn::kGelu;      ///< FFN kind and architecture family.
+  int micro_batch_size = 1;  ///< b, sequences per micro-batch (>= 1).
+  /// Whether the description set `micro_batch_size` (then the batch-size search tries only it).
+  bool micro_batch_size_fixed = false;
+  hardware::DType dtype = hardware::DType::kBf16;  ///< Training number format.
+  std::string gpu = "A100-80GB";                   ///< Catalogue GPU that speed 1.0 stands for.
+  bool sequence_parallel = false;    ///< Megatron sequence parallelism (Korthikanti et al.).
+  bool selective_recompute = false;  ///< Recompute the attention core in the backward.
+  bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
+  std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
+};
+
+}  // namespace pipeplan::model

@@ -1,0 +1,169 @@
+// The batch-size search (issue 16 part 3, docs/transformer-model.md "The batch-size search"): every
+// micro-batch size that divides the global batch is planned and the fastest plan kept.
+// O(sqrt N) to find the candidates, then at most kMaxBatchSizeCandidates plans.
+
+#include "pipeplan/planners/batch_size.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/model/transformer.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/format.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+// `1 micro-batch`, `2 micro-batches`.
+std::string micro_batches_text(std::int64_t count) {
+  return std::to_string(count) + (count == 1 ? " micro-batch" : " micro-batches");
+}
+
+// Spec 4's equality of times: within 1e-9 relative plus 1e-9 ms.
+bool no_slower(double candidate_ms, double best_ms) {
+  return candidate_ms <= best_ms + 1e-9 * std::abs(best_ms) + 1e-9;
+}
+
+struct Attempt {
+  std::int64_t micro_batch_size = 0;
+  std::optional<double> iteration_ms;  // empty: no plan
+  std::string failure;                 // why not, when there is no plan
+};
+
+GlobalBatchPlan plan_profiled(const model::Model& model, std::int64_t global_batch,
+                              const std::string& model_path, const PlanFunction& plan) {
+  if (!model.profile_batch_size) {
+    throw UsageError(
+        "--global-batch needs the micro-batch size the model was profiled at: " + model_path +
+        " has no \"profile\": {\"batch_size\": ...} (or pass "
+        "--micro-batches)");
+  }
+  const std::int64_t size = *model.profile_batch_size;
+  if (global_batch % size != 0) {
+    throw UsageError("--global-batch: " + std::to_string(global_batch) +
+                     " is not a multiple of the profiled batch size " + std::to_string(size) +
+                     " (profile.batch_size in " + model_path + ")");
+  }
+  const std::int64_t micro_batches = global_batch / size;
+  if (micro_batches > model::kMaxMicroBatches) {
+    throw UsageError("--global-batch: " + std::to_string(global_batch) + " sequences at " +
+                     std::to_string(size) + " per micro-batch make " +
+                     micro_batches_text(micro_batches) + ", more than the limit of " +
+                     std::to_string(model::kMaxMicroBatches));
+  }
+  GlobalBatchPlan out{model, plan(model, static_cast<int>(micro_batches))};
+  out.plan.micro_batch_size = size;
+  return out;
+}
+
+// The one-line reason of the smallest and the largest size tried, when none gave a plan.
+std::string no_plan_message(std::int64_t global_batch, const std::vector<Attempt>& attempts) {
+  const Attempt& first = attempts.front();
+  std::string message = "--global-batch " + std::to_string(global_batch) + ": ";
+  auto reason = [&](const Attempt& attempt) {
+    return "at micro-batch size " + std::to_string(attempt.micro_batch_size) + " (" +
+           micro_batches_text(global_batch / attempt.micro_batch_size) + "): " + attempt.failure;
+  };
+  if (attempts.size() == 1) return message + "no plan " + reason(first);
+  return message + "no micro-batch size of the " + std::to_string(attempts.size()) +
+         " tried gives a plan; " + reason(first) + "; " + reason(attempts.back());
+}
+
+}  // namespace
+
+std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch) {
+  if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
+    throw InternalError("candidate_micro_batch_sizes: global batch " +
+                        std::to_string(global_batch) + " out of range");
+  }
+  std::vector<std::int64_t> small, large;
+  for (std::int64_t d = 1; d * d <= global_batch; ++d) {
+    if (global_batch % d != 0) continue;
+    small.push_back(d);
+    if (d * d != global_batch) large.push_back(global_batch / d);
+  }
+  std::vector<std::int64_t> sizes = small;
+  sizes.insert(sizes.end(), large.rbegin(), large.rend());
+  // Fewer sizes than this make more micro-batches than one stage's plan may have tasks for.
+  const std::int64_t most_micro_batches = kMaxPlanTasks / 2;
+  sizes.erase(std::remove_if(sizes.begin(), sizes.end(),
+                             [&](std::int64_t b) { return global_batch / b > most_micro_batches; }),
+              sizes.end());
+  return sizes;
+}
+
+GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
+                                  const std::string& model_path, const PlanFunction& plan) {
+  if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
+    throw UsageError("--global-batch: must be from 1 to " + std::to_string(kMaxGlobalBatch));
+  }
+  if (!model.transformer) return plan_profiled(model, global_batch, model_path, plan);
+  const model::TransformerConfig& description = *model.transformer;
+
+  std::vector<std::int64_t> sizes;
+  if (description.micro_batch_size_fixed) {
+    const std::int64_t size = description.micro_batch_size;
+    if (global_batch % size != 0) {
+      throw UsageError("--global-batch: " + std::to_string(global_batch) +
+                       " is not a multiple of the micro-batch size " + std::to_string(size) +
+                       " (transformer.micro_batch_size in " + model_path + ")");
+    }
+    sizes = {size};
+  } else {
+    for (std::int64_t b : candidate_micro_batch_sizes(global_batch)) {
+      if (b <= model::kMaxTransformerMicroBatchSize) sizes.push_back(b);
+    }
+  }
+  if (sizes.empty()) {
+    throw InfeasibleError("--global-batch " + std::to_string(global_batch) +
+                          ": every micro-batch size that divides it makes more micro-batches "
+                          "than a plan may have (see \"Limits\" in docs/errors.md)");
+  }
+  if (sizes.size() > static_cast<std::size_t>(kMaxBatchSizeCandidates)) {
+    throw InfeasibleError("--global-batch " + std::to_string(global_batch) + " has " +
+                          std::to_string(sizes.size()) +
+                          " micro-batch sizes to try, more than the search's limit of " +
+                          std::to_string(kMaxBatchSizeCandidates) +
+                          "; set micro_batch_size in the transformer description, or use a "
+                          "global batch with fewer divisors (see \"Limits\" in docs/errors.md)");
+  }
+
+  std::optional<GlobalBatchPlan> best;
+  std::vector<Attempt> attempts;
+  for (std::int64_t b : sizes) {
+    model::Model candidate = model::transformer_model_at(model, static_cast<int>(b));
+    const auto micro_batches = static_cast<int>(global_batch / b);
+    Attempt attempt{b, std::nullopt, ""};
+    try {
+      Plan made = plan(candidate, micro_batches);
+      attempt.iteration_ms = made.timeline.iteration_ms;
+      if (!best || no_slower(made.timeline.iteration_ms, best->plan.timeline.iteration_ms)) {
+        made.micro_batch_size = b;
+        best = GlobalBatchPlan{std::move(candidate), std::move(made)};
+      }
+    } catch (const InfeasibleError& error) {
+      attempt.failure = error.what();
+    }
+    attempts.push_back(std::move(attempt));
+  }
+  if (!best) throw InfeasibleError(no_plan_message(global_batch, attempts));
+
+  std::vector<std::string> notes;
+  notes.reserve(attempts.size() + 1);
+  for (const Attempt& attempt : attempts) {
+    notes.push_back("batch-size search: micro-batch size " +
+                    std::to_string(attempt.micro_batch_size) + " (" +
+                    micro_batches_text(global_batch / attempt.micro_batch_size) + "): " +
+                    (attempt.iteration_ms ? report::format_ms(*attempt.iteration_ms)
+                                          : "no plan (" + attempt.failure + ")"));
+  }
+  notes.push_back("batch-size search: chose micro-batch size " +
+                  std::to_string(*best->plan.micro_batch_size) + " of " +
+                  std::to_string(attempts.size()) + " tried");
+  best->plan.notes.insert(best->plan.notes.begin(), notes.begin(), notes.end());
+  return std::move(*best);
+}
+
+}  // namespace pipeplan::planners

@@ -1,0 +1,127 @@
+// `pipeplan plan --global-batch N`, in-process: profiled models (M = N / profile.batch_size) and
+// models given by their transformer description (the batch-size search), and `micro_batch_size`
+// in the plan.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
+
+namespace pipeplan::cli {
+namespace {
+
+using pipeplan::testing::run_cli;
+
+class GlobalBatchTest : public pipeplan::testing::TempFolderTest {
+ protected:
+  void SetUp() override {
+    TempFolderTest::SetUp();
+    write("profiled.json", R"({"name": "toy", "profile": {"batch_size": 6}, "layers": [
+      {"forward_ms": 2, "backward_ms": 4, "activation_bytes": 4e6, "parameter_bytes": 1e6},
+      {"forward_ms": 6, "backward_ms": 12, "activation_bytes": 2e6, "parameter_bytes": 2e8}]})");
+    write("unprofiled.json", R"({"layers": [
+      {"forward_ms": 2, "backward_ms": 4, "activation_bytes": 4e6}]})");
+    write("gpt.json", R"({"name": "small-gpt", "transformer": {"layers": 4, "hidden": 512,
+      "heads": 8, "sequence": 256, "vocab": 5000, "gpu": "A100-80GB"}})");
+    write("fixed.json", R"({"transformer": {"layers": 4, "hidden": 512, "heads": 8,
+      "sequence": 256, "vocab": 5000, "micro_batch_size": 2}})");
+    write("topo.json", R"({"nodes": [{"name": "n", "gpus": 2, "memory": "16 GiB",
+      "link": {"bandwidth": "100 GB/s", "latency": "2 us"}}]})");
+  }
+  std::string path(const std::string& name) const { return (folder_ / name).string(); }
+  nlohmann::json plan(const std::vector<std::string>& args) const {
+    std::vector<std::string> command = {"plan"};
+    command.insert(command.end(), args.begin(), args.end());
+    auto result = run_cli(command);
+    EXPECT_EQ(result.code, 0) << result.err;
+    return result.code == 0 ? nlohmann::json::parse(result.out) : nlohmann::json();
+  }
+};
+
+TEST_F(GlobalBatchTest, AProfiledModelDividesByItsBatchSize) {
+  const nlohmann::json out =
+      plan({path("profiled.json"), path("topo.json"), "--global-batch", "48"});
+  EXPECT_EQ(out.at("micro_batches"), 8);
+  EXPECT_EQ(out.at("micro_batch_size"), 6);
+  // Without --global-batch a profiled model's plan has no micro_batch_size (v1 unchanged).
+  const nlohmann::json v1 = plan({path("profiled.json"), path("topo.json"), "-m", "8"});
+  EXPECT_FALSE(v1.contains("micro_batch_size"));
+  EXPECT_EQ(v1.at("schema"), "pipeplan/plan/v1");
+}
+
+TEST_F(GlobalBatchTest, RefusesGlobalBatchesThatDoNotDivide) {
+  auto result = run_cli({"plan", path("profiled.json"), path("topo.json"), "--global-batch", "50"});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err,
+            "pipeplan: error: --global-batch: 50 is not a multiple of the profiled "
+            "batch size 6 (profile.batch_size in " +
+                path("profiled.json") + ")\n");
+  result = run_cli({"plan", path("unprofiled.json"), path("topo.json"), "--global-batch", "50"});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err,
+            "pipeplan: error: --global-batch needs the micro-batch size the model was "
+            "profiled at: " +
+                path("unprofiled.json") +
+                " has no \"profile\": {\"batch_size\": ...} (or pass --micro-batches)\n");
+  result = run_cli({"plan", path("fixed.json"), path("topo.json"), "--global-batch", "7"});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err,
+            "pipeplan: error: --global-batch: 7 is not a multiple of the micro-batch "
+            "size 2 (transformer.micro_batch_size in " +
+                path("fixed.json") + ")\n");
+  result = run_cli(
+      {"plan", path("profiled.json"), path("topo.json"), "--global-batch", "48", "-m", "8"});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_NE(result.err.find("excludes"), std::string::npos) << result.err;
+  result = run_cli({"plan", path("profiled.json"), path("topo.json"), "--global-batch", "0"});
+  EXPECT_EQ(result.code, 2);
+}
+
+TEST_F(GlobalBatchTest, ATransformerDescriptionIsSearchedAndRecordsTheChosenSize) {
+  const nlohmann::json out = plan({path("gpt.json"), path("topo.json"), "--global-batch", "32"});
+  const int size = out.at("micro_batch_size").get<int>();
+  EXPECT_EQ(size * out.at("micro_batches").get<int>(), 32);
+  // The search's choice is the fastest of the sizes planned one by one.
+  for (int b : {1, 2, 4, 8, 16, 32}) {
+    write("at.json", R"({"transformer": {"layers": 4, "hidden": 512, "heads": 8,
+      "sequence": 256, "vocab": 5000, "micro_batch_size": )" +
+                         std::to_string(b) + "}}");
+    const nlohmann::json alone =
+        plan({path("at.json"), path("topo.json"), "-m", std::to_string(32 / b)});
+    EXPECT_EQ(alone.at("micro_batch_size"), b);
+    EXPECT_GE(alone.at("iteration_ms").get<double>(),
+              out.at("iteration_ms").get<double>() * (1 - 1e-9))
+        << b;
+    if (b == size) {
+      EXPECT_EQ(alone.at("iteration_ms"), out.at("iteration_ms"));
+    }
+  }
+  // A description planned without --global-batch records its own size.
+  const nlohmann::json fixed = plan({path("fixed.json"), path("topo.json"), "-m", "4"});
+  EXPECT_EQ(fixed.at("micro_batch_size"), 2);
+}
+
+TEST_F(GlobalBatchTest, SimulateAndExportCheckThePlanAtItsMicroBatchSize) {
+  auto made = run_cli({"plan", path("gpt.json"), path("topo.json"), "--global-batch", "32", "-o",
+                       path("plan.json")});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const nlohmann::json plan = nlohmann::json::parse(read(path("plan.json")));
+  ASSERT_NE(plan.at("micro_batch_size"), 1);  // else this test proves nothing
+  // The model file describes micro-batch size 1; the plan is checked against the size it records.
+  auto checked = run_cli({"simulate", path("plan.json"), path("gpt.json"), path("topo.json")});
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  auto exported = run_cli({"export", path("plan.json"), "--format", "ranks", "--model",
+                           path("gpt.json"), "--topology", path("topo.json")});
+  EXPECT_EQ(exported.code, 0) << exported.err;
+  // The same plan against the model at size 1 written out as layers does not pass.
+  auto layers = run_cli({"model", "transformer", "--layers", "4", "--hidden", "512", "--heads", "8",
+                         "--sequence", "256", "--vocab", "5000", "-o", path("layers.json")});
+  ASSERT_EQ(layers.code, 0) << layers.err;
+  auto mismatch = run_cli({"simulate", path("plan.json"), path("layers.json"), path("topo.json")});
+  EXPECT_EQ(mismatch.code, 3) << mismatch.err;
+}
+
+}  // namespace
+}  // namespace pipeplan::cli

@@ -1,0 +1,139 @@
+// A model.json given by its transformer description (`"transformer": {...}` instead of
+// `layers`): the layers generated, presets and overrides, and every problem with its pointer.
+
+#include <gtest/gtest.h>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/json.hpp"
+#include "pipeplan/model/model.hpp"
+#include "pipeplan/model/transformer.hpp"
+
+namespace pipeplan::model {
+namespace {
+
+Model read(const std::string& text) { return read_model(io::source_from_text("m.json", text)); }
+
+std::string read_error(const std::string& text) {
+  try {
+    read(text);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(TransformerDescriptionTest, GeneratesTheLayersOfTheDescription) {
+  const Model model = read(R"({"name": "tiny", "micro_batches": 4, "transformer": {
+      "layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 256, "sequence": 16, "vocab": 100,
+      "micro_batch_size": 2}})");
+  TransformerConfig config;
+  config.name = "tiny";
+  config.layers = 2;
+  config.hidden = 64;
+  config.heads = 4;
+  config.ffn_hidden = 256;
+  config.sequence = 16;
+  config.vocab = 100;
+  config.micro_batch_size = 2;
+  const TransformerConfig completed = complete_transformer_config(config).first;
+  // Exactly what `pipeplan model transformer --micro-batches 4` writes for the same options.
+  Model expected = transformer_model(completed);
+  expected.micro_batches = 4;
+  EXPECT_EQ(io::dump_json(model_to_json(model)), io::dump_json(model_to_json(expected)));
+  EXPECT_EQ(model.name, "tiny");
+  EXPECT_EQ(model.micro_batches, 4);
+  EXPECT_EQ(model.profile_batch_size, 2);
+  ASSERT_TRUE(model.transformer.has_value());
+  EXPECT_TRUE(model.transformer->micro_batch_size_fixed);
+  EXPECT_EQ(model.transformer->kv_heads, 4);                           // completed
+  EXPECT_EQ(model.transformer->degrees, (std::vector<int>{1, 2, 4}));  // 8 does not divide 4
+  EXPECT_EQ(model.layers.size(), 4u);
+  EXPECT_EQ(model.layers[1].forward_ms,
+            transformer_layer_costs(completed, TransformerPart::kDecoder, 1).forward_ms);
+}
+
+TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
+  const Model model = read(R"({"transformer": {"preset": "llama3-8b", "layers": 4,
+      "gpu": "H100", "dtype": "bf16", "ffn": "swiglu", "sequence_parallel": true,
+      "selective_recompute": true, "flash_attention": true, "degrees": [1, 2]}})");
+  ASSERT_TRUE(model.transformer.has_value());
+  const TransformerConfig& config = *model.transformer;
+  EXPECT_EQ(config.name, "llama3-8b");
+  EXPECT_EQ(config.layers, 4);
+  EXPECT_EQ(config.hidden, 4096);
+  EXPECT_EQ(config.kv_heads, 8);
+  EXPECT_EQ(config.gpu, "H100-SXM");
+  EXPECT_TRUE(config.sequence_parallel && config.selective_recompute && config.flash_attention);
+  EXPECT_EQ(config.micro_batch_size, 1);  // the default, which the search may change
+  EXPECT_FALSE(config.micro_batch_size_fixed);
+  EXPECT_EQ(model.layers.size(), 6u);
+  EXPECT_EQ(model.layers[1].tensor_parallel->degrees, (std::vector<int>{1, 2}));
+  EXPECT_EQ(model.profile_device, "H100-SXM");
+}
+
+TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
+  const std::string shape =
+      R"("layers": 2, "hidden": 64, "heads": 4, "sequence": 16, "vocab": 100)";
+  auto error = [&](const std::string& fields, const std::string& top = "") {
+    return read_error("{" + top + R"("transformer": {)" + fields + "}}");
+  };
+  EXPECT_EQ(error(shape + R"(, "head": 4)"),
+            "m.json: /transformer/head: unknown key (did you mean \"heads\"?)");
+  EXPECT_EQ(error(R"("layers": 2, "hidden": 64, "heads": 4, "sequence": 16)"),
+            "m.json: /transformer: missing required key \"vocab\" (or give \"preset\")");
+  EXPECT_EQ(error(R"("layers": 2, "hidden": 64, "heads": 3, "sequence": 16, "vocab": 100)"),
+            "m.json: /transformer/heads: must divide hidden (64), got 3");
+  EXPECT_EQ(error(shape + R"(, "kv_heads": 3)"),
+            "m.json: /transformer/kv_heads: must divide heads (4), got 3");
+  EXPECT_EQ(error(R"("layers": 0, "hidden": 64, "heads": 4, "sequence": 16, "vocab": 100)"),
+            "m.json: /transformer/layers: must be an integer from 1 to 65536, got 0");
+  EXPECT_EQ(error(shape + R"(, "micro_batch_size": 1.5)"),
+            "m.json: /transformer/micro_batch_size: must be an integer from 1 to 1048576, got 1.5");
+  EXPECT_EQ(error(shape + R"(, "ffn": "relu")"),
+            "m.json: /transformer/ffn: must be \"gelu\" or \"swiglu\", got \"relu\"");
+  EXPECT_EQ(error(shape + R"(, "dtype": "int8")"),
+            "m.json: /transformer/dtype: must be one of \"fp32\", \"tf32\", \"bf16\", \"fp16\", "
+            "\"fp8\", got \"int8\"");
+  EXPECT_EQ(error(shape + R"(, "gpu": "TPU")"),
+            "m.json: /transformer/gpu: unknown GPU \"TPU\" (known: V100-32GB, A100-40GB, "
+            "A100-80GB, H100-SXM, H200, GH200, B200, MI300X)");
+  // The default dtype (bf16) is not in the file: the problem is named on the object.
+  EXPECT_EQ(error(shape + R"(, "gpu": "V100")"),
+            "m.json: /transformer: dtype: V100-32GB has no bf16 peak in the catalogue");
+  EXPECT_EQ(error(shape + R"(, "degrees": [1, 8])"),
+            "m.json: /transformer/degrees: 8 must divide heads, kv_heads and ffn_hidden (4, 4, "
+            "256)");
+  EXPECT_EQ(error(shape + R"(, "degrees": [])"),
+            "m.json: /transformer/degrees: must list the allowed degrees, starting at 1");
+  EXPECT_EQ(error(shape + R"(, "flash_attention": 1)"),
+            "m.json: /transformer/flash_attention: must be true or false, got number 1");
+  EXPECT_EQ(error(R"("preset": "gpt5")"),
+            "m.json: /transformer/preset: unknown preset \"gpt5\" (known: gpt3-175b, gpt3-13b, "
+            "mt-nlg-530b, llama3-8b, llama3-70b, opt-350m, opt-1.3b)");
+  EXPECT_EQ(read_error(R"({"transformer": [1]})"),
+            "m.json: /transformer: must be an object, got array");
+  // What the description fixes may not be given beside it.
+  EXPECT_EQ(error(shape, R"("layers": [], )"),
+            "m.json: /layers: not allowed with \"transformer\" (the layers are generated from it)");
+  EXPECT_EQ(error(shape, R"("parameter_memory_factor": 4, )"),
+            "m.json: /parameter_memory_factor: not allowed with \"transformer\" (it is derived "
+            "from the description)");
+  EXPECT_EQ(error(shape, R"("profile": {"batch_size": 2}, )"),
+            "m.json: /profile: not allowed with \"transformer\" (it is derived from the "
+            "description)");
+  // Without either, the message of a model without layers stays.
+  EXPECT_EQ(read_error(R"({"name": "m"})"), "m.json: missing required key \"layers\"");
+}
+
+TEST(TransformerDescriptionTest, RefusesSizesBeyondItsBounds) {
+  EXPECT_EQ(read_error(R"({"transformer": {"layers": 2, "hidden": 33554432, "heads": 4,
+      "sequence": 16, "vocab": 100}})"),
+            "m.json: /transformer/hidden: must be an integer from 1 to 16777216, got 33554432");
+  EXPECT_EQ(read_error(R"({"transformer": {"layers": 2, "hidden": 64, "heads": 4,
+      "sequence": 16, "vocab": 100, "degrees": [1,2,4,8,16,32,64,128,256,512,1024,2048,4096,
+      8192,16384,32768,65536]}})"),
+            "m.json: /transformer/degrees: must list at most 16 degrees");
+}
+
+}  // namespace
+}  // namespace pipeplan::model
