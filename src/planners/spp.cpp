@@ -216,13 +216,21 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
-        // Uniform plans (--uniform): Megatron-LM's own placement at every degree and depth, so
-        // that the search never ends slower than a megatron configuration it could reach
-        // (while the budget lasts; small instances replay every shape anyway).
+        // Megatron-LM's own placement at every degree and depth, so that the search never ends
+        // slower than a megatron configuration it could reach. Under --uniform: every depth
+        // (D = floor(N / (t P))), while the budget lasts (small instances replay every shape
+        // anyway). For a model with tensor-parallel layers: the configurations that use every
+        // GPU (t P dividing N, as compare lists them), each evaluated whatever the budget, so
+        // that spp is never slower than any of them; at most O(degrees x divisors of N) seeds.
+        // Models without tensor_parallel get none (their plans are those of spec section 3).
         std::vector<std::vector<Stage>> megatron_seeds;
-        if (request.uniform && order == input) {
+        const bool split_layers = std::any_of(
+            request.model.layers.begin(), request.model.layers.end(),
+            [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
+        if ((request.uniform || split_layers) && order == input) {
           for (const int t : choices.degrees) {
             for (int P = 1; P <= std::min(L, N / t); ++P) {
+              if (!request.uniform && N % (t * P) != 0) continue;
               Request fixed = request;
               fixed.tensor_parallel = {t};
               fixed.pipeline_parallel = P;
@@ -234,8 +242,13 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
+        if (!request.uniform) {
+          for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+        }
         const std::size_t always = starts.size();
-        for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+        if (request.uniform) {
+          for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+        }
         for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
         std::mt19937 rng(search.seed + static_cast<unsigned>(c));
         for (int x = 0; x < search.restarts; ++x) {
