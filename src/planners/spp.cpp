@@ -28,6 +28,10 @@
 namespace pipeplan::planners {
 namespace {
 
+// Megatron configurations seeding spp (models with tensor-parallel layers) are replayed
+// whatever the search budget while their replays cost at most this many budgets.
+constexpr double kMegatronSeedWork = 64;
+
 // Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
 constexpr double kMaxSeedSteps = 2e5;
 
@@ -220,14 +224,15 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
         // slower than a megatron configuration it could reach. Under --uniform: every depth
         // (D = floor(N / (t P))), while the budget lasts (small instances replay every shape
         // anyway). For a model with tensor-parallel layers: the configurations that use every
-        // GPU (t P dividing N, as compare lists them), each evaluated whatever the budget, so
-        // that spp is never slower than any of them; at most O(degrees x divisors of N) seeds.
+        // GPU (t P dividing N, as compare lists them), evaluated first, so that spp is never
+        // slower than any of them whose replays fit the search budget; at most
+        // O(degrees x divisors of N) seeds.
         // Models without tensor_parallel get none (their plans are those of spec section 3).
         std::vector<std::vector<Stage>> megatron_seeds;
         const bool split_layers = std::any_of(
             request.model.layers.begin(), request.model.layers.end(),
             [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
-        if ((request.uniform || split_layers) && order == input) {
+        if ((request.uniform || (split_layers && &model == &models.front())) && order == input) {
           for (const int t : choices.degrees) {
             for (int P = 1; P <= std::min(L, N / t); ++P) {
               if (!request.uniform && N % (t * P) != 0) continue;
@@ -242,12 +247,25 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
+        // Evaluated whatever the budget: the configurations, cheapest replay (fewest stages)
+        // first, whose replays together cost at most kMegatronSeedWork budgets, under the first
+        // schedule model only (the seeds do not depend on the DP's model), so the work stays
+        // bounded: about 2.5 s of one core at most.
+        std::size_t first_budgeted = 0;
         if (!request.uniform) {
-          for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+          std::stable_sort(megatron_seeds.begin(), megatron_seeds.end(),
+                           [](const auto& a, const auto& b) { return a.size() < b.size(); });
+          double cost = 0;
+          for (const auto& seed : megatron_seeds) {
+            cost += 4.0 * static_cast<double>(seed.size()) * static_cast<double>(M) + N;
+            if (cost > kMegatronSeedWork * search.work) break;
+            ++first_budgeted;
+          }
         }
+        for (std::size_t x = 0; x < first_budgeted; ++x) starts.push_back(megatron_seeds[x]);
         const std::size_t always = starts.size();
-        if (request.uniform) {
-          for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+        for (std::size_t x = first_budgeted; x < megatron_seeds.size(); ++x) {
+          starts.push_back(std::move(megatron_seeds[x]));
         }
         for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
         std::mt19937 rng(search.seed + static_cast<unsigned>(c));
