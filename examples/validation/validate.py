@@ -115,7 +115,12 @@ def main(argv):
         data = json.load(f)
     systems = data["systems"]
     rows, errors, series, sources, notes = [], {}, {}, [], []
-    with tempfile.TemporaryDirectory() as work:
+    # VALIDATE_KEEP=DIR keeps every model and topology written, to rerun one plan by hand.
+    keep = os.environ.get("VALIDATE_KEEP")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = keep or scratch
         for run in data["runs"]:
             system = systems[run["system"]]
             gpus = run["nodes"] * system["gpus_per_node"]

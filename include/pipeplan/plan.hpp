@@ -161,9 +161,9 @@ struct Plan {
   /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
   /// (the batch-size search's choice); written as `micro_batch_size` only then.
   std::optional<std::int64_t> micro_batch_size;
-  Schedule schedule;                             ///< The decisions.
-  Timeline timeline;                             ///< Their consequences.
-  Bounds bounds;                                 ///< Lower bounds for comparison.
+  Schedule schedule;                  ///< The decisions.
+  Timeline timeline;                  ///< Their consequences.
+  Bounds bounds;                      ///< Lower bounds for comparison.
   std::vector<std::string> notes;     ///< How the planner got here (candidates tried, estimates),
                                       ///< for `--verbose`; not part of plan.json.
   std::vector<std::string> warnings;  ///< What the user should know about the plan's quality

@@ -153,17 +153,13 @@ double planning_steps(std::string_view planner, const Request& request) {
   return find_planner(planner).steps(request);
 }
 
-double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus) {
+double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int /*gpus*/) {
   const double S = static_cast<double>(stages.size());
   const double M = micro_batches;
-  double channels = 0;
-  for (std::size_t s = 0; s + 1 < stages.size(); ++s) {
-    const double pairs =
-        static_cast<double>(stages[s].gpus.size()) * static_cast<double>(stages[s + 1].gpus.size());
-    channels += 2 * std::min(pairs, M);
-  }
+  double groups = 0;
+  for (const Stage& stage : stages) groups += stage.replicas();
   const double tasks = 4 * S * M - 2 * M;
-  return tasks * (gpus + channels);
+  return tasks * std::max(groups, 1.0);
 }
 
 void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
@@ -173,7 +169,7 @@ void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, i
         "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +
         " with " + counted(micro_batches, "micro-batch", "micro-batches") + " on " +
         counted(gpus, "GPU", "GPUs") + ": the scheduler would take about " + count_text(steps) +
-        " steps (every task scans every GPU and channel), more than its limit of " +
+        " steps (every task scans every GPU group in use), more than its limit of " +
         count_text(kMaxScheduleSteps) +
         "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)");
   }

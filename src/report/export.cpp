@@ -149,7 +149,26 @@ bool export_needs_model(ExportFormat format) {
          format == ExportFormat::kMegatron || format == ExportFormat::kDeepSpeed;
 }
 
+namespace {
+
+// Refuses to draw a plan beyond kMaxViewTasks (docs/errors.md, "Limits"). O(1).
+void check_view_limit(const PlanView& view, std::string_view what) {
+  const auto tasks = static_cast<std::int64_t>(view.plan.timeline.compute.size() +
+                                               view.plan.timeline.transfers.size());
+  if (tasks <= kMaxViewTasks) return;
+  throw InfeasibleError("cannot draw a plan of " + std::to_string(tasks) + " tasks as " +
+                        std::string(what) + ": drawings show at most " +
+                        std::to_string(kMaxViewTasks) +
+                        "; plan fewer micro-batches or stages, or leave the drawing out (see "
+                        "\"Limits\" in docs/errors.md)");
+}
+
+}  // namespace
+
 std::string export_plan(const PlanView& view, ExportFormat format) {
+  if (format == ExportFormat::kChromeTrace) check_view_limit(view, "a Chrome trace");
+  if (format == ExportFormat::kSvg) check_view_limit(view, "an SVG");
+  if (format == ExportFormat::kHtml) check_view_limit(view, "an HTML report");
   switch (format) {
     case ExportFormat::kChromeTrace:
       return detail::dump_compact_below(chrome_trace(view), 2);

@@ -5,8 +5,9 @@
 // (Narayanan et al., ICML 2021) and DAPPLE (Fan et al., PPoPP 2021).
 //
 // Complexity: every task is started once and completes once; each start or completion costs
-// O(log T) (event heap, per-GPU ready sets, channel queues) plus O(r) to choose a replica,
-// so O(T (log T + r)) for T = 4 S M tasks.
+// O(log T) (event heap, per-GPU ready sets, channel queues) plus O(r) to choose a replica, and
+// each event's dispatch scans the G groups in use once, so O(T (log T + r + G)) for
+// T = 4 S M tasks (planners::scheduling_steps counts T G).
 
 #include "pipeplan/schedule/scheduler.hpp"
 
@@ -133,6 +134,9 @@ class Engine {
         }
         gpu.max_in_flight = static_cast<int>(fit);
       }
+    }
+    for (int g = 0; g < topology.size(); ++g) {
+      if (gpus_[static_cast<std::size_t>(g)].stage != kNone) leaders_.push_back(g);
     }
     replica_.assign(static_cast<std::size_t>(S_),
                     std::vector<int>(static_cast<std::size_t>(M_), kNone));
@@ -309,26 +313,30 @@ class Engine {
     start_compute(g, task, now);
   }
 
+  // Starts what can start: every idle group (by its leader's index), then every idle channel
+  // with a queued transfer (in channel order). Starting a task makes no other task ready, so
+  // the order within one dispatch only breaks ties. O(groups + started x log channels).
   void dispatch(double now) {
-    for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
-      Gpu& state = gpu(g);
-      if (state.stage == kNone || state.busy) continue;
+    for (const int g : leaders_) {
+      if (gpu(g).busy) continue;
       if (policy_ == Policy::kList) {
         try_start_list(g, now);
       } else {
         try_start_fixed(g, now);
       }
     }
-    for (auto& [channel, state] : channels_) {
-      if (state.busy || state.queue.empty()) continue;
-      Transfer t = *state.queue.begin();
+    for (auto it = pending_.begin(); it != pending_.end(); it = pending_.erase(it)) {
+      ChannelState& state = channels_[*it];
+      const Transfer t = *state.queue.begin();
       state.queue.erase(state.queue.begin());
-      start_transfer(channel, t, now);
+      start_transfer(*it, t, now);
     }
   }
 
   void enqueue_transfer(const Channel& channel, TransferKind kind, int s, int m, double now) {
-    channels_[channel].queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
+    ChannelState& state = channels_[channel];
+    state.queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
+    if (!state.busy) pending_.insert(channel);
   }
 
   // What a finished task releases is its data successor in the task graph (spec section 3).
@@ -336,7 +344,9 @@ class Engine {
     ++completed_;
     result_.iteration_ms = std::max(result_.iteration_ms, now);
     if (!event.is_compute) {
-      channels_[event.channel].busy = false;
+      ChannelState& channel = channels_[event.channel];
+      channel.busy = false;
+      if (!channel.queue.empty()) pending_.insert(event.channel);
       make_ready(graph_.compute_task(graph_.data_successor(graph_.id(event.transfer))));
       return;
     }
@@ -373,6 +383,8 @@ class Engine {
   std::vector<std::vector<ComputeTask>> sequences_;
   std::set<long> ready_;
   std::map<Channel, ChannelState> channels_;
+  std::vector<int> leaders_;   // the groups' leaders, ascending: the compute resources in use
+  std::set<Channel> pending_;  // the channels that are idle and have a transfer queued
   std::priority_queue<Event> events_;
   long sequence_ = 0;
   long completed_ = 0;

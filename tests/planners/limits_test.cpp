@@ -64,26 +64,26 @@ TEST(LimitsTest, MoreMicroBatchesThanOneStageMayHaveTasks) {
   const model::Model model = layers(1);
   const topology::Topology topology = uniform_topology(1, 1e10, 0.001);
   EXPECT_EQ(infeasible([&] {
-              make_plan("spp", Request{model, topology, 131073});
+              make_plan("spp", Request{model, topology, 262145});
             }),
-            "cannot plan 131073 micro-batches: even one stage makes 262146 tasks, and a plan may "
-            "have at most 262144" +
+            "cannot plan 262145 micro-batches: even one stage makes 524290 tasks, and a plan may "
+            "have at most 524288" +
                 kSee);
-  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{model, topology, 131072}); }), "");
+  EXPECT_EQ(infeasible([&] { check_limits("spp", Request{model, topology, 262144}); }), "");
 }
 
 TEST(LimitsTest, TooManyTasksOnceTheStagesAreKnown) {
-  // gpipe makes one stage per GPU: 64 stages of 2048 micro-batches.
+  // gpipe makes one stage per GPU: 64 stages of 4096 micro-batches.
   const model::Model model = layers(64);
   const topology::Topology topology = uniform_topology(64, 1e10, 0.001);
   EXPECT_EQ(infeasible([&] {
-              make_plan("gpipe", Request{model, topology, 2048});
+              make_plan("gpipe", Request{model, topology, 4096});
             }),
-            "cannot schedule 64 stages with 2048 micro-batches: that makes 520192 tasks, and a "
-            "plan may have at most 262144; use fewer micro-batches" +
+            "cannot schedule 64 stages with 4096 micro-batches: that makes 1040384 tasks, and a "
+            "plan may have at most 524288; use fewer micro-batches" +
                 kSee);
-  EXPECT_EQ(infeasible([] { check_task_limit(2, 43690); }), "");  // 262140 tasks
-  EXPECT_NE(infeasible([] { check_task_limit(2, 43691); }), "");  // 262146 tasks
+  EXPECT_EQ(infeasible([] { check_task_limit(2, 87381); }), "");  // 524286 tasks
+  EXPECT_NE(infeasible([] { check_task_limit(2, 87382); }), "");  // 524292 tasks
 }
 
 TEST(LimitsTest, SearchSteps) {
@@ -121,15 +121,16 @@ TEST(LimitsTest, StepsCountTheWorkThatTakesTime) {
   EXPECT_EQ(infeasible([&] { check_limits("gpipe", Request{many, cluster, 16}); }), "");
 }
 
-TEST(LimitsTest, SchedulingStepsCountEveryScanOfGpusAndChannels) {
+TEST(LimitsTest, SchedulingStepsCountEveryScanOfTheGroups) {
   // uniform with 4,096 stages of one GPU and 16 micro-batches once took 38 s: 262,112 tasks,
-  // each scanning 4,096 GPUs and 8,190 channels.
+  // each scanning 4,096 GPUs and 8,190 channels; idle channels are no longer scanned, the
+  // 4,096 groups still are.
   std::vector<Stage> one_per_gpu;
   for (int s = 0; s < 4096; ++s) one_per_gpu.push_back(Stage{s, s, {s}});
-  EXPECT_EQ(scheduling_steps(one_per_gpu, 16, 4096), 262112.0 * (4096 + 8190));
+  EXPECT_EQ(scheduling_steps(one_per_gpu, 16, 4096), 262112.0 * 4096);
   EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }),
             "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
-            "take about 3.22e+09 steps (every task scans every GPU and channel), more than its "
+            "take about 1.07e+09 steps (every task scans every GPU group in use), more than its "
             "limit of 4e+08; use fewer stages or micro-batches" +
                 kSee);
   const model::Model model = layers(4096);
@@ -138,14 +139,20 @@ TEST(LimitsTest, SchedulingStepsCountEveryScanOfGpusAndChannels) {
               make_plan("uniform", Request{model, topology, 16});
             }),
             "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
-            "take about 3.22e+09 steps (every task scans every GPU and channel), more than its "
+            "take about 1.07e+09 steps (every task scans every GPU group in use), more than its "
             "limit of 4e+08; use fewer stages or micro-batches" +
                 kSee);
-  // One GPU at the task limit: 262,144 steps.
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 131072, 1), 262144.0);
-  // Replicated stages: channels between r and r' replicas are at most 2 min(r r', M).
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4, 5),
-            (4.0 * 2 * 4 - 2 * 4) * (5 + 2 * 4));
+  // One GPU at the task limit: 524,288 steps.
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144, 1), 524288.0);
+  // Replicated stages: one step per task and replica; unused GPUs cost nothing.
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4, 9),
+            (4.0 * 2 * 4 - 2 * 4) * (2 + 3));
+  // A group of t GPUs is one resource: two stages of two 4-way groups scan 4 groups.
+  Stage wide{0, 0, {0, 1, 2, 3, 4, 5, 6, 7}};
+  wide.tensor_parallel = 4;
+  Stage wide2{1, 1, {8, 9, 10, 11, 12, 13, 14, 15}};
+  wide2.tensor_parallel = 4;
+  EXPECT_EQ(scheduling_steps({wide, wide2}, 4, 16), (4.0 * 2 * 4 - 2 * 4) * 4);
 }
 
 TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {

@@ -226,15 +226,15 @@ TEST(SppMemoryTest, SaysHowManyGpusThePackingNeeds) {
 }
 
 TEST(SppLimitsTest, SearchesWithinTheTaskLimitInsteadOfRefusing) {
-  // 64 layers on 64 GPUs with 8,192 micro-batches: 16 stages would make 507,904 tasks; a plan
-  // of at most 8 stages fits the limit of 262,144, and spp finds one.
+  // 64 layers on 64 GPUs with 16,384 micro-batches: 16 stages would make 1,015,808 tasks; a
+  // plan of at most 8 stages fits the limit of 524,288, and spp finds one.
   // 1 GB of parameters per layer on 1 GB/s links: the DP's unconstrained optimum is 16 stages
   // (which the task limit refused before).
   std::vector<L> spec(64, L{1, 2, 1e6, 1e9, 1e6});
   const model::Model model = make_model(spec);
   const topology::Topology topology = uniform_topology(64, 1e9, 0.01);
-  EXPECT_EQ(max_stages_within_task_limit(8192), 8);
-  const Plan plan = make_plan("spp", Request{model, topology, 8192});
+  EXPECT_EQ(max_stages_within_task_limit(16384), 8);
+  const Plan plan = make_plan("spp", Request{model, topology, 16384});
   EXPECT_EQ(plan.stages.size(), 8u);
 }
 

@@ -630,5 +630,24 @@ TEST(PlanViewTest, NeverCrashesOnDamagedPlans) {
   EXPECT_GT(accepted, 0);  // some damage is harmless (a planner name, an unknown key)
 }
 
+// Drawings of more than kMaxViewTasks tasks are refused before anything is drawn, with the
+// limit and the way under it; the machine formats of the same plan are not.
+TEST(ViewLimitTest, DrawingsRefusePlansBeyondTheirLimit) {
+  PlanView view;
+  view.plan.timeline.compute.resize(static_cast<std::size_t>(kMaxViewTasks) - 2);
+  view.plan.timeline.transfers.resize(3);
+  const std::string expected =
+      "cannot draw a plan of 262145 tasks as an SVG: drawings show at most 262144; plan fewer "
+      "micro-batches or stages, or leave the drawing out (see \"Limits\" in docs/errors.md)";
+  try {
+    (void)export_plan(view, ExportFormat::kSvg);
+    FAIL() << "expected InfeasibleError";
+  } catch (const InfeasibleError& error) {
+    EXPECT_EQ(error.what(), expected);
+  }
+  EXPECT_THROW((void)export_plan(view, ExportFormat::kChromeTrace), InfeasibleError);
+  EXPECT_THROW((void)export_plan(view, ExportFormat::kHtml), InfeasibleError);
+}
+
 }  // namespace
 }  // namespace pipeplan::report

@@ -11,7 +11,7 @@ namespace pipeplan::io {
 
 /// Largest input accepted, in bytes (256 MiB); a larger file is an input error, not an
 /// allocation. Real inputs are far smaller: a plan at the planners' task limit is about
-/// 45 MiB, a model of a million layers about 100 MiB.
+/// 90 MiB, a model of a million layers about 100 MiB.
 inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 28;
 
 /// The text of one input together with the name used for it in messages.

@@ -55,15 +55,18 @@ inline constexpr int kMaxPlanLayers = 4096;
 
 /// Most tasks (forwards, backwards and transfers: 4 S M - 2 M for S stages and M
 /// micro-batches) in one plan. Scheduling, replay and plan.json all grow with it; a plan at
-/// this limit is about 45 MiB of JSON.
-inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 18;
+/// this limit is about 90 MiB of JSON and takes about 4 s and 630 MB to plan and write (one
+/// stage on one GPU, the release build); 530B-parameter runs of 35 stages with 2,240
+/// micro-batches (309,120 tasks) fit. Drawings have their own, lower limit
+/// (`report::kMaxViewTasks`).
+inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 19;
 
 /// Most steps a planner's search may take, as estimated by `planning_steps` in units of about
 /// 40 ns of one core (the `dev` build): about four seconds at the limit.
 inline constexpr double kMaxPlanSteps = 1e8;
 
-/// Most steps the event-driven scheduler may take: one per task and per GPU and channel it
-/// scans at each event (`scheduling_steps`), about 10 ns each: about four seconds.
+/// Most steps the event-driven scheduler may take: one per task and per group it scans at
+/// each event (`scheduling_steps`), about 10 ns each: about four seconds.
 inline constexpr double kMaxScheduleSteps = 4e8;
 
 /// Longest time the execution model may have to handle, ms (about 30,000 years): every input
@@ -79,8 +82,8 @@ double planning_steps(std::string_view planner, const Request& request);
 
 /// The steps of scheduling `stages` for `micro_batches` on `gpus` GPUs, the quantity
 /// `kMaxScheduleSteps` bounds: at each of its events (one per task) the scheduler scans every
-/// GPU and every channel in use, so `tasks x (gpus + channels)`, where the channels between
-/// two stages of r and r' replicas are at most `2 min(r r', M)`.
+/// group in use (a group of `t` GPUs is one compute resource, spec 8.3; channels with work
+/// queued are kept apart, so idle ones cost nothing), so `tasks x groups`.
 double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus);
 
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
