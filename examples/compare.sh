@@ -1,7 +1,8 @@
 #!/bin/sh
 # Reruns the comparison in docs/results.md: `pipeplan compare` for every example model on
 # every example topology (each model with its own micro-batch count), plus a summary of
-# spp's speed-up over the best baseline and over pipedream, with geometric means.
+# spp's speed-up over the best baseline and over pipedream, with geometric means; then every
+# large-model example (examples/models/llm) on every large-model cluster (topologies/llm).
 #
 # Usage: examples/compare.sh [PIPEPLAN [OUTPUT]]
 #   PIPEPLAN  the binary (default: $PIPEPLAN, else the newest build/*/pipeplan)
@@ -117,6 +118,31 @@ summary=$work/summary.tsv
       row("irregular", "irregular and heterogeneous (" irregular ")")
       row("all", "all")
     }' "$summary"
+  # Large models (spec section 8): the v2 example models on the DGX A100 clusters, where
+  # compare adds spp --uniform and the megatron configurations that use every GPU. Kept out of
+  # the summary above, whose baselines are those of the paper.
+  echo
+  echo "### Large models (tensor parallelism, recomputation)"
+  for topo_file in "$root"/examples/topologies/llm/*.json; do
+    topo=$(basename "$topo_file" .json)
+    for model_file in "$root"/examples/models/llm/*.json; do
+      model=$(basename "$model_file" .json)
+      echo "compare.sh: $model on llm/$topo" >&2
+      rc=0
+      (cd "$root" && "$bin" -q compare "examples/models/llm/$model.json" \
+        "examples/topologies/llm/$topo.json" --no-timing) > "$work/table.txt" || rc=$?
+      if [ "$rc" -ne 0 ] && [ "$rc" -ne 4 ]; then
+        echo "compare.sh: pipeplan compare failed on llm/$model, llm/$topo (exit $rc)" >&2
+        exit "$rc"
+      fi
+      echo
+      echo "#### \`llm/$model\` on \`llm/$topo\`"
+      echo
+      echo '```text'
+      cat "$work/table.txt"
+      echo '```'
+    done
+  done
   echo
   echo "$end"
 } > "$generated"

@@ -233,16 +233,26 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             request.model.layers.begin(), request.model.layers.end(),
             [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
         if ((request.uniform || (split_layers && &model == &models.front())) && order == input) {
+          // Megatron's recomputation is all or none; its `auto` decides by whether the
+          // configuration fits, which under the list schedule (one micro-batch in flight) it
+          // almost always does. The seeds try both wherever the request allows both.
+          std::vector<std::optional<Recompute>> settings{request.recompute};
+          if (!request.uniform && choices.may_recompute) {
+            settings = {Recompute::kNever, Recompute::kAlways};
+          }
           for (const int t : choices.degrees) {
             for (int P = 1; P <= std::min(L, N / t); ++P) {
               if (!request.uniform && N % (t * P) != 0) continue;
-              Request fixed = request;
-              fixed.tensor_parallel = {t};
-              fixed.pipeline_parallel = P;
-              try {
-                megatron_seeds.push_back(megatron_partition(fixed, policy).stages);
-              } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
-              } catch (const UsageError&) {
+              for (const auto& setting : settings) {
+                Request fixed = request;
+                fixed.tensor_parallel = {t};
+                fixed.pipeline_parallel = P;
+                fixed.recompute = setting;
+                try {
+                  megatron_seeds.push_back(megatron_partition(fixed, policy).stages);
+                } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
+                } catch (const UsageError&) {
+                }
               }
             }
           }
