@@ -35,6 +35,17 @@ END = "<!-- validate.py: end -->"
 RECOMPUTE = {"full": "always", "selective": "never", "none": "never"}
 
 
+def team(run_id):
+    """The source of a run: its id up to the first part holding a digit (`korthikanti`,
+    `narayanan`, `mt-nlg`, `megatron-gpt2`)."""
+    parts = []
+    for part in run_id.split("-"):
+        if any(ch.isdigit() for ch in part):
+            break
+        parts.append(part)
+    return "-".join(parts) or run_id
+
+
 def find_binary(argv):
     if len(argv) > 1:
         return argv[1]
@@ -114,7 +125,7 @@ def main(argv):
     with open(RUNS) as f:
         data = json.load(f)
     systems = data["systems"]
-    rows, errors, series, sources, notes = [], {}, {}, [], []
+    rows, errors, series, sources, notes, by_team = [], {}, {}, [], [], {}
     # VALIDATE_KEEP=DIR keeps every model and topology written, to rerun one plan by hand.
     keep = os.environ.get("VALIDATE_KEEP")
     if keep:
@@ -150,6 +161,7 @@ def main(argv):
             if megatron:
                 error = megatron["iteration_ms"] / measured_ms - 1
                 errors.setdefault(run["group"], []).append(abs(error))
+                by_team.setdefault(team(run["id"]), []).append(error)
                 estimate, error_text = seconds(megatron["iteration_ms"]), percent(error)
                 if run.get("scaling"):
                     series.setdefault(run["scaling"], []).append(
@@ -183,6 +195,12 @@ def main(argv):
         values = errors[group]
         lines.append("* %s runs: %.1f%% over %d runs (largest %.1f%%)" % (
             group, 100 * statistics.median(values), len(values), 100 * max(values)))
+    lines += ["", "By source (runs of one team's code share its per-unit-of-work speed):", ""]
+    for name in sorted(by_team):
+        values = by_team[name]
+        lines.append("* %s: median error %s over %d runs (from %s to %s)" % (
+            name, percent(statistics.median(values)), len(values), percent(min(values)),
+            percent(max(values))))
     lines += ["", "Scaling (each run's estimated speed-up over the series' first run, divided by"
               " the measured one, minus 1):", ""]
     if not series:

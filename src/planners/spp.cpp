@@ -24,6 +24,7 @@
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -31,6 +32,25 @@ namespace {
 // Megatron configurations seeding spp (models with tensor-parallel layers) are replayed
 // whatever the search budget while their replays cost at most this many budgets.
 constexpr double kMegatronSeedWork = 64;
+
+// A quick estimate of a seed's iteration, to try the most promising first: the bottleneck
+// stage's share of the micro-batches, one pass through every stage (fill and drain) and the
+// longest AllReduce, each group at its slowest GPU's speed. O(S + N).
+double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
+                         Optimizer optimizer) {
+  const auto exec = simulate::execution(request.model, request.topology, stages, optimizer);
+  double bottleneck = 0, pass = 0, allreduce = 0;
+  for (const simulate::StageExecution& e : exec) {
+    double slowest = 0;
+    for (const simulate::GroupExecution& group : e.groups)
+      slowest = std::max(slowest, group.work_ms);
+    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
+    bottleneck = std::max(bottleneck, slowest * request.micro_batches / replicas);
+    pass += slowest;
+    allreduce = std::max(allreduce, e.allreduce_ms);
+  }
+  return bottleneck + pass + allreduce;
+}
 
 // Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
 constexpr double kMaxSeedSteps = 2e5;
@@ -257,14 +277,24 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
-        // Evaluated whatever the budget: the configurations, cheapest replay (fewest stages)
-        // first, whose replays together cost at most kMegatronSeedWork budgets, under the first
-        // schedule model only (the seeds do not depend on the DP's model), so the work stays
-        // bounded: about 2.5 s of one core at most.
+        // Evaluated whatever the budget: the configurations, most promising first (by
+        // megatron_estimate), whose replays together cost at most kMegatronSeedWork budgets,
+        // under the first schedule model only (the seeds do not depend on the DP's model), so
+        // the work stays bounded: about 2.5 s of one core at most.
         std::size_t first_budgeted = 0;
         if (!request.uniform) {
-          std::stable_sort(megatron_seeds.begin(), megatron_seeds.end(),
-                           [](const auto& a, const auto& b) { return a.size() < b.size(); });
+          std::vector<std::pair<double, std::size_t>> ranked;
+          for (std::size_t x = 0; x < megatron_seeds.size(); ++x) {
+            ranked.emplace_back(megatron_estimate(request, megatron_seeds[x], choices.optimizer),
+                                x);
+          }
+          std::stable_sort(ranked.begin(), ranked.end(),
+                           [](const auto& a, const auto& b) { return a.first < b.first; });
+          std::vector<std::vector<Stage>> sorted;
+          sorted.reserve(ranked.size());
+          for (const auto& entry : ranked)
+            sorted.push_back(std::move(megatron_seeds[entry.second]));
+          megatron_seeds = std::move(sorted);
           double cost = 0;
           for (const auto& seed : megatron_seeds) {
             cost += 4.0 * static_cast<double>(seed.size()) * static_cast<double>(M) + N;
