@@ -52,6 +52,63 @@ double megatron_estimate(const Request& request, const std::vector<Stage>& stage
   return bottleneck + pass + allreduce;
 }
 
+// Megatron-LM's own placements as starts of spp's search on the input order, so that the search
+// never ends slower than a megatron configuration it could reach. Under --uniform: every degree
+// and depth (D = floor(N / (t P))), tried while the budget lasts (small instances replay every
+// shape anyway). For a model with tensor-parallel layers: the configurations that use every GPU
+// (t P dividing N, as compare lists them), with and without recomputation where the request
+// allows both (Megatron's `auto` decides by fit, and under the list schedule nearly everything
+// fits without it), most promising first (megatron_estimate); the first `budgeted` of them, whose
+// replays together cost at most kMegatronSeedWork search budgets, are evaluated whatever the
+// budget. O(degrees x depths x (S + N)) to make and rank them.
+struct MegatronSeeds {
+  std::vector<std::vector<Stage>> shapes;
+  std::size_t budgeted = 0;
+};
+
+MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageChoices& choices,
+                                 schedule::Policy policy, double search_work) {
+  const int N = request.topology.size();
+  const int L = static_cast<int>(request.model.layers.size());
+  std::vector<std::optional<Recompute>> settings{request.recompute};
+  if (!request.uniform && choices.may_recompute) settings = {Recompute::kNever, Recompute::kAlways};
+  MegatronSeeds out;
+  for (const int t : choices.degrees) {
+    for (int P = 1; P <= std::min(L, N / t); ++P) {
+      if (!request.uniform && N % (t * P) != 0) continue;
+      for (const auto& setting : settings) {
+        Request fixed = request;
+        fixed.tensor_parallel = {t};
+        fixed.pipeline_parallel = P;
+        fixed.recompute = setting;
+        try {
+          out.shapes.push_back(megatron_partition(fixed, policy).stages);
+        } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
+        } catch (const UsageError&) {
+        }
+      }
+    }
+  }
+  if (request.uniform) return out;
+  std::vector<std::pair<double, std::size_t>> ranked;
+  for (std::size_t x = 0; x < out.shapes.size(); ++x) {
+    ranked.emplace_back(megatron_estimate(request, out.shapes[x], choices.optimizer), x);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<Stage>> sorted;
+  sorted.reserve(ranked.size());
+  for (const auto& entry : ranked) sorted.push_back(std::move(out.shapes[entry.second]));
+  out.shapes = std::move(sorted);
+  double cost = 0;
+  for (const auto& seed : out.shapes) {
+    cost += 4.0 * static_cast<double>(seed.size()) * request.micro_batches + N;
+    if (cost > kMegatronSeedWork * search_work) break;
+    ++out.budgeted;
+  }
+  return out;
+}
+
 // Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
 constexpr double kMaxSeedSteps = 2e5;
 
@@ -151,6 +208,9 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
   if (exhaustive) models.resize(1);
 
+  const bool split_layers =
+      std::any_of(request.model.layers.begin(), request.model.layers.end(),
+                  [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
   static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
                                                 "input order"};
   // One candidate order under one schedule model: DP, then the replayed search.
@@ -240,73 +300,12 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
-        // Megatron-LM's own placement at every degree and depth, so that the search never ends
-        // slower than a megatron configuration it could reach. Under --uniform: every depth
-        // (D = floor(N / (t P))), while the budget lasts (small instances replay every shape
-        // anyway). For a model with tensor-parallel layers: the configurations that use every
-        // GPU (t P dividing N, as compare lists them), evaluated first, so that spp is never
-        // slower than any of them whose replays fit the search budget; at most
-        // O(degrees x divisors of N) seeds.
-        // Models without tensor_parallel get none (their plans are those of spec section 3).
-        std::vector<std::vector<Stage>> megatron_seeds;
-        const bool split_layers = std::any_of(
-            request.model.layers.begin(), request.model.layers.end(),
-            [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
-        if ((request.uniform || (split_layers && &model == &models.front())) && order == input) {
-          // Megatron's recomputation is all or none; its `auto` decides by whether the
-          // configuration fits, which under the list schedule (one micro-batch in flight) it
-          // almost always does. The seeds try both wherever the request allows both.
-          std::vector<std::optional<Recompute>> settings{request.recompute};
-          if (!request.uniform && choices.may_recompute) {
-            settings = {Recompute::kNever, Recompute::kAlways};
-          }
-          for (const int t : choices.degrees) {
-            for (int P = 1; P <= std::min(L, N / t); ++P) {
-              if (!request.uniform && N % (t * P) != 0) continue;
-              for (const auto& setting : settings) {
-                Request fixed = request;
-                fixed.tensor_parallel = {t};
-                fixed.pipeline_parallel = P;
-                fixed.recompute = setting;
-                try {
-                  megatron_seeds.push_back(megatron_partition(fixed, policy).stages);
-                } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
-                } catch (const UsageError&) {
-                }
-              }
-            }
-          }
-        }
-        // Evaluated whatever the budget: the configurations, most promising first (by
-        // megatron_estimate), whose replays together cost at most kMegatronSeedWork budgets,
-        // under the first schedule model only (the seeds do not depend on the DP's model), so
-        // the work stays bounded: about 2.5 s of one core at most.
-        std::size_t first_budgeted = 0;
-        if (!request.uniform) {
-          std::vector<std::pair<double, std::size_t>> ranked;
-          for (std::size_t x = 0; x < megatron_seeds.size(); ++x) {
-            ranked.emplace_back(megatron_estimate(request, megatron_seeds[x], choices.optimizer),
-                                x);
-          }
-          std::stable_sort(ranked.begin(), ranked.end(),
-                           [](const auto& a, const auto& b) { return a.first < b.first; });
-          std::vector<std::vector<Stage>> sorted;
-          sorted.reserve(ranked.size());
-          for (const auto& entry : ranked)
-            sorted.push_back(std::move(megatron_seeds[entry.second]));
-          megatron_seeds = std::move(sorted);
-          double cost = 0;
-          for (const auto& seed : megatron_seeds) {
-            cost += 4.0 * static_cast<double>(seed.size()) * static_cast<double>(M) + N;
-            if (cost > kMegatronSeedWork * search.work) break;
-            ++first_budgeted;
-          }
-        }
-        for (std::size_t x = 0; x < first_budgeted; ++x) starts.push_back(megatron_seeds[x]);
-        const std::size_t always = starts.size();
-        for (std::size_t x = first_budgeted; x < megatron_seeds.size(); ++x) {
-          starts.push_back(std::move(megatron_seeds[x]));
-        }
+        const bool seeded =
+            (request.uniform || (split_layers && &model == &models.front())) && order == input;
+        auto [megatron_seeds, first_budgeted] =
+            seeded ? megatron_seeds_for(request, choices, policy, search.work) : MegatronSeeds{};
+        const std::size_t always = starts.size() + first_budgeted;
+        for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
         for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
         std::mt19937 rng(search.seed + static_cast<unsigned>(c));
         for (int x = 0; x < search.restarts; ++x) {
