@@ -153,7 +153,7 @@ double planning_steps(std::string_view planner, const Request& request) {
   return find_planner(planner).steps(request);
 }
 
-double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int /*gpus*/) {
+double scheduling_steps(const std::vector<Stage>& stages, int micro_batches) {
   const double S = static_cast<double>(stages.size());
   const double M = micro_batches;
   double groups = 0;
@@ -163,7 +163,7 @@ double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int
 }
 
 void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
-  const double steps = scheduling_steps(stages, micro_batches, gpus);
+  const double steps = scheduling_steps(stages, micro_batches);
   if (steps > kMaxScheduleSteps) {
     throw InfeasibleError(
         "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +

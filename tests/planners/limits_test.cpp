@@ -127,7 +127,7 @@ TEST(LimitsTest, SchedulingStepsCountEveryScanOfTheGroups) {
   // 4,096 groups still are.
   std::vector<Stage> one_per_gpu;
   for (int s = 0; s < 4096; ++s) one_per_gpu.push_back(Stage{s, s, {s}});
-  EXPECT_EQ(scheduling_steps(one_per_gpu, 16, 4096), 262112.0 * 4096);
+  EXPECT_EQ(scheduling_steps(one_per_gpu, 16), 262112.0 * 4096);
   EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }),
             "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
             "take about 1.07e+09 steps (every task scans every GPU group in use), more than its "
@@ -143,16 +143,16 @@ TEST(LimitsTest, SchedulingStepsCountEveryScanOfTheGroups) {
             "limit of 4e+08; use fewer stages or micro-batches" +
                 kSee);
   // One GPU at the task limit: 524,288 steps.
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144, 1), 524288.0);
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144), 524288.0);
   // Replicated stages: one step per task and replica; unused GPUs cost nothing.
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4, 9),
+  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4),
             (4.0 * 2 * 4 - 2 * 4) * (2 + 3));
   // A group of t GPUs is one resource: two stages of two 4-way groups scan 4 groups.
   Stage wide{0, 0, {0, 1, 2, 3, 4, 5, 6, 7}};
   wide.tensor_parallel = 4;
   Stage wide2{1, 1, {8, 9, 10, 11, 12, 13, 14, 15}};
   wide2.tensor_parallel = 4;
-  EXPECT_EQ(scheduling_steps({wide, wide2}, 4, 16), (4.0 * 2 * 4 - 2 * 4) * 4);
+  EXPECT_EQ(scheduling_steps({wide, wide2}, 4), (4.0 * 2 * 4 - 2 * 4) * 4);
 }
 
 TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {

@@ -80,11 +80,11 @@ inline constexpr double kMaxPlanTimeMs = 1e15;
 /// `kMaxPlanSteps` bounds. Throws `UsageError` for an unknown planner.
 double planning_steps(std::string_view planner, const Request& request);
 
-/// The steps of scheduling `stages` for `micro_batches` on `gpus` GPUs, the quantity
+/// The steps of scheduling `stages` for `micro_batches`, the quantity
 /// `kMaxScheduleSteps` bounds: at each of its events (one per task) the scheduler scans every
 /// group in use (a group of `t` GPUs is one compute resource, spec 8.3; channels with work
 /// queued are kept apart, so idle ones cost nothing), so `tasks x groups`.
-double scheduling_steps(const std::vector<Stage>& stages, int micro_batches, int gpus);
+double scheduling_steps(const std::vector<Stage>& stages, int micro_batches);
 
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
 /// within the limits above: too many layers, more micro-batches than one stage's plan
