@@ -70,6 +70,29 @@ bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Po
 
 }  // namespace
 
+std::vector<Request> megatron_configurations(const Request& request,
+                                             const std::vector<int>& degrees) {
+  std::vector<Request> out;
+  const auto& layers = request.model.layers;
+  if (std::none_of(layers.begin(), layers.end(),
+                   [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); })) {
+    return out;
+  }
+  const int N = request.topology.size();
+  const int L = static_cast<int>(layers.size());
+  for (const int t : degrees) {
+    for (int P = 1; P <= L && t * P <= N; ++P) {
+      if (N % (t * P) != 0) continue;
+      Request fixed = request;
+      fixed.tensor_parallel = {t};
+      fixed.pipeline_parallel = P;
+      fixed.data_parallel = N / (t * P);
+      out.push_back(std::move(fixed));
+    }
+  }
+  return out;
+}
+
 Partition megatron_partition(const Request& request, schedule::Policy policy) {
   const model::Model& model = request.model;
   const int N = request.topology.size();

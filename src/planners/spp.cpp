@@ -70,23 +70,34 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
                                  schedule::Policy policy, double search_work) {
   const int N = request.topology.size();
   const int L = static_cast<int>(request.model.layers.size());
-  std::vector<std::optional<Recompute>> settings{request.recompute};
-  if (!request.uniform && choices.may_recompute) settings = {Recompute::kNever, Recompute::kAlways};
-  MegatronSeeds out;
-  for (const int t : choices.degrees) {
-    for (int P = 1; P <= std::min(L, N / t); ++P) {
-      if (!request.uniform && N % (t * P) != 0) continue;
-      for (const auto& setting : settings) {
+  std::vector<Request> configurations;
+  if (request.uniform) {
+    for (const int t : choices.degrees) {
+      for (int P = 1; P <= std::min(L, N / t); ++P) {
         Request fixed = request;
         fixed.tensor_parallel = {t};
         fixed.pipeline_parallel = P;
-        fixed.recompute = setting;
-        try {
-          out.shapes.push_back(megatron_partition(fixed, policy).stages);
-        } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
-        } catch (const UsageError&) {
-        }
+        configurations.push_back(std::move(fixed));
       }
+    }
+  } else {
+    for (Request& fixed : megatron_configurations(request, choices.degrees)) {
+      for (const Recompute setting : {Recompute::kNever, Recompute::kAlways}) {
+        const bool allowed = setting == Recompute::kNever
+                                 ? !choices.must_recompute
+                                 : choices.may_recompute || choices.must_recompute;
+        if (!allowed) continue;
+        fixed.recompute = setting;
+        configurations.push_back(fixed);
+      }
+    }
+  }
+  MegatronSeeds out;
+  for (const Request& fixed : configurations) {
+    try {
+      out.shapes.push_back(megatron_partition(fixed, policy).stages);
+    } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
+    } catch (const UsageError&) {
     }
   }
   if (request.uniform) return out;
@@ -208,9 +219,6 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
   if (exhaustive) models.resize(1);
 
-  const bool split_layers =
-      std::any_of(request.model.layers.begin(), request.model.layers.end(),
-                  [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
   static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
                                                 "input order"};
   // One candidate order under one schedule model: DP, then the replayed search.
@@ -300,8 +308,7 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
             }
           }
         }
-        const bool seeded =
-            (request.uniform || (split_layers && &model == &models.front())) && order == input;
+        const bool seeded = (request.uniform || &model == &models.front()) && order == input;
         auto [megatron_seeds, first_budgeted] =
             seeded ? megatron_seeds_for(request, choices, policy, search.work) : MegatronSeeds{};
         const std::size_t always = starts.size() + first_budgeted;

@@ -11,6 +11,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/report/summary.hpp"
@@ -57,29 +58,17 @@ std::string stages_text(const Plan& plan) {
 
 namespace {
 
-// The megatron configurations compare lists: every degree the request allows, every depth
-// P <= the layers to split (the decoders of a transformer, else all layers) with T P
-// dividing the GPUs, D = N / (T P).
+// The megatron configurations compare lists (planners::megatron_configurations at every degree
+// the request allows), each with its label `t{T} p{P} d{D}`.
 std::vector<std::pair<std::string, planners::Request>> megatron_runs(
     const planners::Request& request) {
   std::vector<std::pair<std::string, planners::Request>> runs;
-  const bool splits =
-      std::any_of(request.model.layers.begin(), request.model.layers.end(),
-                  [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); });
-  if (!splits) return runs;
-  const int N = request.topology.size();
-  const int L = static_cast<int>(request.model.layers.size());
-  for (const int t : planners::candidate_degrees(request)) {
-    for (int P = 1; P <= L && t * P <= N; ++P) {
-      if (N % (t * P) != 0) continue;
-      planners::Request fixed = request;
-      fixed.tensor_parallel = {t};
-      fixed.pipeline_parallel = P;
-      fixed.data_parallel = N / (t * P);
-      runs.emplace_back(
-          "t" + std::to_string(t) + " p" + std::to_string(P) + " d" + std::to_string(N / (t * P)),
-          fixed);
-    }
+  for (planners::Request& fixed :
+       planners::megatron_configurations(request, planners::candidate_degrees(request))) {
+    std::string label = "t" + std::to_string(fixed.tensor_parallel.front()) + " p" +
+                        std::to_string(*fixed.pipeline_parallel) + " d" +
+                        std::to_string(*fixed.data_parallel);
+    runs.emplace_back(std::move(label), std::move(fixed));
   }
   return runs;
 }

@@ -561,14 +561,7 @@ TEST_P(TorchScheduleExamplesTest, EveryExamplePlanPassesTorchsRulesOrIsRefused) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, TorchScheduleExamplesTest,
-                         ::testing::ValuesIn(stems("examples/topologies")),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         ::testing::ValuesIn(stems("examples/topologies")), testing::StemName());
 
 }  // namespace
 }  // namespace pipeplan::report

@@ -186,14 +186,7 @@ TEST_P(RanksReplayTest, EveryExampleRunsWithoutDeadlockAndReproducesTheSchedule)
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, RanksReplayTest,
-                         ::testing::ValuesIn(stems("examples/topologies")),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           for (char& c : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+                         ::testing::ValuesIn(stems("examples/topologies")), testing::StemName());
 
 // The toy plan under every schedule policy.
 TEST(RanksTest, EverySchedulePolicyReplays) {

@@ -2,6 +2,7 @@
 // The repository's shipped examples, for tests that run over every one of them.
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -30,5 +31,18 @@ inline std::vector<std::string> stems(const std::string& folder) {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+/// A GoogleTest parameter name for an example's stem: every character that is not a letter or
+/// digit becomes `_` (`two-node-nvlink-ib` -> `two_node_nvlink_ib`).
+struct StemName {
+  template <typename Info>
+  std::string operator()(const Info& info) const {
+    std::string name = info.param;
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return name;
+  }
+};
 
 }  // namespace pipeplan::testing

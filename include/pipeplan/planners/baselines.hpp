@@ -65,6 +65,14 @@ std::string infeasibility_reason(const Request& request);
 /// a stage cannot run at T. O(L D + N).
 Partition megatron_partition(const Request& request, schedule::Policy policy);
 
+/// The megatron configurations that use every GPU, for a model with tensor-parallel layers
+/// (none otherwise): each degree `t` of `degrees`, each depth `P` up to the layers with `t P`
+/// dividing the GPUs, `D = N / (t P)`, as `request` with `tensor_parallel = {t}`,
+/// `pipeline_parallel = P` and `data_parallel = D`. `compare` lists them and spp starts its
+/// search from them. O(degrees x L).
+std::vector<Request> megatron_configurations(const Request& request,
+                                             const std::vector<int>& degrees);
+
 /// A GPipe split: one stage per GPU and its bottleneck.
 struct GpipeSplit {
   std::vector<Stage> stages;  ///< Stage `s` on `gpus[s]`.
