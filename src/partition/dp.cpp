@@ -32,6 +32,9 @@
 namespace pipeplan::partition {
 namespace {
 
+// ceil(a / b) for a >= 0, b > 0.
+long ceil_div(long a, long b) { return (a + b - 1) / b; }
+
 // ---- Layer sums ---------------------------------------------------------------------------
 
 // The per-GPU layer columns at one degree t (spec 8.1), as prefix sums: entry l sums layers
@@ -251,7 +254,8 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
   } else {
     const double tt = t;
     for (int g = 0; g < run.groups_count; ++g) {
-      const std::vector<int> members(gpus.begin() + g * t, gpus.begin() + (g + 1) * t);
+      const std::vector<int> members(gpus.begin() + static_cast<std::ptrdiff_t>(g) * t,
+                                     gpus.begin() + static_cast<std::ptrdiff_t>(g + 1) * t);
       Group group;
       group.speed = std::numeric_limits<double>::infinity();
       for (const int gpu : members) group.speed = std::min(group.speed, topology.gpu(gpu).speed);
@@ -264,8 +268,10 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
     }
     for (int i = 0; i < t; ++i) {
       std::vector<int> members;
+      members.reserve(static_cast<std::size_t>(run.groups_count));
       for (int g = 0; g < run.groups_count; ++g)
-        members.push_back(gpus[static_cast<std::size_t>(g * t + i)]);
+        members.push_back(gpus[static_cast<std::size_t>(g) * static_cast<std::size_t>(t) +
+                               static_cast<std::size_t>(i)]);
       run.rings.push_back(ring_through(topology, members));
     }
   }
@@ -314,7 +320,7 @@ void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
   if (in_flight < needed) return;
   t.fits = true;
   t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
-                        ? static_cast<double>((per_replica + in_flight - 1) / in_flight)
+                        ? static_cast<double>(ceil_div(per_replica, in_flight))
                         : 0;
 }
 
@@ -474,7 +480,7 @@ std::optional<Objective> objective_with(const model::Model& model, const Sums& s
       tail = t.allreduce;
       continue;
     }
-    const Stage& following = stages[static_cast<std::size_t>(s + 1)];
+    const Stage& following = stages[static_cast<std::size_t>(s) + 1];
     const double bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes /
                          std::min(stage.tensor_parallel, following.tensor_parallel);
     const double c = cross(topology, stage.gpus, following.gpus).transfer_ms(bytes);
@@ -588,7 +594,7 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
   int blocks = std::isfinite(budget) ? std::min(L, kMaxBlocks) : L;
   int lengths = R / grid.unit;
   auto cost = [&] {
-    const double positions = gpus / grid.unit;
+    const int positions = gpus / grid.unit;  // whole units
     return static_cast<double>(blocks) * blocks * positions * lengths * lengths * factor;
   };
   // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
@@ -857,6 +863,7 @@ class Pass {
     rank.resize(cap_);
     std::sort(rank.begin(), rank.end());
     std::vector<Entry> kept;
+    kept.reserve(rank.size());
     for (std::size_t x : rank) kept.push_back(here[x]);
     here = std::move(kept);
   }

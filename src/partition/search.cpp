@@ -111,7 +111,7 @@ bool valid(const Layout& layout, const std::vector<int>& order, const ShapeLimit
 
 double count_shapes(const ShapeLimits& limits, int gpus, double stop_above) {
   const int L = limits.layers;
-  const int S_max = std::min({limits.max_stages, L, gpus});
+  const int most_stages = std::min({limits.max_stages, L, gpus});
   // Every stage with every degree and recomputation choice: exact for the v1 shapes, an upper
   // bound otherwise.
   const double choices = static_cast<double>(limits.degrees.size()) *
@@ -122,14 +122,13 @@ double count_shapes(const ShapeLimits& limits, int gpus, double stop_above) {
   runs[0] = 1;
   double total = 0;
   double layer_ways = 1;  // C(L-1, s-1)
-  for (int s = 1; s <= S_max; ++s) {
+  for (int s = 1; s <= most_stages; ++s) {
     std::vector<double> next(runs.size(), 0);
     for (int n = 0; n <= gpus; ++n) {
       if (runs[static_cast<std::size_t>(n)] == 0) continue;
       for (int r = 1; r <= longest && n + r <= gpus; ++r) {
-        next[static_cast<std::size_t>(n + r)] =
-            std::min(kSaturated, next[static_cast<std::size_t>(n + r)] +
-                                     choices * runs[static_cast<std::size_t>(n)]);
+        const auto to = static_cast<std::size_t>(n) + static_cast<std::size_t>(r);
+        next[to] = std::min(kSaturated, next[to] + choices * runs[static_cast<std::size_t>(n)]);
       }
     }
     runs = std::move(next);
@@ -194,7 +193,10 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
     std::optional<double> smallest;
     for (int k = 0; k < t; ++k) {
       const auto& memory =
-          topology.gpu(order[static_cast<std::size_t>((g % groups) * t + k)]).memory_bytes;
+          topology
+              .gpu(order[static_cast<std::size_t>(g % groups) * static_cast<std::size_t>(t) +
+                         static_cast<std::size_t>(k)])
+              .memory_bytes;
       if (memory) smallest = std::min(smallest.value_or(*memory), *memory);
     }
     return smallest;
@@ -230,7 +232,10 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
     while (end < L && holds(g, layer, end + 1)) ++end;
     if (g < groups) {
       Stage stage{layer, end - 1, {}};
-      for (int k = 0; k < t; ++k) stage.gpus.push_back(order[static_cast<std::size_t>(g * t + k)]);
+      for (int k = 0; k < t; ++k) {
+        stage.gpus.push_back(order[static_cast<std::size_t>(g) * static_cast<std::size_t>(t) +
+                                   static_cast<std::size_t>(k)]);
+      }
       stage.tensor_parallel = t;
       stage.recompute = packing.recompute;
       stages.push_back(std::move(stage));
@@ -428,8 +433,8 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
 std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order,
                                 const ShapeLimits& limits) {
   const int N = static_cast<int>(order.size());
-  const int S_max = std::min({limits.max_stages, limits.layers, N});
-  const int S = 1 + static_cast<int>(rng() % static_cast<unsigned>(S_max));
+  const int most_stages = std::min({limits.max_stages, limits.layers, N});
+  const int S = 1 + static_cast<int>(rng() % static_cast<unsigned>(most_stages));
   // Cuts: S - 1 distinct layer boundaries out of 1..L-1.
   std::vector<int> boundaries(static_cast<std::size_t>(limits.layers) - 1);
   std::iota(boundaries.begin(), boundaries.end(), 1);

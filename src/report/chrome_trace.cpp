@@ -53,243 +53,287 @@ std::string transfer_name(const TransferTask& task) {
          std::to_string(activation ? s : s + 1) + "->s" + std::to_string(activation ? s + 1 : s);
 }
 
-}  // namespace
+// One process per group (spec 8.2), named after all its GPUs and numbered by its leader's rank;
+// in a v1 plan every GPU is a group of its own.
+struct Group {
+  int stage;
+  int replica;
+  std::vector<int> gpus;
+};
 
-ordered_json chrome_trace(const PlanView& view) {
-  const Plan& plan = view.plan;
-  // Every time lies within the iteration (the readers check it): when its end is finite in
-  // microseconds, so is every figure written below, never `null`.
-  if (!std::isfinite(to_us(plan.timeline.iteration_ms))) {
-    throw InputError("the plan's iteration of " + format_ms(plan.timeline.iteration_ms) +
-                     " is too long for a Chrome trace: its times in microseconds would overflow");
-  }
-  const std::vector<int> ranks = rank_order(view);
-  const std::size_t N = view.gpu_ids.size();
-  const bool v2 = is_v2_plan(plan);
-  std::vector<int> pid(N, 0);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    pid[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r) + 1;
-  }
-  std::vector<int> rank_of(N, -1);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
-  }
-  // One process per group (spec 8.2), named after all its GPUs and numbered by its leader's
-  // rank; in a v1 plan every GPU is a group of its own. Per GPU: its group (stage, replica).
-  struct Group {
-    int stage;
-    int replica;
-    std::vector<int> gpus;
-  };
-  std::vector<Group> groups;  // in rank order of their leaders
-  std::vector<int> group_index(N, -1);
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const Stage& stage = plan.stages[s];
-    for (int i = 0; i < stage.replicas(); ++i) {
-      for (int g : stage.group(i))
-        group_index[static_cast<std::size_t>(g)] = static_cast<int>(groups.size());
-      groups.push_back({static_cast<int>(s), i, stage.group(i)});
+// The events of one plan's trace, written phase by phase into `events`.
+class TraceWriter {
+ public:
+  explicit TraceWriter(const PlanView& view)
+      : view_(view), plan_(view.plan), N_(view.gpu_ids.size()), v2_(is_v2_plan(view.plan)) {
+    const std::vector<int> ranks = rank_order(view);
+    pid_.assign(N_, 0);
+    rank_of_.assign(N_, -1);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      pid_[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r) + 1;
+      rank_of_[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
+    }
+    group_index_.assign(N_, -1);
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
+      const Stage& stage = plan_.stages[s];
+      for (int i = 0; i < stage.replicas(); ++i) {
+        for (int g : stage.group(i))
+          group_index_[static_cast<std::size_t>(g)] = static_cast<int>(groups_.size());
+        groups_.push_back({static_cast<int>(s), i, stage.group(i)});
+      }
     }
   }
 
-  // Threads: one per channel end, peers in rank order.
-  std::map<std::pair<int, int>, int> send_thread, receive_thread;  // (gpu, peer) -> tid
-  std::vector<std::vector<int>> senders_to(N), receivers_from(N);
-  for (const auto& [channel, tasks] : plan.schedule.channel_order) {
-    if (tasks.empty()) continue;
-    receivers_from[static_cast<std::size_t>(channel.first)].push_back(channel.second);
-    senders_to[static_cast<std::size_t>(channel.second)].push_back(channel.first);
+  ordered_json write() {
+    processes();
+    compute();
+    updates();
+    transfers();
+    allreduces();
+    memory_counters();
+    ordered_json out = ordered_json::object();
+    out["traceEvents"] = io::json_array(std::move(events_));
+    out["displayTimeUnit"] = "ms";
+    out["otherData"] = other_data();
+    return out;
   }
-  auto by_rank = [&](int a, int b) {
-    return rank_of[static_cast<std::size_t>(a)] < rank_of[static_cast<std::size_t>(b)];
-  };
 
-  // A vector, made a JSON array once at the end (io::json_array): pushing onto an ordered_json
-  // array re-links every element with JSON_DIAGNOSTICS, O(T^2) for T events.
-  std::vector<ordered_json> events;
-  for (const Group& group : groups) {
-    const int g = group.gpus.front();
-    const int r = rank_of[static_cast<std::size_t>(g)];
-    const int p = pid[static_cast<std::size_t>(g)];
-    const int stage = group.stage;
-    std::string name = "rank " + std::to_string(r) + ": " + detail::gpu_id(view, g);
+ private:
+  int pid(int gpu) const { return pid_[static_cast<std::size_t>(gpu)]; }
+
+  // A process per group with its threads: compute, AllReduce (replicated stages), and one per
+  // channel end, peers in rank order. O(N log N + channels).
+  void processes() {
+    std::vector<std::vector<int>> senders_to(N_), receivers_from(N_);
+    for (const auto& [channel, tasks] : plan_.schedule.channel_order) {
+      if (tasks.empty()) continue;
+      receivers_from[static_cast<std::size_t>(channel.first)].push_back(channel.second);
+      senders_to[static_cast<std::size_t>(channel.second)].push_back(channel.first);
+    }
+    auto by_rank = [&](int a, int b) {
+      return rank_of_[static_cast<std::size_t>(a)] < rank_of_[static_cast<std::size_t>(b)];
+    };
+    for (const Group& group : groups_) {
+      const int g = group.gpus.front();
+      const int r = rank_of_[static_cast<std::size_t>(g)];
+      const int p = pid(g);
+      events_.push_back(metadata("process_name", p, 0, {{"name", process_name(group, r)}}));
+      events_.push_back(metadata("process_sort_index", p, 0, {{"sort_index", r}}));
+      auto thread = [&](int tid, const std::string& thread_name) {
+        events_.push_back(metadata("thread_name", p, tid, {{"name", thread_name}}));
+        events_.push_back(metadata("thread_sort_index", p, tid, {{"sort_index", tid}}));
+      };
+      thread(kComputeThread, "compute");
+      if (plan_.stages[static_cast<std::size_t>(group.stage)].replicas() > 1) {
+        thread(kAllReduceThread, "AllReduce");
+      }
+      int tid = kFirstChannelThread;
+      std::vector<int> outgoing = receivers_from[static_cast<std::size_t>(g)];
+      std::sort(outgoing.begin(), outgoing.end(), by_rank);
+      for (int peer : outgoing) {
+        send_thread_[{g, peer}] = tid;
+        thread(tid++, "send -> " + detail::gpu_id(view_, peer));
+      }
+      std::vector<int> incoming = senders_to[static_cast<std::size_t>(g)];
+      std::sort(incoming.begin(), incoming.end(), by_rank);
+      for (int peer : incoming) {
+        receive_thread_[{g, peer}] = tid;
+        thread(tid++, "recv <- " + detail::gpu_id(view_, peer));
+      }
+    }
+  }
+
+  // `rank 3: gpu3 (stage 1)`, or for a group `ranks 4-7: a, b, c, d (stage 1, group 0)`.
+  std::string process_name(const Group& group, int r) const {
+    std::string name = "rank " + std::to_string(r) + ": " + detail::gpu_id(view_, group.gpus[0]);
     if (group.gpus.size() > 1) {
       name = "ranks " + std::to_string(r) + "-" +
              std::to_string(r + static_cast<int>(group.gpus.size()) - 1) + ": ";
       for (std::size_t k = 0; k < group.gpus.size(); ++k) {
-        name += (k ? ", " : "") + detail::gpu_id(view, group.gpus[k]);
+        name += (k ? ", " : "") + detail::gpu_id(view_, group.gpus[k]);
       }
     }
-    name += " (stage " + std::to_string(stage) +
-            (v2 ? ", group " + std::to_string(group.replica) : std::string()) + ")";
-    events.push_back(metadata("process_name", p, 0, {{"name", name}}));
-    events.push_back(metadata("process_sort_index", p, 0, {{"sort_index", r}}));
-    auto thread = [&](int tid, const std::string& thread_name) {
-      events.push_back(metadata("thread_name", p, tid, {{"name", thread_name}}));
-      events.push_back(metadata("thread_sort_index", p, tid, {{"sort_index", tid}}));
-    };
-    thread(kComputeThread, "compute");
-    if (plan.stages[static_cast<std::size_t>(stage)].replicas() > 1) {
-      thread(kAllReduceThread, "AllReduce");
-    }
-    int tid = kFirstChannelThread;
-    std::vector<int> outgoing = receivers_from[static_cast<std::size_t>(g)];
-    std::sort(outgoing.begin(), outgoing.end(), by_rank);
-    for (int peer : outgoing) {
-      send_thread[{g, peer}] = tid;
-      thread(tid++, "send -> " + detail::gpu_id(view, peer));
-    }
-    std::vector<int> incoming = senders_to[static_cast<std::size_t>(g)];
-    std::sort(incoming.begin(), incoming.end(), by_rank);
-    for (int peer : incoming) {
-      receive_thread[{g, peer}] = tid;
-      thread(tid++, "recv <- " + detail::gpu_id(view, peer));
+    return name + " (stage " + std::to_string(group.stage) +
+           (v2_ ? ", group " + std::to_string(group.replica) : std::string()) + ")";
+  }
+
+  void compute() {
+    for (const TimedCompute& e : plan_.timeline.compute) {
+      ordered_json args = {{"micro_batch", e.task.micro_batch},
+                           {"stage", e.task.stage},
+                           {"gpu", detail::gpu_id(view_, e.gpu)}};
+      if (v2_) add_group_args(e, args);
+      events_.push_back(complete(detail::short_name(e.task),
+                                 e.task.op == Op::kForward ? "forward" : "backward", pid(e.gpu),
+                                 kComputeThread, e.start_ms, e.end_ms, std::move(args)));
     }
   }
 
-  for (const TimedCompute& e : plan.timeline.compute) {
-    ordered_json args = {{"micro_batch", e.task.micro_batch},
-                         {"stage", e.task.stage},
-                         {"gpu", detail::gpu_id(view, e.gpu)}};
-    if (v2) {
-      // The group and the shares of the task's duration (spec 8.3; the execution model does not
-      // place them inside the task).
-      const Group& group =
-          groups[static_cast<std::size_t>(group_index[static_cast<std::size_t>(e.gpu)])];
-      std::vector<ordered_json> ids;
-      for (int g : group.gpus) ids.emplace_back(detail::gpu_id(view, g));
-      args["gpus"] = io::json_array(std::move(ids));
-      args["recompute"] = plan.stages[static_cast<std::size_t>(e.task.stage)].recompute &&
-                          e.task.op == Op::kBackward;
-      if (view.group_figures) {
-        const GroupFigures& f = (*view.group_figures)[static_cast<std::size_t>(group.stage)]
-                                                     [static_cast<std::size_t>(group.replica)];
-        const bool forward = e.task.op == Op::kForward;
-        args["tensor_parallel_allreduce_ms"] =
-            io::json_number(forward ? f.forward_allreduce_ms : f.backward_allreduce_ms);
-        args["recompute_ms"] = io::json_number(forward ? 0.0 : f.recompute_ms);
-      }
+  // The group and the shares of the task's duration (spec 8.3; the execution model does not
+  // place them inside the task).
+  void add_group_args(const TimedCompute& e, ordered_json& args) const {
+    const Group& group =
+        groups_[static_cast<std::size_t>(group_index_[static_cast<std::size_t>(e.gpu)])];
+    std::vector<ordered_json> ids;
+    ids.reserve(group.gpus.size());
+    for (int g : group.gpus) ids.emplace_back(detail::gpu_id(view_, g));
+    args["gpus"] = io::json_array(std::move(ids));
+    args["recompute"] = plan_.stages[static_cast<std::size_t>(e.task.stage)].recompute &&
+                        e.task.op == Op::kBackward;
+    if (view_.group_figures) {
+      const GroupFigures& f = (*view_.group_figures)[static_cast<std::size_t>(group.stage)]
+                                                    [static_cast<std::size_t>(group.replica)];
+      const bool forward = e.task.op == Op::kForward;
+      args["tensor_parallel_allreduce_ms"] =
+          io::json_number(forward ? f.forward_allreduce_ms : f.backward_allreduce_ms);
+      args["recompute_ms"] = io::json_number(forward ? 0.0 : f.recompute_ms);
     }
-    events.push_back(complete(detail::short_name(e.task),
-                              e.task.op == Op::kForward ? "forward" : "backward",
-                              pid[static_cast<std::size_t>(e.gpu)], kComputeThread, e.start_ms,
-                              e.end_ms, std::move(args)));
   }
-  for (const TimedUpdate& e : plan.timeline.updates) {
-    events.push_back(complete("U s" + std::to_string(e.stage), "update",
-                              pid[static_cast<std::size_t>(e.gpu)], kComputeThread, e.start_ms,
-                              e.end_ms,
-                              {{"stage", e.stage}, {"gpu", detail::gpu_id(view, e.gpu)}}));
+
+  void updates() {
+    for (const TimedUpdate& e : plan_.timeline.updates) {
+      events_.push_back(complete("U s" + std::to_string(e.stage), "update", pid(e.gpu),
+                                 kComputeThread, e.start_ms, e.end_ms,
+                                 {{"stage", e.stage}, {"gpu", detail::gpu_id(view_, e.gpu)}}));
+    }
   }
-  for (const TimedTransfer& e : plan.timeline.transfers) {
-    const bool activation = e.task.kind == TransferKind::kActivation;
-    const int from_stage = activation ? e.task.stage : e.task.stage + 1;
-    const int to_stage = activation ? e.task.stage + 1 : e.task.stage;
-    auto args = [&](int peer) {
-      return ordered_json{
-          {"micro_batch", e.task.micro_batch}, {"stage", e.task.stage},
-          {"from_stage", from_stage},          {"to_stage", to_stage},
-          {"bytes", io::json_number(e.bytes)}, {"from", detail::gpu_id(view, e.from)},
-          {"to", detail::gpu_id(view, e.to)},  {"peer", detail::gpu_id(view, peer)}};
-    };
-    const char* category = activation ? "activation" : "gradient";
-    events.push_back(complete(transfer_name(e.task), category,
-                              pid[static_cast<std::size_t>(e.from)], send_thread.at({e.from, e.to}),
-                              e.start_ms, e.end_ms, args(e.to)));
-    events.push_back(complete(transfer_name(e.task), category, pid[static_cast<std::size_t>(e.to)],
-                              receive_thread.at({e.to, e.from}), e.start_ms, e.end_ms,
-                              args(e.from)));
+
+  // Each transfer twice: on the sender's send thread and on the receiver's receive thread.
+  void transfers() {
+    for (const TimedTransfer& e : plan_.timeline.transfers) {
+      const bool activation = e.task.kind == TransferKind::kActivation;
+      const int from_stage = activation ? e.task.stage : e.task.stage + 1;
+      const int to_stage = activation ? e.task.stage + 1 : e.task.stage;
+      auto args = [&](int peer) {
+        return ordered_json{
+            {"micro_batch", e.task.micro_batch}, {"stage", e.task.stage},
+            {"from_stage", from_stage},          {"to_stage", to_stage},
+            {"bytes", io::json_number(e.bytes)}, {"from", detail::gpu_id(view_, e.from)},
+            {"to", detail::gpu_id(view_, e.to)}, {"peer", detail::gpu_id(view_, peer)}};
+      };
+      const char* category = activation ? "activation" : "gradient";
+      events_.push_back(complete(transfer_name(e.task), category, pid(e.from),
+                                 send_thread_.at({e.from, e.to}), e.start_ms, e.end_ms,
+                                 args(e.to)));
+      events_.push_back(complete(transfer_name(e.task), category, pid(e.to),
+                                 receive_thread_.at({e.to, e.from}), e.start_ms, e.end_ms,
+                                 args(e.from)));
+    }
   }
-  for (const TimedAllReduce& e : plan.timeline.allreduces) {
-    const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
-    std::vector<ordered_json> peer_ids;
-    for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view, g));
-    const ordered_json peers = io::json_array(std::move(peer_ids));
-    for (int g : stage.leaders()) {
-      events.push_back(
-          complete("AllReduce s" + std::to_string(e.stage), "allreduce",
-                   pid[static_cast<std::size_t>(g)], kAllReduceThread, e.start_ms, e.end_ms,
-                   {{"stage", e.stage}, {"bytes", io::json_number(e.bytes)}, {"peers", peers}}));
+
+  void allreduces() {
+    for (const TimedAllReduce& e : plan_.timeline.allreduces) {
+      const Stage& stage = plan_.stages[static_cast<std::size_t>(e.stage)];
+      std::vector<ordered_json> peer_ids;
+      peer_ids.reserve(stage.gpus.size());
+      for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view_, g));
+      const ordered_json peers = io::json_array(std::move(peer_ids));
+      for (int g : stage.leaders()) {
+        events_.push_back(
+            complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g), kAllReduceThread,
+                     e.start_ms, e.end_ms,
+                     {{"stage", e.stage}, {"bytes", io::json_number(e.bytes)}, {"peers", peers}}));
+      }
     }
   }
 
   // Memory counters, one per group (its GPUs hold the same): +1 stash when a forward starts,
   // -1 when its backward ends, and in a v2 plan the transient bytes of a recomputing stage
   // during each backward; equal times are merged, which releases before allocating as the
-  // execution model does.
-  struct Change {
-    int in_flight = 0;
-    int backwards = 0;
-  };
-  std::vector<std::map<double, Change>> changes(N);
-  for (const TimedCompute& e : plan.timeline.compute) {
-    auto& per_gpu = changes[static_cast<std::size_t>(e.gpu)];
-    if (e.task.op == Op::kForward) {
-      per_gpu[to_us(e.start_ms)].in_flight += 1;
-    } else {
-      per_gpu[to_us(e.end_ms)].in_flight -= 1;
-      if (v2) {
-        per_gpu[to_us(e.start_ms)].backwards += 1;
-        per_gpu[to_us(e.end_ms)].backwards -= 1;
-      }
-    }
-  }
-  const double end_us = to_us(plan.timeline.iteration_ms);
-  for (const Group& group : groups) {
-    const int g = group.gpus.front();
-    const int p = pid[static_cast<std::size_t>(g)];
-    const int stage = group.stage;
-    auto sample = [&](double ts, int in_flight, int backwards) {
-      ordered_json args;
-      if (view.memory) {
-        args = {
-            {"static", io::json_number(view.memory->static_bytes[static_cast<std::size_t>(g)])},
-            {"stash", io::json_number(in_flight *
-                                      view.memory->stash_bytes[static_cast<std::size_t>(stage)])}};
-        if (v2) {
-          const auto& transient = view.memory->transient_bytes;
-          args["transient"] =
-              io::json_number(static_cast<std::size_t>(stage) < transient.size()
-                                  ? backwards * transient[static_cast<std::size_t>(stage)]
-                                  : 0.0);
-        }
-      } else {
-        args = {{"micro_batches", in_flight}};
-      }
-      events.push_back({{"name", view.memory ? "memory (bytes)" : "stashed micro-batches"},
-                        {"ph", "C"},
-                        {"pid", p},
-                        {"tid", kComputeThread},
-                        {"ts", io::json_number(ts)},
-                        {"args", std::move(args)}});
+  // execution model does. O(T log T).
+  void memory_counters() {
+    struct Change {
+      int in_flight = 0;
+      int backwards = 0;
     };
-    const auto& per_gpu = changes[static_cast<std::size_t>(g)];
-    int in_flight = 0, backwards = 0;
-    if (per_gpu.empty() || per_gpu.begin()->first > 0) sample(0, 0, 0);
-    double last = 0;
-    for (const auto& [ts, delta] : per_gpu) {
-      in_flight += delta.in_flight;
-      backwards += delta.backwards;
-      sample(ts, in_flight, backwards);
-      last = ts;
+    std::vector<std::map<double, Change>> changes(N_);
+    for (const TimedCompute& e : plan_.timeline.compute) {
+      auto& per_gpu = changes[static_cast<std::size_t>(e.gpu)];
+      if (e.task.op == Op::kForward) {
+        per_gpu[to_us(e.start_ms)].in_flight += 1;
+      } else {
+        per_gpu[to_us(e.end_ms)].in_flight -= 1;
+        if (v2_) {
+          per_gpu[to_us(e.start_ms)].backwards += 1;
+          per_gpu[to_us(e.end_ms)].backwards -= 1;
+        }
+      }
     }
-    if (last < end_us) sample(end_us, in_flight, backwards);
+    const double end_us = to_us(plan_.timeline.iteration_ms);
+    for (const Group& group : groups_) {
+      const auto& per_gpu = changes[static_cast<std::size_t>(group.gpus.front())];
+      int in_flight = 0, backwards = 0;
+      if (per_gpu.empty() || per_gpu.begin()->first > 0) memory_sample(group, 0, 0, 0);
+      double last = 0;
+      for (const auto& [ts, delta] : per_gpu) {
+        in_flight += delta.in_flight;
+        backwards += delta.backwards;
+        memory_sample(group, ts, in_flight, backwards);
+        last = ts;
+      }
+      if (last < end_us) memory_sample(group, end_us, in_flight, backwards);
+    }
   }
 
-  ordered_json other = ordered_json::object();
-  other["generator"] = std::string("pipeplan ") + kVersion;
-  other["model"] = view.model_name;
-  other["topology"] = view.topology_name;
-  other["planner"] = plan.planner;
-  other["schedule_policy"] = plan.schedule_policy;
-  other["micro_batches"] = std::to_string(view.micro_batches);
-  other["iteration"] = format_ms(plan.timeline.iteration_ms);
-  if (v2) other["optimizer"] = plan.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
-  ordered_json out = ordered_json::object();
-  out["traceEvents"] = io::json_array(std::move(events));
-  out["displayTimeUnit"] = "ms";
-  out["otherData"] = std::move(other);
-  return out;
+  // One counter sample: bytes by kind when the view knows the memory, else stashes.
+  void memory_sample(const Group& group, double ts, int in_flight, int backwards) {
+    const auto g = static_cast<std::size_t>(group.gpus.front());
+    const auto stage = static_cast<std::size_t>(group.stage);
+    ordered_json args;
+    if (view_.memory) {
+      args = {{"static", io::json_number(view_.memory->static_bytes[g])},
+              {"stash", io::json_number(in_flight * view_.memory->stash_bytes[stage])}};
+      if (v2_) {
+        const auto& transient = view_.memory->transient_bytes;
+        args["transient"] =
+            io::json_number(stage < transient.size() ? backwards * transient[stage] : 0.0);
+      }
+    } else {
+      args = {{"micro_batches", in_flight}};
+    }
+    events_.push_back({{"name", view_.memory ? "memory (bytes)" : "stashed micro-batches"},
+                       {"ph", "C"},
+                       {"pid", pid_[g]},
+                       {"tid", kComputeThread},
+                       {"ts", io::json_number(ts)},
+                       {"args", std::move(args)}});
+  }
+
+  ordered_json other_data() const {
+    ordered_json other = ordered_json::object();
+    other["generator"] = std::string("pipeplan ") + kVersion;
+    other["model"] = view_.model_name;
+    other["topology"] = view_.topology_name;
+    other["planner"] = plan_.planner;
+    other["schedule_policy"] = plan_.schedule_policy;
+    other["micro_batches"] = std::to_string(view_.micro_batches);
+    other["iteration"] = format_ms(plan_.timeline.iteration_ms);
+    if (v2_) other["optimizer"] = plan_.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
+    return other;
+  }
+
+  const PlanView& view_;
+  const Plan& plan_;
+  const std::size_t N_;
+  const bool v2_;
+  std::vector<int> pid_, rank_of_, group_index_;
+  std::vector<Group> groups_;  // in rank order of their leaders
+  std::map<std::pair<int, int>, int> send_thread_, receive_thread_;  // (gpu, peer) -> tid
+  // A vector, made a JSON array once at the end (io::json_array): pushing onto an ordered_json
+  // array re-links every element with JSON_DIAGNOSTICS, O(T^2) for T events.
+  std::vector<ordered_json> events_;
+};
+
+}  // namespace
+
+ordered_json chrome_trace(const PlanView& view) {
+  // Every time lies within the iteration (the readers check it): when its end is finite in
+  // microseconds, so is every figure written below, never `null`.
+  if (!std::isfinite(to_us(view.plan.timeline.iteration_ms))) {
+    throw InputError("the plan's iteration of " + format_ms(view.plan.timeline.iteration_ms) +
+                     " is too long for a Chrome trace: its times in microseconds would overflow");
+  }
+  return TraceWriter(view).write();
 }
 
 }  // namespace pipeplan::report

@@ -64,6 +64,7 @@ std::vector<int> recomputing_stages(const Plan& plan) {
 
 std::string stage_list(const std::vector<int>& stages) {
   std::vector<std::string> parts;
+  parts.reserve(stages.size());
   for (int s : stages) parts.push_back(std::to_string(s));
   return (stages.size() == 1 ? "stage " : "stages ") + join(parts, ", ");
 }
@@ -150,6 +151,7 @@ Launch launch_of(const PlanView& view, const FrameworkShape& shape) {
     if (last_rank.count(node)) used_in_topology_order.push_back(node);
   }
   std::vector<std::string> host_order;
+  host_order.reserve(hosts.size());
   for (const Host& host : hosts) host_order.push_back(host.node);
   const bool order_matters = contiguous && host_order != used_in_topology_order;
 
@@ -318,6 +320,7 @@ ordered_json megatron_json(const PlanView& view) {
     if (shapes.size() > 1) layout = candidate;
   } else {
     std::vector<std::string> sizes;
+    sizes.reserve(plan.stages.size());
     for (const Stage& stage : plan.stages) {
       sizes.push_back(std::to_string(stage.last_layer - stage.first_layer + 1));
     }
@@ -359,6 +362,7 @@ ordered_json megatron_json(const PlanView& view) {
   Launch launch = launch_of(view, shape);
   notes.insert(notes.end(), launch.notes.begin(), launch.notes.end());
   std::vector<std::string> words;
+  words.reserve(arguments.size());
   for (const std::string& a : arguments) words.push_back(shell_word(a));
 
   ordered_json out = ordered_json::object();

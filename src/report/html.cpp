@@ -56,24 +56,11 @@ std::string layer_text(const PlanView& view, const Stage& stage) {
   return out;
 }
 
-}  // namespace
-
-std::string html_report(const PlanView& view) {
+// The stages' table; a v2 plan adds each stage's degrees, recomputation and optimizer step.
+std::string stages_table(const PlanView& view) {
   const Plan& plan = view.plan;
-  const double iteration = plan.timeline.iteration_ms;
-  const std::string title = detail::plan_title(view);
-  std::string out;
-  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  out +=
-      "<title>" + xml_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  out += "<h1>" + xml_escape(title) + "</h1>\n";
-  out += "<p class=\"figures\">" + xml_escape(detail::iteration_text(view)) + "; planner " +
-         xml_escape(plan.planner) + ", schedule " + xml_escape(plan.schedule_policy) + ", " +
-         std::to_string(view.micro_batches) + " micro-batches.</p>\n";
-  out += "<figure>\n" + svg_gantt(view) + "</figure>\n";
   const bool v2 = is_v2_plan(plan);
-
-  // Stages; a v2 plan adds each stage's degrees, recomputation and optimizer step.
+  std::string out;
   out +=
       "<h2>Stages</h2>\n<table class=\"stages\">\n<tr><th>stage</th><th>layers</th><th>GPUs</th>";
   if (v2) out += "<th class=\"n\">replicas x t</th><th>recompute</th>";
@@ -134,7 +121,15 @@ std::string html_report(const PlanView& view) {
         ".</p>\n";
   }
 
-  // GPUs, in rank order, then the unused ones.
+  return out;
+}
+
+// The GPUs' table, in rank order, then the unused ones.
+std::string gpus_table(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const double iteration = plan.timeline.iteration_ms;
+  const bool v2 = is_v2_plan(plan);
+  std::string out;
   out +=
       "<h2>GPUs</h2>\n<table class=\"gpus\">\n<tr><th class=\"n\">rank</th><th>GPU</th><th "
       "class=\"n\">stage</th>" +
@@ -193,6 +188,25 @@ std::string html_report(const PlanView& view) {
       "</table>\n<p>Utilisation is busy time over the iteration; the bubble is the rest. Peak "
       "memory counts the "
       "static bytes (parameters, gradients, optimizer state) and the stashed activations.</p>\n";
+  return out;
+}
+
+}  // namespace
+
+std::string html_report(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const std::string title = detail::plan_title(view);
+  std::string out;
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out +=
+      "<title>" + xml_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  out += "<h1>" + xml_escape(title) + "</h1>\n";
+  out += "<p class=\"figures\">" + xml_escape(detail::iteration_text(view)) + "; planner " +
+         xml_escape(plan.planner) + ", schedule " + xml_escape(plan.schedule_policy) + ", " +
+         std::to_string(view.micro_batches) + " micro-batches.</p>\n";
+  out += "<figure>\n" + svg_gantt(view) + "</figure>\n";
+  out += stages_table(view);
+  out += gpus_table(view);
   out += std::string("<footer>pipeplan ") + kVersion + "</footer>\n</body>\n</html>\n";
   return out;
 }

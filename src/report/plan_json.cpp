@@ -128,6 +128,7 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                          {"end_ms", e.end_ms}});
   }
   std::vector<ordered_json> allreduces;
+  allreduces.reserve(plan.timeline.allreduces.size());
   for (const TimedAllReduce& e : plan.timeline.allreduces) {
     allreduces.push_back({{"stage", e.stage},
                           {"gpus", ids(plan.stages[static_cast<std::size_t>(e.stage)].gpus)},
@@ -203,12 +204,9 @@ double read_time(const Members& members, std::string_view key) {
   return members.required(key).as_number();
 }
 
-// Everything but the GPU list's own reading; ids resolve through `gpus`.
-simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpus) {
-  io::Node root(document, document.root, "");
-  Members plan(root);
-  simulate::StatedPlan stated;
-  stated.file = document.file;
+// The plan's top-level figures: schema, optimizer, planner, policy, micro-batches, iteration,
+// bounds and GPU order.
+void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& stated) {
   if (auto schema = plan.optional("schema")) {
     const std::string text = schema->as_string();
     if (text != kPlanSchema && text != kPlanSchemaV2) {
@@ -235,103 +233,112 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
         Bounds{b.required("any_plan_ms").as_number(), b.required("partition_ms").as_number()};
   }
   if (auto order = plan.optional("gpu_order")) stated.gpu_order = gpus.resolve_list(*order);
+}
 
-  for (const io::Node& node : plan.required("stages").elements()) {
-    Members stage(node);
-    Stage out;
-    const auto index = stage.optional("index");
-    if (index &&
-        index->as_integer(0, kMaxIndex) != static_cast<std::int64_t>(stated.stages.size())) {
-      index->fail("must be " + std::to_string(stated.stages.size()) + ", the stage's position");
-    }
-    out.first_layer = static_cast<int>(stage.required("first_layer").as_integer(0, kMaxIndex));
-    out.last_layer = static_cast<int>(stage.required("last_layer").as_integer(0, kMaxIndex));
-    io::Node stage_gpus = stage.required("gpus");
-    out.gpus = gpus.resolve_list(stage_gpus);
-    if (auto t = stage.optional("tensor_parallel")) {
-      out.tensor_parallel = static_cast<int>(t->as_integer(1, model::kMaxTensorParallelDegree));
-    }
-    if (auto recompute = stage.optional("recompute")) out.recompute = recompute->as_bool();
-    std::optional<simulate::StatedStageFigures> figures;
-    if (stage.optional("forward_ms") || stage.optional("backward_ms") ||
-        stage.optional("parameter_bytes") || stage.optional("boundary_bytes") ||
-        stage.optional("allreduce_ms")) {
-      figures = simulate::StatedStageFigures{
-          stage.required("forward_ms").as_number(), stage.required("backward_ms").as_number(),
-          stage.required("parameter_bytes").as_number(),
-          stage.required("boundary_bytes").as_number(), stage.required("allreduce_ms").as_number()};
-    }
-    stated.stages.push_back(std::move(out));
-    stated.stage_figures.push_back(figures);
+// `/stages/<s>`: its layers, GPUs, degree, recomputation and (all or none) its figures.
+void read_stage(const io::Node& node, const GpuIds& gpus, simulate::StatedPlan& stated) {
+  Members stage(node);
+  Stage out;
+  const auto index = stage.optional("index");
+  if (index && index->as_integer(0, kMaxIndex) != static_cast<std::int64_t>(stated.stages.size())) {
+    index->fail("must be " + std::to_string(stated.stages.size()) + ", the stage's position");
   }
-
-  if (auto gpu_list = plan.optional("gpus")) {
-    std::vector<simulate::StatedGpu> entries;
-    for (const io::Node& node : gpu_list->elements()) {
-      Members gpu(node);
-      simulate::StatedGpu entry;
-      entry.gpu = gpus.resolve(gpu.required("id"));
-      io::Node stage = gpu.required("stage");
-      if (!stage.json().is_null()) entry.stage = static_cast<int>(stage.as_integer(0, kMaxIndex));
-      entry.busy_ms = gpu.required("busy_ms").as_number();
-      entry.peak_memory_bytes = gpu.required("peak_memory_bytes").as_number();
-      if (auto memory = gpu.optional("memory_bytes")) {
-        entry.memory_stated = true;
-        if (!memory->json().is_null()) entry.memory_bytes = memory->as_nonnegative();
-      }
-      entries.push_back(entry);
-    }
-    stated.gpus = std::move(entries);
+  out.first_layer = static_cast<int>(stage.required("first_layer").as_integer(0, kMaxIndex));
+  out.last_layer = static_cast<int>(stage.required("last_layer").as_integer(0, kMaxIndex));
+  io::Node stage_gpus = stage.required("gpus");
+  out.gpus = gpus.resolve_list(stage_gpus);
+  if (auto t = stage.optional("tensor_parallel")) {
+    out.tensor_parallel = static_cast<int>(t->as_integer(1, model::kMaxTensorParallelDegree));
   }
+  if (auto recompute = stage.optional("recompute")) out.recompute = recompute->as_bool();
+  std::optional<simulate::StatedStageFigures> figures;
+  if (stage.optional("forward_ms") || stage.optional("backward_ms") ||
+      stage.optional("parameter_bytes") || stage.optional("boundary_bytes") ||
+      stage.optional("allreduce_ms")) {
+    figures = simulate::StatedStageFigures{
+        stage.required("forward_ms").as_number(), stage.required("backward_ms").as_number(),
+        stage.required("parameter_bytes").as_number(), stage.required("boundary_bytes").as_number(),
+        stage.required("allreduce_ms").as_number()};
+  }
+  stated.stages.push_back(std::move(out));
+  stated.stage_figures.push_back(figures);
+}
 
+// `/gpus/<g>`: the GPU, its stage, busy time, peak and (when stated) its capacity.
+simulate::StatedGpu read_gpu(const io::Node& node, const GpuIds& gpus) {
+  Members gpu(node);
+  simulate::StatedGpu entry;
+  entry.gpu = gpus.resolve(gpu.required("id"));
+  io::Node stage = gpu.required("stage");
+  if (!stage.json().is_null()) entry.stage = static_cast<int>(stage.as_integer(0, kMaxIndex));
+  entry.busy_ms = gpu.required("busy_ms").as_number();
+  entry.peak_memory_bytes = gpu.required("peak_memory_bytes").as_number();
+  if (auto memory = gpu.optional("memory_bytes")) {
+    entry.memory_stated = true;
+    if (!memory->json().is_null()) entry.memory_bytes = memory->as_nonnegative();
+  }
+  return entry;
+}
+
+// A string member that must be one of two words: the first gives `first`, the second `second`.
+template <typename T>
+T read_choice(const Members& entry, std::string_view key, const char* word1, T first,
+              const char* word2, T second) {
+  io::Node node = entry.required(key);
+  const std::string text = node.as_string();
+  if (text == word1) return first;
+  if (text != word2) {
+    node.fail(std::string("must be \"") + word1 + "\" or \"" + word2 + "\", got " +
+              io::describe_value(node.json()));
+  }
+  return second;
+}
+
+int read_index(const Members& entry, std::string_view key) {
+  return static_cast<int>(entry.required(key).as_integer(0, kMaxIndex));
+}
+
+simulate::StatedCompute read_compute(const io::Node& node, const GpuIds& gpus) {
+  Members entry(node);
+  simulate::StatedCompute task;
+  task.gpu = gpus.resolve(entry.required("gpu"));
+  task.task.op = read_choice(entry, "op", "forward", Op::kForward, "backward", Op::kBackward);
+  task.task.stage = read_index(entry, "stage");
+  task.task.micro_batch = read_index(entry, "micro_batch");
+  task.start_ms = read_time(entry, "start_ms");
+  task.end_ms = read_time(entry, "end_ms");
+  return task;
+}
+
+simulate::StatedTransfer read_transfer(const io::Node& node, const GpuIds& gpus) {
+  Members entry(node);
+  simulate::StatedTransfer task;
+  task.from = gpus.resolve(entry.required("from"));
+  task.to = gpus.resolve(entry.required("to"));
+  task.task.kind = read_choice(entry, "kind", "activation", TransferKind::kActivation, "gradient",
+                               TransferKind::kGradient);
+  task.task.stage = read_index(entry, "stage");
+  task.task.micro_batch = read_index(entry, "micro_batch");
+  task.bytes = entry.required("bytes").as_number();
+  task.start_ms = read_time(entry, "start_ms");
+  task.end_ms = read_time(entry, "end_ms");
+  return task;
+}
+
+// `/schedule`: its compute, transfers, AllReduces and optimizer steps, in that order.
+void read_schedule(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& stated) {
   Members schedule(plan.required("schedule"));
   for (const io::Node& node : schedule.required("compute").elements()) {
-    Members entry(node);
-    simulate::StatedCompute task;
-    task.gpu = gpus.resolve(entry.required("gpu"));
-    io::Node op = entry.required("op");
-    std::string op_text = op.as_string();
-    if (op_text == "forward") {
-      task.task.op = Op::kForward;
-    } else if (op_text == "backward") {
-      task.task.op = Op::kBackward;
-    } else {
-      op.fail("must be \"forward\" or \"backward\", got " + io::describe_value(op.json()));
-    }
-    task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
-    task.task.micro_batch =
-        static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
-    task.start_ms = read_time(entry, "start_ms");
-    task.end_ms = read_time(entry, "end_ms");
-    stated.compute.push_back(task);
+    stated.compute.push_back(read_compute(node, gpus));
   }
   for (const io::Node& node : schedule.required("transfers").elements()) {
-    Members entry(node);
-    simulate::StatedTransfer task;
-    task.from = gpus.resolve(entry.required("from"));
-    task.to = gpus.resolve(entry.required("to"));
-    io::Node kind = entry.required("kind");
-    std::string kind_text = kind.as_string();
-    if (kind_text == "activation") {
-      task.task.kind = TransferKind::kActivation;
-    } else if (kind_text == "gradient") {
-      task.task.kind = TransferKind::kGradient;
-    } else {
-      kind.fail("must be \"activation\" or \"gradient\", got " + io::describe_value(kind.json()));
-    }
-    task.task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
-    task.task.micro_batch =
-        static_cast<int>(entry.required("micro_batch").as_integer(0, kMaxIndex));
-    task.bytes = entry.required("bytes").as_number();
-    task.start_ms = read_time(entry, "start_ms");
-    task.end_ms = read_time(entry, "end_ms");
-    stated.transfers.push_back(task);
+    stated.transfers.push_back(read_transfer(node, gpus));
   }
   if (auto allreduces = schedule.optional("allreduces")) {
     for (const io::Node& node : allreduces->elements()) {
       Members entry(node);
       simulate::StatedAllReduce task;
-      task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+      task.stage = read_index(entry, "stage");
       task.gpus = gpus.resolve_list(entry.required("gpus"));
       task.bytes = entry.required("bytes").as_number();
       task.start_ms = read_time(entry, "start_ms");
@@ -343,13 +350,31 @@ simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpu
     for (const io::Node& node : updates->elements()) {
       Members entry(node);
       simulate::StatedUpdate task;
-      task.stage = static_cast<int>(entry.required("stage").as_integer(0, kMaxIndex));
+      task.stage = read_index(entry, "stage");
       task.gpu = gpus.resolve(entry.required("gpu"));
       task.start_ms = read_time(entry, "start_ms");
       task.end_ms = read_time(entry, "end_ms");
       stated.updates.push_back(task);
     }
   }
+}
+
+// Everything but the GPU list's own reading; ids resolve through `gpus`. Members are read in
+// document order of the spec's plan (section 4), so that the first error is the same whichever
+// way a plan is read.
+simulate::StatedPlan read_stated(const io::Document& document, const GpuIds& gpus) {
+  io::Node root(document, document.root, "");
+  Members plan(root);
+  simulate::StatedPlan stated;
+  stated.file = document.file;
+  read_header(plan, gpus, stated);
+  for (const io::Node& node : plan.required("stages").elements()) read_stage(node, gpus, stated);
+  if (auto gpu_list = plan.optional("gpus")) {
+    std::vector<simulate::StatedGpu> entries;
+    for (const io::Node& node : gpu_list->elements()) entries.push_back(read_gpu(node, gpus));
+    stated.gpus = std::move(entries);
+  }
+  read_schedule(plan, gpus, stated);
   return stated;
 }
 

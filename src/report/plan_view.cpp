@@ -43,6 +43,7 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
     memory.transient_bytes.push_back(e.transient_bytes);
     for (int g : stage.gpus) memory.static_bytes[static_cast<std::size_t>(g)] = e.static_bytes;
     std::vector<GroupFigures> figures;
+    figures.reserve(e.groups.size());
     for (const simulate::GroupExecution& group : e.groups) {
       figures.push_back(
           {group.forward_allreduce_ms, group.backward_allreduce_ms, group.recompute_ms});

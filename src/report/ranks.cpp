@@ -123,168 +123,195 @@ std::vector<Node> global_order(const PlanView& view) {
   return out;
 }
 
-ordered_json peer(const PlanView& view, const std::vector<int>& rank_of, int gpu) {
-  return {{"rank", rank_of[static_cast<std::size_t>(gpu)]}, {"gpu", detail::gpu_id(view, gpu)}};
-}
-
-}  // namespace
-
-ordered_json ranks_json(const PlanView& view) {
-  const Plan& plan = view.plan;
-  const std::vector<int> ranks = rank_order(view);
-  const std::size_t N = view.gpu_ids.size();
-  const int S = static_cast<int>(plan.stages.size());
-  const int M = view.micro_batches;
-  const bool v2 = is_v2_plan(plan);
-  std::vector<int> rank_of(N, -1);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    rank_of[static_cast<std::size_t>(ranks[r])] = static_cast<int>(r);
-  }
-  // Every GPU's group (spec 8.2: its stage's replica, leader first) and its place in it; a v1
-  // GPU is a group of its own.
-  std::vector<std::vector<int>> group_of(N);
-  std::vector<int> member_of(N, 0);
-  for (const Stage& stage : plan.stages) {
-    for (int i = 0; i < stage.replicas(); ++i) {
-      const std::vector<int> group = stage.group(i);
-      for (std::size_t j = 0; j < group.size(); ++j) {
-        group_of[static_cast<std::size_t>(group[j])] = group;
-        member_of[static_cast<std::size_t>(group[j])] = static_cast<int>(j);
+// Per-rank entries of one plan: the ranks, the groups and rings, and the operations.
+class RanksWriter {
+ public:
+  explicit RanksWriter(const PlanView& view)
+      : view_(view),
+        plan_(view.plan),
+        ranks_(rank_order(view)),
+        S_(static_cast<int>(view.plan.stages.size())),
+        M_(view.micro_batches),
+        rank_of_(view.gpu_ids.size(), -1),
+        group_of_(view.gpu_ids.size()),
+        member_of_(view.gpu_ids.size(), 0),
+        gpu_of_(static_cast<std::size_t>(S_) * static_cast<std::size_t>(M_), -1) {
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      rank_of_[static_cast<std::size_t>(ranks_[r])] = static_cast<int>(r);
+    }
+    // Every GPU's group (spec 8.2: its stage's replica, leader first) and its place in it; a v1
+    // GPU is a group of its own.
+    for (const Stage& stage : plan_.stages) {
+      for (int i = 0; i < stage.replicas(); ++i) {
+        const std::vector<int> group = stage.group(i);
+        for (std::size_t j = 0; j < group.size(); ++j) {
+          group_of_[static_cast<std::size_t>(group[j])] = group;
+          member_of_[static_cast<std::size_t>(group[j])] = static_cast<int>(j);
+        }
       }
     }
+    // Where every micro-batch of every stage runs.
+    for (const TimedCompute& e : plan_.timeline.compute) {
+      if (e.task.op == Op::kForward) {
+        gpu_of_[static_cast<std::size_t>(e.task.stage) * static_cast<std::size_t>(M_) +
+                static_cast<std::size_t>(e.task.micro_batch)] = e.gpu;
+      }
+    }
+  }
+
+  ordered_json write() {
+    std::vector<ordered_json> operations = all_operations();
+    ordered_json out = ordered_json::array();
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      const int g = ranks_[r];
+      out.push_back(entry(static_cast<int>(r), std::move(operations[static_cast<std::size_t>(g)])));
+    }
+    return out;
+  }
+
+ private:
+  int rank(int gpu) const { return rank_of_[static_cast<std::size_t>(gpu)]; }
+  const std::vector<int>& group_at(int leader) const {
+    return group_of_[static_cast<std::size_t>(leader)];
+  }
+  int where(int s, int m) const {
+    return gpu_of_[static_cast<std::size_t>(s) * static_cast<std::size_t>(M_) +
+                   static_cast<std::size_t>(m)];
   }
   // The data-parallel ring of a GPU: the GPUs at its place in every group of its stage.
-  auto ring_of = [&](const Stage& stage, int member) {
+  static std::vector<int> ring_of(const Stage& stage, int member) {
     std::vector<int> ring;
+    ring.reserve(static_cast<std::size_t>(stage.replicas()));
     for (int i = 0; i < stage.replicas(); ++i) {
-      ring.push_back(stage.gpus[static_cast<std::size_t>(i * stage.tensor_parallel + member)]);
+      ring.push_back(
+          stage.gpus[static_cast<std::size_t>(i) * static_cast<std::size_t>(stage.tensor_parallel) +
+                     static_cast<std::size_t>(member)]);
     }
     return ring;
-  };
-  auto group_at = [&](int leader) -> const std::vector<int>& {
-    return group_of[static_cast<std::size_t>(leader)];
-  };
-
-  // Where every micro-batch of every stage runs.
-  std::vector<int> gpu_of(static_cast<std::size_t>(S) * static_cast<std::size_t>(M), -1);
-  for (const TimedCompute& e : plan.timeline.compute) {
-    if (e.task.op == Op::kForward) {
-      gpu_of[static_cast<std::size_t>(e.task.stage) * static_cast<std::size_t>(M) +
-             static_cast<std::size_t>(e.task.micro_batch)] = e.gpu;
-    }
   }
-  auto where = [&](int s, int m) {
-    return gpu_of[static_cast<std::size_t>(s) * static_cast<std::size_t>(M) +
-                  static_cast<std::size_t>(m)];
-  };
+  ordered_json peer(int gpu) const {
+    return {{"rank", rank(gpu)}, {"gpu", detail::gpu_id(view_, gpu)}};
+  }
 
-  // The other GPUs of a group run the leader's operations in tensor-parallel lockstep. A
-  // transfer between groups of t and t' GPUs travels as min(t, t') pieces of the stated size,
-  // piece p from the p-th GPU of one group to the p-th of the other (spec 8.3); the GPUs beyond
-  // take no part in it. Each ring of a data-parallel AllReduce joins the GPUs at one place of
-  // every group.
-  std::vector<ordered_json> operations(N, ordered_json::array());
-  for (const Node& node : global_order(view)) {
-    switch (node.kind) {
-      case Node::Kind::kCompute: {
-        const TimedCompute& e = plan.timeline.compute[node.index];
-        for (int g : group_at(e.gpu)) {
-          operations[static_cast<std::size_t>(g)].push_back(
-              {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
-               {"micro_batch", e.task.micro_batch}});
-        }
-        break;
-      }
-      case Node::Kind::kTransfer: {
-        const TimedTransfer& e = plan.timeline.transfers[node.index];
-        const char* kind = e.task.kind == TransferKind::kActivation ? "activation" : "gradient";
-        const std::vector<int>& senders = group_at(e.from);
-        const std::vector<int>& receivers = group_at(e.to);
-        for (std::size_t p = 0; p < std::min(senders.size(), receivers.size()); ++p) {
-          auto op = [&](const char* name, int other) {
-            return ordered_json{{"op", name},
-                                {"kind", kind},
-                                {"micro_batch", e.task.micro_batch},
-                                {"peer", rank_of[static_cast<std::size_t>(other)]},
-                                {"peer_gpu", detail::gpu_id(view, other)},
-                                {"bytes", io::json_number(e.bytes)}};
-          };
-          operations[static_cast<std::size_t>(senders[p])].push_back(op("send", receivers[p]));
-          operations[static_cast<std::size_t>(receivers[p])].push_back(op("recv", senders[p]));
-        }
-        break;
-      }
-      case Node::Kind::kAllReduce: {
-        const TimedAllReduce& e = plan.timeline.allreduces[node.index];
-        const Stage& stage = plan.stages[static_cast<std::size_t>(e.stage)];
-        for (int member = 0; member < stage.tensor_parallel; ++member) {
-          const std::vector<int> ring = ring_of(stage, member);
-          ordered_json group = ordered_json::array();
-          for (int g : ring) group.push_back(rank_of[static_cast<std::size_t>(g)]);
-          for (int g : ring) {
+  // Every GPU's operations, cut from the global order. The other GPUs of a group run the
+  // leader's operations in tensor-parallel lockstep. A transfer between groups of t and t' GPUs
+  // travels as min(t, t') pieces of the stated size, piece p from the p-th GPU of one group to
+  // the p-th of the other (spec 8.3); the GPUs beyond take no part in it. Each ring of a
+  // data-parallel AllReduce joins the GPUs at one place of every group.
+  std::vector<ordered_json> all_operations() const {
+    std::vector<ordered_json> operations(view_.gpu_ids.size(), ordered_json::array());
+    for (const Node& node : global_order(view_)) {
+      switch (node.kind) {
+        case Node::Kind::kCompute: {
+          const TimedCompute& e = plan_.timeline.compute[node.index];
+          for (int g : group_at(e.gpu)) {
             operations[static_cast<std::size_t>(g)].push_back(
-                {{"op", "allreduce"}, {"ranks", group}, {"bytes", io::json_number(e.bytes)}});
+                {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
+                 {"micro_batch", e.task.micro_batch}});
           }
+          break;
         }
-        break;
+        case Node::Kind::kTransfer:
+          add_transfer(plan_.timeline.transfers[node.index], operations);
+          break;
+        case Node::Kind::kAllReduce:
+          add_allreduce(plan_.timeline.allreduces[node.index], operations);
+          break;
       }
     }
+    // The optimizer steps last: they follow the stage's AllReduce (or last backward), and no
+    // other rank waits for them.
+    for (const TimedUpdate& e : plan_.timeline.updates) {
+      for (int g : group_at(e.gpu)) {
+        operations[static_cast<std::size_t>(g)].push_back({{"op", "update"}});
+      }
+    }
+    return operations;
   }
-  // The optimizer steps last: they follow the stage's AllReduce (or last backward), and no other
-  // rank waits for them.
-  for (const TimedUpdate& e : plan.timeline.updates) {
-    for (int g : group_at(e.gpu)) {
-      operations[static_cast<std::size_t>(g)].push_back({{"op", "update"}});
+
+  void add_transfer(const TimedTransfer& e, std::vector<ordered_json>& operations) const {
+    const char* kind = e.task.kind == TransferKind::kActivation ? "activation" : "gradient";
+    const std::vector<int>& senders = group_at(e.from);
+    const std::vector<int>& receivers = group_at(e.to);
+    for (std::size_t p = 0; p < std::min(senders.size(), receivers.size()); ++p) {
+      auto op = [&](const char* name, int other) {
+        return ordered_json{{"op", name},
+                            {"kind", kind},
+                            {"micro_batch", e.task.micro_batch},
+                            {"peer", rank(other)},
+                            {"peer_gpu", detail::gpu_id(view_, other)},
+                            {"bytes", io::json_number(e.bytes)}};
+      };
+      operations[static_cast<std::size_t>(senders[p])].push_back(op("send", receivers[p]));
+      operations[static_cast<std::size_t>(receivers[p])].push_back(op("recv", senders[p]));
     }
   }
 
-  ordered_json out = ordered_json::array();
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const int g = ranks[r];
-    const int s = *plan.timeline.gpus[static_cast<std::size_t>(g)].stage;
-    const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
-    ordered_json entry = ordered_json::object();
-    entry["rank"] = static_cast<int>(r);
-    entry["gpu"] = detail::gpu_id(view, g);
-    entry["stage"] = s;
+  void add_allreduce(const TimedAllReduce& e, std::vector<ordered_json>& operations) const {
+    const Stage& stage = plan_.stages[static_cast<std::size_t>(e.stage)];
+    for (int member = 0; member < stage.tensor_parallel; ++member) {
+      const std::vector<int> ring = ring_of(stage, member);
+      ordered_json group = ordered_json::array();
+      for (int g : ring) group.push_back(rank(g));
+      for (int g : ring) {
+        operations[static_cast<std::size_t>(g)].push_back(
+            {{"op", "allreduce"}, {"ranks", group}, {"bytes", io::json_number(e.bytes)}});
+      }
+    }
+  }
+
+  // `{"ranks": [...], "gpus": [...]}` of a group or ring.
+  ordered_json ranks_and_gpus(const std::vector<int>& gpus) const {
+    ordered_json group_ranks = ordered_json::array();
+    ordered_json group_gpus = ordered_json::array();
+    for (int member : gpus) {
+      group_ranks.push_back(rank(member));
+      group_gpus.push_back(detail::gpu_id(view_, member));
+    }
+    return ordered_json{{"ranks", std::move(group_ranks)}, {"gpus", std::move(group_gpus)}};
+  }
+
+  ordered_json layers_of(const Stage& stage) const {
     ordered_json layers = {{"first", stage.first_layer}, {"last", stage.last_layer}};
-    if (view.layer_names) {
+    if (view_.layer_names) {
       ordered_json names = ordered_json::array();
       for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-        const std::string& name = (*view.layer_names)[static_cast<std::size_t>(l)];
+        const std::string& name = (*view_.layer_names)[static_cast<std::size_t>(l)];
         names.push_back(name.empty() ? ordered_json(nullptr) : ordered_json(name));
       }
       layers["names"] = std::move(names);
     } else {
       layers["names"] = nullptr;
     }
-    entry["layers"] = std::move(layers);
-    auto ranks_and_gpus = [&](const std::vector<int>& gpus) {
-      ordered_json group_ranks = ordered_json::array();
-      ordered_json group_gpus = ordered_json::array();
-      for (int member : gpus) {
-        group_ranks.push_back(rank_of[static_cast<std::size_t>(member)]);
-        group_gpus.push_back(detail::gpu_id(view, member));
-      }
-      return ordered_json{{"ranks", std::move(group_ranks)}, {"gpus", std::move(group_gpus)}};
-    };
-    const std::vector<int>& group = group_of[static_cast<std::size_t>(g)];
-    const int member = member_of[static_cast<std::size_t>(g)];
-    if (v2) entry["tensor_parallel_group"] = ranks_and_gpus(group);
+    return layers;
+  }
+
+  // The entry of rank `r`: its GPU, stage, layers, groups, micro-batches and operations.
+  ordered_json entry(int r, ordered_json operations) const {
+    const int g = ranks_[static_cast<std::size_t>(r)];
+    const int s = *plan_.timeline.gpus[static_cast<std::size_t>(g)].stage;
+    const Stage& stage = plan_.stages[static_cast<std::size_t>(s)];
+    ordered_json entry = ordered_json::object();
+    entry["rank"] = r;
+    entry["gpu"] = detail::gpu_id(view_, g);
+    entry["stage"] = s;
+    entry["layers"] = layers_of(stage);
+    const std::vector<int>& group = group_at(g);
+    const int member = member_of_[static_cast<std::size_t>(g)];
+    if (is_v2_plan(plan_)) entry["tensor_parallel_group"] = ranks_and_gpus(group);
     entry["data_parallel_group"] = ranks_and_gpus(ring_of(stage, member));
     // The peer of this GPU's piece of a transfer with the group at `leader`; none when that
     // group has no GPU at its place.
     auto peer_at = [&](int leader) {
       const std::vector<int>& other = group_at(leader);
-      return member < static_cast<int>(other.size())
-                 ? peer(view, rank_of, other[static_cast<std::size_t>(member)])
-                 : ordered_json(nullptr);
+      return member < static_cast<int>(other.size()) ? peer(other[static_cast<std::size_t>(member)])
+                                                     : ordered_json(nullptr);
     };
     ordered_json micro_batches = ordered_json::array();
-    for (int m = 0; m < M; ++m) {
+    for (int m = 0; m < M_; ++m) {
       if (where(s, m) != group.front()) continue;
       const ordered_json below = s > 0 ? peer_at(where(s - 1, m)) : ordered_json(nullptr);
-      const ordered_json above = s + 1 < S ? peer_at(where(s + 1, m)) : ordered_json(nullptr);
+      const ordered_json above = s + 1 < S_ ? peer_at(where(s + 1, m)) : ordered_json(nullptr);
       micro_batches.push_back({{"micro_batch", m},
                                {"activations_from", below},
                                {"activations_to", above},
@@ -292,11 +319,24 @@ ordered_json ranks_json(const PlanView& view) {
                                {"gradients_to", below}});
     }
     entry["micro_batches"] = std::move(micro_batches);
-    entry["operations"] = std::move(operations[static_cast<std::size_t>(g)]);
-    out.push_back(std::move(entry));
+    entry["operations"] = std::move(operations);
+    return entry;
   }
-  return out;
-}
+
+  const PlanView& view_;
+  const Plan& plan_;
+  const std::vector<int> ranks_;
+  const int S_;
+  const int M_;
+  std::vector<int> rank_of_;
+  std::vector<std::vector<int>> group_of_;
+  std::vector<int> member_of_;
+  std::vector<int> gpu_of_;  // per (stage, micro-batch): the GPU of its forward
+};
+
+}  // namespace
+
+ordered_json ranks_json(const PlanView& view) { return RanksWriter(view).write(); }
 
 ordered_json torch_split_json(const PlanView& view) {
   const Plan& plan = view.plan;

@@ -172,239 +172,284 @@ std::string group_label(const PlanView& view, const std::vector<int>& gpus) {
   return out;
 }
 
-}  // namespace
-
-std::string svg_gantt(const PlanView& view) {
-  const Plan& plan = view.plan;
-  const std::vector<int> ranks = rank_order(view);
-  const bool v2 = is_v2_plan(plan);
-  // One row per group (spec 8.2), named by its leader; in a v1 plan one per GPU.
-  std::vector<int> rows;
-  std::vector<std::vector<int>> group_of(view.gpu_ids.size());
-  std::vector<std::pair<int, int>> place_of(view.gpu_ids.size(), {0, 0});  // stage, replica
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const Stage& stage = plan.stages[s];
-    for (int i = 0; i < stage.replicas(); ++i) {
-      rows.push_back(stage.leader(i));
-      group_of[static_cast<std::size_t>(stage.leader(i))] = stage.group(i);
-      place_of[static_cast<std::size_t>(stage.leader(i))] = {static_cast<int>(s), i};
+// One plan's chart, drawn part by part in document order (what is drawn later lies on top).
+class Gantt {
+ public:
+  explicit Gantt(const PlanView& view)
+      : view_(view),
+        plan_(view.plan),
+        v2_(is_v2_plan(view.plan)),
+        group_of_(view.gpu_ids.size()),
+        place_of_(view.gpu_ids.size(), {0, 0}),
+        row_y_(view.gpu_ids.size(), 0) {
+    // One row per group (spec 8.2), named by its leader; in a v1 plan one per GPU.
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
+      const Stage& stage = plan_.stages[s];
+      for (int i = 0; i < stage.replicas(); ++i) {
+        rows_.push_back(stage.leader(i));
+        group_of_[static_cast<std::size_t>(stage.leader(i))] = stage.group(i);
+        place_of_[static_cast<std::size_t>(stage.leader(i))] = {static_cast<int>(s), i};
+      }
+    }
+    geo_ = geometry_for(rows_.size());
+    pitch_ = geo_.row + geo_.band + 1;
+    const double iteration = plan_.timeline.iteration_ms;
+    scale_ = iteration > 0 ? kPlotWidth / iteration : 0;
+    // Row positions: stage groups separated by a gap.
+    double y = kPlotTop + geo_.gap / 2;
+    for (const Stage& stage : plan_.stages) {
+      const double top = y;
+      for (int g : stage.leaders()) {
+        row_y_[static_cast<std::size_t>(g)] = y;
+        y += pitch_;
+      }
+      bands_.emplace_back(top, y);
+      y += geo_.gap;
+    }
+    plot_bottom_ = y - geo_.gap / 2;
+    if (iteration > 0) {
+      step_ = tick_step(iteration, kPlotWidth, 90);
+      ticks_ = ticks_of(iteration, step_);
+    } else {
+      ticks_.push_back(0);
     }
   }
-  const Geometry geo = geometry_for(rows.size());
-  const double pitch = geo.row + geo.band + 1;
-  const double plot_width = kWidth - kLeft - kRight;
-  const double iteration = plan.timeline.iteration_ms;
-  const double scale = iteration > 0 ? plot_width / iteration : 0;
-  auto x_of = [&](double ms) { return kLeft + ms * scale; };
 
-  // Row positions: stage groups separated by a gap.
-  std::vector<double> row_y(view.gpu_ids.size(), 0);
-  std::vector<std::pair<double, double>> group;  // per stage: top and bottom
-  double y = kPlotTop + geo.gap / 2;
-  for (const Stage& stage : plan.stages) {
-    const double top = y;
-    for (int g : stage.leaders()) {
-      row_y[static_cast<std::size_t>(g)] = y;
-      y += pitch;
+  std::string draw() && {
+    header();
+    legend();
+    stage_bands();
+    for (double t : ticks_) svg_.line(x_of(t), kPlotTop, x_of(t), plot_bottom_, "#cfd4da", 0.6);
+    gpu_rows();
+    compute();
+    allreduces();
+    updates();
+    transfers();
+    axis();
+    svg_.raw("</svg>\n");
+    return std::move(svg_).str();
+  }
+
+ private:
+  static constexpr double kPlotWidth = kWidth - kLeft - kRight;
+
+  double x_of(double ms) const { return kLeft + ms * scale_; }
+  double row_top(int gpu) const { return row_y_[static_cast<std::size_t>(gpu)]; }
+
+  // The document, its background, title and the plan's figures.
+  void header() {
+    const double height = plot_bottom_ + 48;
+    svg_.raw("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(kWidth) +
+             "\" height=\"" + coordinate(height) + "\" viewBox=\"0 0 " + coordinate(kWidth) + " " +
+             coordinate(height) +
+             "\" font-family=\"DejaVu Sans, Verdana, Arial, Helvetica, sans-serif\">\n");
+    const std::string title = detail::plan_title(view_);
+    const std::string figures = detail::iteration_text(view_);
+    svg_.raw("<title>" + xml_escape(title + ": " + figures) + "</title>\n");
+    svg_.rect(0, 0, kWidth, height, "#ffffff");
+    svg_.text(14, 26, title, 16, "start", "#222222", "title", true);
+    svg_.text(14, 47, figures, 13, "start", "#222222", "subtitle");
+    const std::size_t used = rank_order(view_).size();
+    svg_.text(14, 66,
+              "planner " + plan_.planner + ", schedule " + plan_.schedule_policy + ", " +
+                  std::to_string(view_.micro_batches) + " micro-batches, " +
+                  std::to_string(plan_.stages.size()) + " stage" +
+                  (plan_.stages.size() == 1 ? "" : "s") + " on " + std::to_string(used) + " of " +
+                  std::to_string(view_.gpu_ids.size()) + " GPUs",
+              11, "start", "#555555", "details");
+  }
+
+  void legend() {
+    std::vector<std::pair<const char*, const char*>> entries = {
+        {kForward, "forward"},        {kBackward, "backward"},
+        {kAllReduce, "AllReduce"},    {kActivation, "activation send"},
+        {kGradient, "gradient send"}, {kIdle, "idle"}};
+    if (v2_) {
+      entries.insert(entries.end(), {{kUpdate, "optimizer step"},
+                                     {kRecompute, "recomputation"},
+                                     {kTensorParallel, "tensor-parallel all-reduce"}});
     }
-    group.emplace_back(top, y);
-    y += geo.gap;
-  }
-  const double plot_bottom = y - geo.gap / 2;
-  const double height = plot_bottom + 48;
-
-  Svg svg;
-  svg.raw("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coordinate(kWidth) +
-          "\" height=\"" + coordinate(height) + "\" viewBox=\"0 0 " + coordinate(kWidth) + " " +
-          coordinate(height) +
-          "\" font-family=\"DejaVu Sans, Verdana, Arial, Helvetica, sans-serif\">\n");
-  const std::string title = detail::plan_title(view);
-  const std::string figures = detail::iteration_text(view);
-  svg.raw("<title>" + xml_escape(title + ": " + figures) + "</title>\n");
-  svg.rect(0, 0, kWidth, height, "#ffffff");
-  svg.text(14, 26, title, 16, "start", "#222222", "title", true);
-  svg.text(14, 47, figures, 13, "start", "#222222", "subtitle");
-  std::size_t used = ranks.size();
-  svg.text(14, 66,
-           "planner " + plan.planner + ", schedule " + plan.schedule_policy + ", " +
-               std::to_string(view.micro_batches) + " micro-batches, " +
-               std::to_string(plan.stages.size()) + " stage" +
-               (plan.stages.size() == 1 ? "" : "s") + " on " + std::to_string(used) + " of " +
-               std::to_string(view.gpu_ids.size()) + " GPUs",
-           11, "start", "#555555", "details");
-
-  // Legend.
-  std::vector<std::pair<const char*, const char*>> legend = {
-      {kForward, "forward"},        {kBackward, "backward"},
-      {kAllReduce, "AllReduce"},    {kActivation, "activation send"},
-      {kGradient, "gradient send"}, {kIdle, "idle"}};
-  if (v2) {
-    legend.insert(legend.end(), {{kUpdate, "optimizer step"},
-                                 {kRecompute, "recomputation"},
-                                 {kTensorParallel, "tensor-parallel all-reduce"}});
-  }
-  double legend_x = 14;
-  for (const auto& [colour, label] : legend) {
-    svg.rect(legend_x, 78, 12, 12, colour, "legend");
-    svg.text(legend_x + 17, 88.5, label, 11, "start", "#222222", "legend");
-    legend_x += 30 + 7.0 * static_cast<double>(std::string_view(label).size());
+    double legend_x = 14;
+    for (const auto& [colour, label] : entries) {
+      svg_.rect(legend_x, 78, 12, 12, colour, "legend");
+      svg_.text(legend_x + 17, 88.5, label, 11, "start", "#222222", "legend");
+      legend_x += 30 + 7.0 * static_cast<double>(std::string_view(label).size());
+    }
   }
 
   // Stage groups: alternating backgrounds and labels that fit.
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const auto [top, bottom] = group[s];
-    svg.rect(0, top - geo.gap / 2, kWidth, bottom - top + geo.gap,
-             s % 2 == 0 ? "#f3f5f8" : "#ffffff", "stage");
-    const double h = bottom - top;
-    const Stage& stage = plan.stages[s];
-    const std::string layers = stage.first_layer == stage.last_layer
-                                   ? "layer " + std::to_string(stage.first_layer)
-                                   : "layers " + std::to_string(stage.first_layer) + "-" +
-                                         std::to_string(stage.last_layer);
-    // In a v2 plan: the stage's degrees and whether it recomputes.
-    const std::string degrees = std::to_string(stage.replicas()) + " x " +
-                                std::to_string(stage.tensor_parallel) + " GPUs" +
-                                (stage.recompute ? ", recompute" : "");
-    if (v2 && h >= 40) {
-      svg.text(10, top + h / 2 - 8, "stage " + std::to_string(s), 12, "start", "#222222",
-               "stage-label", true);
-      svg.text(10, top + h / 2 + 5, layers, 10, "start", "#555555", "stage-label");
-      svg.text(10, top + h / 2 + 17, degrees, 10, "start", "#555555", "stage-label");
-    } else if (h >= 28) {
-      svg.text(10, top + h / 2 - 2, "stage " + std::to_string(s), 12, "start", "#222222",
-               "stage-label", true);
-      svg.text(10, top + h / 2 + 11, layers, 10, "start", "#555555", "stage-label");
-    } else if (h >= 12) {
-      svg.text(10, top + h / 2 + 4, "stage " + std::to_string(s),
-               std::min(11, static_cast<int>(h) - 1), "start", "#222222", "stage-label", true);
-    } else if (h >= 8) {
-      svg.text(10, top + h / 2 + 3, "s" + std::to_string(s), 8, "start", "#222222", "stage-label",
-               true);
+  void stage_bands() {
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
+      const auto [top, bottom] = bands_[s];
+      svg_.rect(0, top - geo_.gap / 2, kWidth, bottom - top + geo_.gap,
+                s % 2 == 0 ? "#f3f5f8" : "#ffffff", "stage");
+      const double h = bottom - top;
+      const Stage& stage = plan_.stages[s];
+      const std::string layers = stage.first_layer == stage.last_layer
+                                     ? "layer " + std::to_string(stage.first_layer)
+                                     : "layers " + std::to_string(stage.first_layer) + "-" +
+                                           std::to_string(stage.last_layer);
+      // In a v2 plan: the stage's degrees and whether it recomputes.
+      const std::string degrees = std::to_string(stage.replicas()) + " x " +
+                                  std::to_string(stage.tensor_parallel) + " GPUs" +
+                                  (stage.recompute ? ", recompute" : "");
+      const std::string name = "stage " + std::to_string(s);
+      if (v2_ && h >= 40) {
+        svg_.text(10, top + h / 2 - 8, name, 12, "start", "#222222", "stage-label", true);
+        svg_.text(10, top + h / 2 + 5, layers, 10, "start", "#555555", "stage-label");
+        svg_.text(10, top + h / 2 + 17, degrees, 10, "start", "#555555", "stage-label");
+      } else if (h >= 28) {
+        svg_.text(10, top + h / 2 - 2, name, 12, "start", "#222222", "stage-label", true);
+        svg_.text(10, top + h / 2 + 11, layers, 10, "start", "#555555", "stage-label");
+      } else if (h >= 12) {
+        svg_.text(10, top + h / 2 + 4, name, std::min(11, static_cast<int>(h) - 1), "start",
+                  "#222222", "stage-label", true);
+      } else if (h >= 8) {
+        svg_.text(10, top + h / 2 + 3, "s" + std::to_string(s), 8, "start", "#222222",
+                  "stage-label", true);
+      }
     }
   }
 
-  // Grid and ticks.
-  std::vector<double> ticks;
-  double step = 0;
-  if (iteration > 0) {
-    step = tick_step(iteration, plot_width, 90);
-    ticks = ticks_of(iteration, step);
-  } else {
-    ticks.push_back(0);
-  }
-  for (double t : ticks) svg.line(x_of(t), kPlotTop, x_of(t), plot_bottom, "#cfd4da", 0.6);
-
   // GPU rows: idle background and labels (every k-th row when rows are too thin for each).
-  const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / pitch)));
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const int g = rows[r];
-    const double top = row_y[static_cast<std::size_t>(g)];
-    svg.rect(kLeft, top, plot_width, geo.row, kIdle, "idle");
-    if (static_cast<int>(r) % label_every == 0) {
+  void gpu_rows() {
+    const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / pitch_)));
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      const int g = rows_[r];
+      const double top = row_top(g);
+      svg_.rect(kLeft, top, kPlotWidth, geo_.row, kIdle, "idle");
+      if (static_cast<int>(r) % label_every != 0) continue;
       const int size =
-          label_every > 1 ? geo.gpu_font : std::min(geo.gpu_font, static_cast<int>(geo.row));
-      const std::vector<int>& members = group_of[static_cast<std::size_t>(g)];
+          label_every > 1 ? geo_.gpu_font : std::min(geo_.gpu_font, static_cast<int>(geo_.row));
+      const std::vector<int>& members = group_of_[static_cast<std::size_t>(g)];
       std::string all;  // every GPU of a group, in the label's tooltip
       for (std::size_t k = 0; members.size() > 1 && k < members.size(); ++k) {
         if (k > 0) all += ", ";
-        all += detail::gpu_id(view, members[k]);
+        all += detail::gpu_id(view_, members[k]);
       }
-      svg.text(kLeft - 8, top + geo.row / 2 + size * 0.35,
-               shorten(group_label(view, members), members.size() > 1 ? 30 : 24), size, "end",
-               "#222222", "gpu-label", false, all);
+      svg_.text(kLeft - 8, top + geo_.row / 2 + size * 0.35,
+                shorten(group_label(view_, members), members.size() > 1 ? 30 : 24), size, "end",
+                "#222222", "gpu-label", false, all);
     }
   }
 
   // Compute tasks and their micro-batch labels.
-  for (const TimedCompute& e : plan.timeline.compute) {
-    const bool forward = e.task.op == Op::kForward;
-    const double top = row_y[static_cast<std::size_t>(e.gpu)];
-    const double x = x_of(e.start_ms);
-    const double w = (e.end_ms - e.start_ms) * scale;
-    // A white outline separates neighbouring boxes where they are wide enough to keep colour.
-    // The shares of a v2 task (known with the model and topology): recomputation and
-    // tensor-parallel all-reduce, drawn side by side in a strip at the bottom of its box.
-    double recompute_ms = 0, allreduce_ms = 0;
-    if (v2 && view.group_figures) {
-      const auto [s, i] = place_of[static_cast<std::size_t>(e.gpu)];
-      const GroupFigures& f =
-          (*view.group_figures)[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-      recompute_ms = forward ? 0 : f.recompute_ms;
-      allreduce_ms = forward ? f.forward_allreduce_ms : f.backward_allreduce_ms;
-    }
-    std::string shares;
-    if (recompute_ms > 0) shares += ", recomputation " + format_ms(recompute_ms);
-    if (allreduce_ms > 0) shares += ", tensor-parallel all-reduce " + format_ms(allreduce_ms);
-    svg.rect(x, top, w, geo.row, forward ? kForward : kBackward, forward ? "fwd" : "bwd",
-             detail::short_name(e.task) + " on " + detail::gpu_id(view, e.gpu) + ": " +
-                 span(e.start_ms, e.end_ms) + shares,
-             w >= 4);
-    const double strip = geo.row * 0.3;
-    if (recompute_ms > 0) {
-      svg.rect(x, top + geo.row - strip, recompute_ms * scale, strip, kRecompute, "recompute");
-    }
-    if (allreduce_ms > 0) {
-      svg.rect(x + recompute_ms * scale, top + geo.row - strip, allreduce_ms * scale, strip,
-               kTensorParallel, "tp");
-    }
-    if (geo.task_font > 0) {
-      const std::string label = std::to_string(e.task.micro_batch);
-      const double needed = static_cast<double>(label.size()) * geo.task_font * 0.62 + 4;
-      if (w >= needed) {
-        svg.text(x + w / 2, top + geo.row / 2 + geo.task_font * 0.36, label, geo.task_font,
-                 "middle", "#ffffff", "mb");
-      }
-    }
-  }
-  // AllReduces, in the rows of their GPUs (which compute nothing more for the stage).
-  for (const TimedAllReduce& e : plan.timeline.allreduces) {
-    for (int g : plan.stages[static_cast<std::size_t>(e.stage)].leaders()) {
+  void compute() {
+    for (const TimedCompute& e : plan_.timeline.compute) {
+      const bool forward = e.task.op == Op::kForward;
+      const double top = row_top(e.gpu);
       const double x = x_of(e.start_ms);
-      const double w = (e.end_ms - e.start_ms) * scale;
-      const double top = row_y[static_cast<std::size_t>(g)];
-      svg.rect(x, top, w, geo.row, kAllReduce, "ar",
-               "AllReduce of stage " + std::to_string(e.stage) + " (" + format_bytes(e.bytes) +
-                   "): " + span(e.start_ms, e.end_ms));
-      if (geo.task_font > 0 && w >= 9 * geo.task_font * 0.62 + 4) {
-        svg.text(x + w / 2, top + geo.row / 2 + geo.task_font * 0.36, "AllReduce", geo.task_font,
-                 "middle", "#ffffff", "ar-label");
+      const double w = (e.end_ms - e.start_ms) * scale_;
+      // A white outline separates neighbouring boxes where they are wide enough to keep colour.
+      // The shares of a v2 task (known with the model and topology): recomputation and
+      // tensor-parallel all-reduce, drawn side by side in a strip at the bottom of its box.
+      double recompute_ms = 0, allreduce_ms = 0;
+      if (v2_ && view_.group_figures) {
+        const auto [s, i] = place_of_[static_cast<std::size_t>(e.gpu)];
+        const GroupFigures& f =
+            (*view_.group_figures)[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        recompute_ms = forward ? 0 : f.recompute_ms;
+        allreduce_ms = forward ? f.forward_allreduce_ms : f.backward_allreduce_ms;
+      }
+      std::string shares;
+      if (recompute_ms > 0) shares += ", recomputation " + format_ms(recompute_ms);
+      if (allreduce_ms > 0) shares += ", tensor-parallel all-reduce " + format_ms(allreduce_ms);
+      svg_.rect(x, top, w, geo_.row, forward ? kForward : kBackward, forward ? "fwd" : "bwd",
+                detail::short_name(e.task) + " on " + detail::gpu_id(view_, e.gpu) + ": " +
+                    span(e.start_ms, e.end_ms) + shares,
+                w >= 4);
+      const double strip = geo_.row * 0.3;
+      if (recompute_ms > 0) {
+        svg_.rect(x, top + geo_.row - strip, recompute_ms * scale_, strip, kRecompute, "recompute");
+      }
+      if (allreduce_ms > 0) {
+        svg_.rect(x + recompute_ms * scale_, top + geo_.row - strip, allreduce_ms * scale_, strip,
+                  kTensorParallel, "tp");
+      }
+      if (geo_.task_font > 0) {
+        const std::string label = std::to_string(e.task.micro_batch);
+        const double needed = static_cast<double>(label.size()) * geo_.task_font * 0.62 + 4;
+        if (w >= needed) {
+          svg_.text(x + w / 2, top + geo_.row / 2 + geo_.task_font * 0.36, label, geo_.task_font,
+                    "middle", "#ffffff", "mb");
+        }
       }
     }
-  }
-  // Optimizer steps, in the rows of their groups.
-  for (const TimedUpdate& e : plan.timeline.updates) {
-    svg.rect(x_of(e.start_ms), row_y[static_cast<std::size_t>(e.gpu)],
-             std::max((e.end_ms - e.start_ms) * scale, 1.5), geo.row, kUpdate, "update",
-             "optimizer step of stage " + std::to_string(e.stage) + " on " +
-                 group_label(view, group_of[static_cast<std::size_t>(e.gpu)]) + ": " +
-                 span(e.start_ms, e.end_ms));
-  }
-  // Transfers, in the band under the sending GPU: activations above, gradients below.
-  for (const TimedTransfer& e : plan.timeline.transfers) {
-    const bool activation = e.task.kind == TransferKind::kActivation;
-    const double top =
-        row_y[static_cast<std::size_t>(e.from)] + geo.row + 0.5 + (activation ? 0 : geo.band / 2);
-    // At least 1.5 px: short transfers stay visible.
-    const double w = std::max((e.end_ms - e.start_ms) * scale, 1.5);
-    svg.rect(x_of(e.start_ms), top, w, geo.band / 2, activation ? kActivation : kGradient,
-             activation ? "act" : "grad",
-             std::string(activation ? "activation" : "gradient") + " m" +
-                 std::to_string(e.task.micro_batch) + " " + detail::gpu_id(view, e.from) + " -> " +
-                 detail::gpu_id(view, e.to) + " (" + format_bytes(e.bytes) +
-                 "): " + span(e.start_ms, e.end_ms));
   }
 
-  // Time axis.
-  svg.line(kLeft, plot_bottom, kLeft + plot_width, plot_bottom, "#555555", 1);
-  for (double t : ticks) {
-    svg.line(x_of(t), plot_bottom, x_of(t), plot_bottom + 4, "#555555", 1);
-    svg.text(x_of(t), plot_bottom + 16, step > 0 ? tick_label(t, step) : "0", 10, "middle",
-             "#333333", "tick");
+  // AllReduces, in the rows of their GPUs (which compute nothing more for the stage).
+  void allreduces() {
+    for (const TimedAllReduce& e : plan_.timeline.allreduces) {
+      for (int g : plan_.stages[static_cast<std::size_t>(e.stage)].leaders()) {
+        const double x = x_of(e.start_ms);
+        const double w = (e.end_ms - e.start_ms) * scale_;
+        const double top = row_top(g);
+        svg_.rect(x, top, w, geo_.row, kAllReduce, "ar",
+                  "AllReduce of stage " + std::to_string(e.stage) + " (" + format_bytes(e.bytes) +
+                      "): " + span(e.start_ms, e.end_ms));
+        if (geo_.task_font > 0 && w >= 9 * geo_.task_font * 0.62 + 4) {
+          svg_.text(x + w / 2, top + geo_.row / 2 + geo_.task_font * 0.36, "AllReduce",
+                    geo_.task_font, "middle", "#ffffff", "ar-label");
+        }
+      }
+    }
   }
-  svg.text(kLeft + plot_width / 2, plot_bottom + 36, "time (ms)", 11, "middle", "#333333",
-           "axis-title");
-  svg.raw("</svg>\n");
-  return std::move(svg).str();
-}
+
+  // Optimizer steps, in the rows of their groups.
+  void updates() {
+    for (const TimedUpdate& e : plan_.timeline.updates) {
+      svg_.rect(x_of(e.start_ms), row_top(e.gpu), std::max((e.end_ms - e.start_ms) * scale_, 1.5),
+                geo_.row, kUpdate, "update",
+                "optimizer step of stage " + std::to_string(e.stage) + " on " +
+                    group_label(view_, group_of_[static_cast<std::size_t>(e.gpu)]) + ": " +
+                    span(e.start_ms, e.end_ms));
+    }
+  }
+
+  // Transfers, in the band under the sending GPU: activations above, gradients below.
+  void transfers() {
+    for (const TimedTransfer& e : plan_.timeline.transfers) {
+      const bool activation = e.task.kind == TransferKind::kActivation;
+      const double top = row_top(e.from) + geo_.row + 0.5 + (activation ? 0 : geo_.band / 2);
+      // At least 1.5 px: short transfers stay visible.
+      const double w = std::max((e.end_ms - e.start_ms) * scale_, 1.5);
+      svg_.rect(x_of(e.start_ms), top, w, geo_.band / 2, activation ? kActivation : kGradient,
+                activation ? "act" : "grad",
+                std::string(activation ? "activation" : "gradient") + " m" +
+                    std::to_string(e.task.micro_batch) + " " + detail::gpu_id(view_, e.from) +
+                    " -> " + detail::gpu_id(view_, e.to) + " (" + format_bytes(e.bytes) +
+                    "): " + span(e.start_ms, e.end_ms));
+    }
+  }
+
+  // The time axis: its line, ticks and labels.
+  void axis() {
+    svg_.line(kLeft, plot_bottom_, kLeft + kPlotWidth, plot_bottom_, "#555555", 1);
+    for (double t : ticks_) {
+      svg_.line(x_of(t), plot_bottom_, x_of(t), plot_bottom_ + 4, "#555555", 1);
+      svg_.text(x_of(t), plot_bottom_ + 16, step_ > 0 ? tick_label(t, step_) : "0", 10, "middle",
+                "#333333", "tick");
+    }
+    svg_.text(kLeft + kPlotWidth / 2, plot_bottom_ + 36, "time (ms)", 11, "middle", "#333333",
+              "axis-title");
+  }
+
+  const PlanView& view_;
+  const Plan& plan_;
+  const bool v2_;
+  std::vector<int> rows_;                         // the leader of each row, top to bottom
+  std::vector<std::vector<int>> group_of_;        // per leader: its group's GPUs
+  std::vector<std::pair<int, int>> place_of_;     // per leader: stage, replica
+  std::vector<double> row_y_;                     // per leader: its row's top
+  std::vector<std::pair<double, double>> bands_;  // per stage: top and bottom
+  Geometry geo_{};
+  double pitch_ = 0, scale_ = 0, plot_bottom_ = 0, step_ = 0;
+  std::vector<double> ticks_;
+  Svg svg_;
+};
+
+}  // namespace
+
+std::string svg_gantt(const PlanView& view) { return Gantt(view).draw(); }
 
 }  // namespace pipeplan::report

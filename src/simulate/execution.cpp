@@ -97,7 +97,9 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
     std::vector<int> ring;
     ring.reserve(static_cast<std::size_t>(r));
     for (int k = 0; k < r; ++k) {
-      ring.push_back(stage.gpus[static_cast<std::size_t>(k * stage.tensor_parallel + i)]);
+      ring.push_back(
+          stage.gpus[static_cast<std::size_t>(k) * static_cast<std::size_t>(stage.tensor_parallel) +
+                     static_cast<std::size_t>(i)]);
     }
     longest = std::max(longest, allreduce_ms(topology, ring, bytes));
   }

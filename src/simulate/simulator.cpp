@@ -703,7 +703,7 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
     if (s + 1 < S) {
       double c = std::numeric_limits<double>::infinity();
       for (const int u : stage.leaders()) {
-        for (const int v : stages[static_cast<std::size_t>(s + 1)].leaders()) {
+        for (const int v : stages[static_cast<std::size_t>(s) + 1].leaders()) {
           c = std::min(c, topology.transfer_ms(u, v, e.transfer_bytes));
         }
       }

@@ -13,7 +13,8 @@ TaskGraph::TaskGraph(int stages, int micro_batches)
   if (stages < 1) throw ScheduleError("the plan has no stages");
   if (micro_batches < 1) throw ScheduleError("the schedule has no micro-batches");
   const std::int64_t slots = 4 * static_cast<std::int64_t>(stages) * micro_batches -
-                             2 * static_cast<std::int64_t>(micro_batches) + 2 * stages;
+                             2 * static_cast<std::int64_t>(micro_batches) +
+                             2 * static_cast<std::int64_t>(stages);
   if (slots > std::numeric_limits<int>::max()) {
     throw ScheduleError("the schedule has " + std::to_string(slots) + " tasks, more than " +
                         std::to_string(std::numeric_limits<int>::max()));
