@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/export.hpp"
@@ -54,6 +55,14 @@ int run_plan(const PlanOptions& options, Context& context) {
     apply_planning_options(options.planning, request);
     return planners::make_plan(options.planner, request, policy);
   };
+  // The batch-size search ranks the sizes by Megatron-shaped estimates, under the schedule
+  // the planner will use, and plans the most promising (planners::kBatchSizePlans).
+  auto estimate = [&](const model::Model& planned, int micro_batches) {
+    planners::Request request{planned, topology, micro_batches};
+    apply_planning_options(options.planning, request);
+    return planners::estimate_iteration_ms(
+        request, policy.value_or(planners::find_planner(options.planner).default_policy));
+  };
   const int micro_batches =
       options.global_batch ? 0 : micro_batch_count(options.micro_batches, model, options.model);
   const double reading_ms =
@@ -62,7 +71,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   Plan plan;
   if (options.global_batch) {
     planners::GlobalBatchPlan chosen =
-        planners::plan_global_batch(model, *options.global_batch, options.model, make);
+        planners::plan_global_batch(model, *options.global_batch, options.model, make, estimate);
     model = std::move(chosen.model);
     plan = std::move(chosen.plan);
   } else {

@@ -1,6 +1,8 @@
-// The batch-size search (issue 16 part 3, docs/transformer-model.md "The batch-size search"): every
-// micro-batch size that divides the global batch is planned and the fastest plan kept.
-// O(sqrt N) to find the candidates, then at most kMaxBatchSizeCandidates plans.
+// The batch-size search (issue 16 part 3, docs/transformer-model.md "The batch-size search"): the
+// micro-batch sizes that divide the global batch are planned and the fastest plan kept; with an
+// estimate, only the kBatchSizePlans most promising that give plans (issue 18: bounded work).
+// O(sqrt N) to find the candidates, one estimate per candidate, then at most
+// kMaxBatchSizeCandidates plans (kBatchSizePlans plus those that fail, with an estimate).
 
 #include "pipeplan/planners/batch_size.hpp"
 
@@ -28,9 +30,16 @@ bool no_slower(double candidate_ms, double best_ms) {
 
 struct Attempt {
   std::int64_t micro_batch_size = 0;
+  std::optional<double> estimate_ms;   // when the search ranks by estimate
+  bool tried = false;                  // planned (else left out by its estimate)
   std::optional<double> iteration_ms;  // empty: no plan
   std::string failure;                 // why not, when there is no plan
 };
+
+// An estimate in a note: its time, or that no megatron configuration fits.
+std::string estimate_text(double ms) {
+  return std::isfinite(ms) ? report::format_ms(ms) : std::string("none (no configuration fits)");
+}
 
 GlobalBatchPlan plan_profiled(const model::Model& model, std::int64_t global_batch,
                               const std::string& model_path, const PlanFunction& plan) {
@@ -95,7 +104,8 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
 }
 
 GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
-                                  const std::string& model_path, const PlanFunction& plan) {
+                                  const std::string& model_path, const PlanFunction& plan,
+                                  const EstimateFunction& estimate) {
   if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
     throw UsageError("--global-batch: must be from 1 to " + std::to_string(kMaxGlobalBatch));
   }
@@ -130,38 +140,74 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
                           "global batch with fewer divisors (see \"Limits\" in docs/errors.md)");
   }
 
+  // With an estimate: the sizes from the most promising, until kBatchSizePlans have plans.
+  std::vector<std::size_t> order(sizes.size());
+  for (std::size_t x = 0; x < order.size(); ++x) order[x] = x;
+  std::vector<std::optional<double>> estimates(sizes.size());
+  if (estimate) {
+    for (std::size_t x = 0; x < sizes.size(); ++x) {
+      const model::Model at = model::transformer_model_at(model, static_cast<int>(sizes[x]));
+      estimates[x] = estimate(at, static_cast<int>(global_batch / sizes[x]));
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return *estimates[a] < *estimates[b]; });
+  }
   std::optional<GlobalBatchPlan> best;
-  std::vector<Attempt> attempts;
-  for (std::int64_t b : sizes) {
+  std::vector<Attempt> attempts(sizes.size());
+  int planned = 0;
+  for (const std::size_t x : order) {
+    const std::int64_t b = sizes[x];
+    Attempt& attempt = attempts[x];
+    attempt.micro_batch_size = b;
+    attempt.estimate_ms = estimates[x];
+    if (estimate && planned >= kBatchSizePlans) continue;
+    attempt.tried = true;
     model::Model candidate = model::transformer_model_at(model, static_cast<int>(b));
     const auto micro_batches = static_cast<int>(global_batch / b);
-    Attempt attempt{b, std::nullopt, ""};
     try {
       Plan made = plan(candidate, micro_batches);
+      ++planned;
       attempt.iteration_ms = made.timeline.iteration_ms;
-      if (!best || no_slower(made.timeline.iteration_ms, best->plan.timeline.iteration_ms)) {
+      // Ties go to the larger size, whatever the order of planning.
+      const double ms = made.timeline.iteration_ms;
+      const bool better = !best || (b > *best->plan.micro_batch_size
+                                        ? no_slower(ms, best->plan.timeline.iteration_ms)
+                                        : !no_slower(best->plan.timeline.iteration_ms, ms));
+      if (better) {
         made.micro_batch_size = b;
         best = GlobalBatchPlan{std::move(candidate), std::move(made)};
       }
     } catch (const InfeasibleError& error) {
       attempt.failure = error.what();
     }
-    attempts.push_back(std::move(attempt));
   }
   if (!best) throw InfeasibleError(no_plan_message(global_batch, attempts));
 
   std::vector<std::string> notes;
   notes.reserve(attempts.size() + 1);
+  std::size_t tried = 0;
   for (const Attempt& attempt : attempts) {
-    notes.push_back("batch-size search: micro-batch size " +
-                    std::to_string(attempt.micro_batch_size) + " (" +
-                    micro_batches_text(global_batch / attempt.micro_batch_size) + "): " +
-                    (attempt.iteration_ms ? report::format_ms(*attempt.iteration_ms)
-                                          : "no plan (" + attempt.failure + ")"));
+    std::string note = "batch-size search: micro-batch size " +
+                       std::to_string(attempt.micro_batch_size) + " (" +
+                       micro_batches_text(global_batch / attempt.micro_batch_size) + "): ";
+    if (!attempt.tried) {
+      note += "not planned";
+    } else if (attempt.iteration_ms) {
+      note += report::format_ms(*attempt.iteration_ms);
+    } else {
+      note += "no plan (" + attempt.failure + ")";
+    }
+    if (attempt.estimate_ms) note += ", estimate " + estimate_text(*attempt.estimate_ms);
+    notes.push_back(std::move(note));
+    tried += attempt.tried ? 1 : 0;
   }
   notes.push_back("batch-size search: chose micro-batch size " +
-                  std::to_string(*best->plan.micro_batch_size) + " of " +
-                  std::to_string(attempts.size()) + " tried");
+                  std::to_string(*best->plan.micro_batch_size) + " of " + std::to_string(tried) +
+                  " tried" +
+                  (tried < attempts.size() ? " (the " + std::to_string(kBatchSizePlans) +
+                                                 " with plans of the smallest estimates, of " +
+                                                 std::to_string(attempts.size()) + " sizes)"
+                                           : std::string()));
   best->plan.notes.insert(best->plan.notes.begin(), notes.begin(), notes.end());
   return std::move(*best);
 }

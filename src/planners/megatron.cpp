@@ -14,6 +14,7 @@
 // recomputation choice; scheduling and replay are `finish_plan`'s.
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "pipeplan/error.hpp"
@@ -151,6 +152,42 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   if (recompute == Recompute::kAuto && !fits(request, partition.stages, policy)) all = true;
   for (Stage& stage : partition.stages) stage.recompute = all;
   return partition;
+}
+
+double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
+                         Optimizer optimizer) {
+  const auto exec = simulate::execution(request.model, request.topology, stages, optimizer);
+  double bottleneck = 0, pass = 0, allreduce = 0;
+  for (const simulate::StageExecution& e : exec) {
+    double slowest = 0;
+    for (const simulate::GroupExecution& group : e.groups)
+      slowest = std::max(slowest, group.work_ms);
+    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
+    bottleneck = std::max(bottleneck, slowest * request.micro_batches / replicas);
+    pass += slowest;
+    allreduce = std::max(allreduce, e.allreduce_ms);
+  }
+  return bottleneck + pass + allreduce;
+}
+
+double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
+  const partition::StageChoices choices = stage_choices(request);
+  std::vector<Request> configurations;
+  if (request.tensor_parallel.size() == 1 && request.pipeline_parallel) {
+    configurations.push_back(request);
+  } else {
+    configurations = megatron_configurations(request, choices.degrees);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (const Request& fixed : configurations) {
+    try {
+      const Partition partition = megatron_partition(fixed, policy);
+      best = std::min(best, megatron_estimate(fixed, partition.stages, choices.optimizer));
+    } catch (const InfeasibleError&) {  // a configuration the memory or the layers do not allow
+    } catch (const UsageError&) {
+    }
+  }
+  return best;
 }
 
 }  // namespace pipeplan::planners

@@ -33,25 +33,6 @@ namespace {
 // whatever the search budget while their replays cost at most this many budgets.
 constexpr double kMegatronSeedWork = 64;
 
-// A quick estimate of a seed's iteration, to try the most promising first: the bottleneck
-// stage's share of the micro-batches, one pass through every stage (fill and drain) and the
-// longest AllReduce, each group at its slowest GPU's speed. O(S + N).
-double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
-                         Optimizer optimizer) {
-  const auto exec = simulate::execution(request.model, request.topology, stages, optimizer);
-  double bottleneck = 0, pass = 0, allreduce = 0;
-  for (const simulate::StageExecution& e : exec) {
-    double slowest = 0;
-    for (const simulate::GroupExecution& group : e.groups)
-      slowest = std::max(slowest, group.work_ms);
-    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
-    bottleneck = std::max(bottleneck, slowest * request.micro_batches / replicas);
-    pass += slowest;
-    allreduce = std::max(allreduce, e.allreduce_ms);
-  }
-  return bottleneck + pass + allreduce;
-}
-
 // Megatron-LM's own placements as starts of spp's search on the input order, so that the search
 // never ends slower than a megatron configuration it could reach. Under --uniform: every degree
 // and depth (D = floor(N / (t P))), tried while the budget lasts (small instances replay every
@@ -156,45 +137,42 @@ std::string no_degree_message(const Request& request) {
   return message;
 }
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
 
-int max_stages_within_task_limit(int micro_batches) {
-  // 4 S M - 2 M <= kMaxPlanTasks.
-  const std::int64_t M = micro_batches;
-  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks + 2 * M) / (4 * M), 1 << 30));
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& search) {
-  const int N = request.topology.size();
-  const int L = static_cast<int>(request.model.layers.size());
-  // Spec 8.4: the degrees, recomputation and optimizer each stage may use (a v1 request: t = 1,
-  // no recomputation, so the search is that of sections 1-7).
-  const partition::StageChoices choices = stage_choices(request);
-  if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
-  using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  };
-  const auto ordering_started = Clock::now();
-  std::vector<std::vector<int>> candidates;
-  ordering::OrderStats order_stats;
-  candidates.push_back(ordering::mincut_order(request.topology, &order_stats));
-  const double ordering_ms = since(ordering_started);
-  std::vector<int> reversed(candidates.front().rbegin(), candidates.front().rend());
-  std::vector<int> input(static_cast<std::size_t>(N));
+// Step 1's candidate GPU orders: the min-cut order, its reverse and the input order, without
+// repeats. O(ordering) (mincut_order.hpp).
+struct CandidateOrders {
+  std::vector<std::vector<int>> orders;
+  ordering::OrderStats stats;
+  double ordering_ms = 0;
+};
+
+CandidateOrders candidate_orders(const topology::Topology& topology) {
+  CandidateOrders out;
+  const auto started = Clock::now();
+  out.orders.push_back(ordering::mincut_order(topology, &out.stats));
+  out.ordering_ms = ms_since(started);
+  std::vector<int> reversed(out.orders.front().rbegin(), out.orders.front().rend());
+  std::vector<int> input(static_cast<std::size_t>(topology.size()));
   std::iota(input.begin(), input.end(), 0);
   for (auto& order : {reversed, input}) {
-    if (std::find(candidates.begin(), candidates.end(), order) == candidates.end())
-      candidates.push_back(order);
+    if (std::find(out.orders.begin(), out.orders.end(), order) == out.orders.end())
+      out.orders.push_back(order);
   }
+  return out;
+}
 
-  // What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
-  // and throttles when memory is short; the fixed orders place micro-batch m on replica
-  // m mod r and need their stashes to fit. GPipe keeps all of a replica's micro-batches;
-  // 1F1B's depth depends on the stages after each one, so the DP runs with 1, 2, 4, ... stashes
-  // per replica, and every run's proposals are replayed under 1F1B.
+// What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
+// and throttles when memory is short; the fixed orders place micro-batch m on replica
+// m mod r and need their stashes to fit. GPipe keeps all of a replica's micro-batches;
+// 1F1B's depth depends on the stages after each one, so the DP runs with 1, 2, 4, ... stashes
+// per replica, and every run's proposals are replayed under 1F1B. O(log M) models.
+std::vector<partition::ScheduleModel> schedule_models(schedule::Policy policy, long M) {
   std::vector<partition::ScheduleModel> models;
-  const long M = request.micro_batches;
   if (policy == schedule::Policy::kList) {
     models.push_back({false, 0});
   } else if (policy == schedule::Policy::kGpipe) {
@@ -205,132 +183,70 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       if (k >= M) break;
     }
   }
-  partition::ShapeLimits limits;
-  limits.layers = L;
-  // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
-  // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
-  limits.max_replicas = N;
-  // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
-  limits.max_stages = std::min({max_stages_within_task_limit(request.micro_batches), L, N});
-  restrict_shapes(request, limits);
+  return models;
+}
 
-  // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
-  const bool exhaustive =
-      partition::count_shapes(limits, N, search.exhaustive_shapes) <= search.exhaustive_shapes;
-  if (exhaustive) models.resize(1);
+// One candidate order under one schedule model: its plan if any, and what the notes say.
+struct Outcome {
+  std::optional<Plan> plan;
+  double dp_ms = 0;
+  double scheduling_ms = 0;
+  std::string note;
+  std::exception_ptr failure;  // anything but infeasibility: rethrown on the calling thread
+};
 
-  static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
-                                                "input order"};
-  // One candidate order under one schedule model: DP, then the replayed search.
-  struct Outcome {
-    std::optional<Plan> plan;
-    double dp_ms = 0;
-    double scheduling_ms = 0;
-    std::string note;
-    std::exception_ptr failure;  // anything but infeasibility: rethrown on the calling thread
-  };
-  auto evaluate = [&](std::size_t c, const partition::ScheduleModel& model) {
+// The context every (order, schedule model) evaluation shares; evaluations are independent
+// and run on parallel threads (`evaluate` is const and touches no shared state).
+class SppRun {
+ public:
+  SppRun(const Request& request, schedule::Policy policy, const SppSearch& search,
+         const partition::StageChoices& choices, const CandidateOrders& candidates)
+      : request_(request),
+        policy_(policy),
+        search_(search),
+        choices_(choices),
+        orders_(candidates.orders),
+        N_(request.topology.size()),
+        M_(request.micro_batches) {
+    limits_.layers = static_cast<int>(request.model.layers.size());
+    // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
+    // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
+    limits_.max_replicas = N_;
+    // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
+    limits_.max_stages =
+        std::min({max_stages_within_task_limit(request.micro_batches), limits_.layers, N_});
+    restrict_shapes(request, limits_);
+    // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
+    exhaustive_ =
+        partition::count_shapes(limits_, N_, search.exhaustive_shapes) <= search.exhaustive_shapes;
+  }
+
+  bool exhaustive() const { return exhaustive_; }
+
+  // Order `c` under `model` (`first_model`: the first of the schedule models, the one the
+  // Megatron seeds are tried under).
+  Outcome evaluate(std::size_t c, const partition::ScheduleModel& model, bool first_model) const {
+    static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
+                                                  "input order"};
     Outcome out;
     try {
-      const auto& order = candidates[c];
+      const auto& order = orders_[c];
       std::string name = c < 3 ? kCandidateNames[c] : "order";
       if (model.stashes > 0) name += " (" + std::to_string(model.stashes) + " stashes per replica)";
-      // Every shape is measured the same way: scheduled under `policy` and replayed.
-      auto replayed = [&](const std::vector<Stage>& stages) -> partition::Evaluation {
-        const double work = 4.0 * static_cast<double>(stages.size()) * static_cast<double>(M) + N;
-        try {
-          const Plan plan = finish_plan("spp", Partition{order, stages}, request, policy);
-          return {plan.timeline.iteration_ms, work};
-        } catch (const InfeasibleError&) {
-          return {std::nullopt, work};
-        }
-      };
-      std::optional<partition::Found> found;
       std::string how;
       const auto started = Clock::now();
-      if (exhaustive) {
-        // Few enough shapes: replay them all (exact for the replayed time on this order).
-        int shapes = 0;
-        partition::for_each_shape(limits, order, [&](const std::vector<Stage>& stages) {
-          ++shapes;
-          const auto value = replayed(stages);
-          if (value.iteration_ms && (!found || *value.iteration_ms < found->iteration_ms)) {
-            found = partition::Found{stages, *value.iteration_ms};
-          }
-        });
-        out.scheduling_ms = since(started);
-        how = "all " + std::to_string(shapes) + " shapes replayed";
+      std::optional<partition::Found> found;
+      if (exhaustive_) {
+        found = replay_every_shape(order, how);
+        out.scheduling_ms = ms_since(started);
       } else {
-        partition::SolveOptions options;
-        options.solutions = search.dp_solutions;
-        options.max_stages = limits.max_stages;
-        options.choices = choices;
-        const auto solutions = partition::solve_several(request.model, request.topology, order,
-                                                        request.micro_batches, model, options);
-        out.dp_ms = since(started);
-        const auto search_started = Clock::now();
-        // Starts: the DP's best and the greedy packing, whatever the budget; then the DP's
-        // other solutions and any random starts while the budget lasts. Greedy packing with
-        // one GPU per stage fits whenever any such packing does, so a plan is found whenever
-        // memory allows one under the list schedule (the DP's grid may miss it).
-        std::vector<std::vector<Stage>> starts;
-        if (!solutions.empty()) starts.push_back(solutions.front().stages);
-        // Greedy packing at every degree and recomputation choice (one group per stage): at
-        // t = 1 without recomputation, section 3's packing.
-        for (const int t : choices.degrees) {
-          for (const bool recompute : {false, true}) {
-            if (recompute ? !(choices.may_recompute || choices.must_recompute)
-                          : choices.must_recompute) {
-              continue;
-            }
-            if (auto packed = partition::greedy_packing(
-                    request.model, request.topology, order, std::max(1L, model.stashes),
-                    limits.max_stages, nullptr, partition::Packing{t, recompute})) {
-              starts.push_back(std::move(*packed));
-            }
-          }
-        }
-        // On the input order, the baselines' shapes too (when cheap to make and to replay): the
-        // search then never ends slower than such a baseline rescheduled with the same policy.
-        if (order == input) {
-          for (const PlannerRow* baseline : baseline_partitions()) {
-            if (baseline->steps(request) > kMaxSeedSteps) continue;
-            try {
-              Partition partition = baseline->partition(request, policy);
-              // Within the stage cap, and no dearer to replay than the whole search budget.
-              const double cost =
-                  4.0 * static_cast<double>(partition.stages.size()) * static_cast<double>(M) + N;
-              if (static_cast<int>(partition.stages.size()) <= limits.max_stages &&
-                  cost <= search.work) {
-                starts.push_back(std::move(partition.stages));
-              }
-            } catch (const InfeasibleError&) {
-            }
-          }
-        }
-        const bool seeded = (request.uniform || &model == &models.front()) && order == input;
-        auto [megatron_seeds, first_budgeted] =
-            seeded ? megatron_seeds_for(request, choices, policy, search.work) : MegatronSeeds{};
-        const std::size_t always = starts.size() + first_budgeted;
-        for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
-        for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
-        std::mt19937 rng(search.seed + static_cast<unsigned>(c));
-        for (int x = 0; x < search.restarts; ++x) {
-          starts.push_back(partition::random_shape(rng, order, limits));
-        }
-        found = partition::local_search(request.model, starts, always, order, limits, replayed,
-                                        search.work);
-        out.scheduling_ms = since(search_started);
-        how = solutions.empty()
-                  ? std::string("DP found nothing")
-                  : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) +
-                        " (" + std::to_string(solutions.size()) + " solutions)";
+        found = search(c, model, first_model, out, how);
       }
       if (!found) {
         out.note = name + ": no placement fits (" + how + ")";
         return out;
       }
-      out.plan = finish_plan("spp", Partition{order, found->stages}, request, policy);
+      out.plan = finish_plan("spp", Partition{order, found->stages}, request_, policy_);
       out.note = name + ": " + how + ", replayed " +
                  report::format_ms(out.plan->timeline.iteration_ms) + ", " +
                  std::to_string(found->stages.size()) + " stages, DP " +
@@ -339,43 +255,143 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       out.failure = std::current_exception();
     }
     return out;
-  };
+  }
 
-  std::optional<Plan> best;
-  std::vector<std::string> notes;
-  double dp_ms = 0, scheduling_ms = 0;
-  for (const partition::ScheduleModel& model : models) {
-    // The candidates are independent: evaluate them on parallel threads, then merge in
-    // candidate order, so the result does not depend on the number of threads.
-    std::vector<Outcome> outcomes(candidates.size());
-    std::vector<std::thread> workers;
-    for (std::size_t c = 1; c < candidates.size(); ++c) {
-      workers.emplace_back([&, c] { outcomes[c] = evaluate(c, model); });
-    }
-    outcomes[0] = evaluate(0, model);
-    for (auto& worker : workers) worker.join();
-    for (Outcome& out : outcomes) {
-      if (out.failure) std::rethrow_exception(out.failure);
-      notes.push_back(out.note);
-      dp_ms += out.dp_ms;
-      scheduling_ms += out.scheduling_ms;
-      if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms))
-        best = std::move(out.plan);
-    }
-    // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
+ private:
+  // What replaying a shape of S stages costs the search budget: its 4 S M tasks and N GPUs.
+  double replay_work(std::size_t stages) const {
+    return 4.0 * static_cast<double>(stages) * static_cast<double>(M_) + N_;
   }
-  if (best) {
-    if (order_stats.spanning_tree_groups > 0) {
-      best->warnings.push_back(
-          "min-cut order: " + std::to_string(order_stats.spanning_tree_gpus) + " GPUs in " +
-          std::to_string(order_stats.spanning_tree_groups) +
-          " group(s) without structure were ordered by maximum spanning tree, the "
-          "minimum cuts' work budget being spent (docs/algorithms.md)");
+
+  // Every shape is measured the same way: scheduled under the policy and replayed.
+  partition::Evaluation replayed(const std::vector<int>& order,
+                                 const std::vector<Stage>& stages) const {
+    const double work = replay_work(stages.size());
+    try {
+      const Plan plan = finish_plan("spp", Partition{order, stages}, request_, policy_);
+      return {plan.timeline.iteration_ms, work};
+    } catch (const InfeasibleError&) {
+      return {std::nullopt, work};
     }
-    best->notes = notes;
-    best->phase_ms = {{"ordering", ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
-    return std::move(*best);
   }
+
+  // Few enough shapes: replay them all (exact for the replayed time on this order).
+  std::optional<partition::Found> replay_every_shape(const std::vector<int>& order,
+                                                     std::string& how) const {
+    std::optional<partition::Found> found;
+    int shapes = 0;
+    partition::for_each_shape(limits_, order, [&](const std::vector<Stage>& stages) {
+      ++shapes;
+      const auto value = replayed(order, stages);
+      if (value.iteration_ms && (!found || *value.iteration_ms < found->iteration_ms)) {
+        found = partition::Found{stages, *value.iteration_ms};
+      }
+    });
+    how = "all " + std::to_string(shapes) + " shapes replayed";
+    return found;
+  }
+
+  // Greedy packing at every degree and recomputation choice (one group per stage): at t = 1
+  // without recomputation, section 3's packing. It fits whenever any packing with one GPU per
+  // stage does, so a plan is found whenever memory allows one under the list schedule (the
+  // DP's grid may miss it).
+  void add_packings(const std::vector<int>& order, const partition::ScheduleModel& model,
+                    std::vector<std::vector<Stage>>& starts) const {
+    for (const int t : choices_.degrees) {
+      for (const bool recompute : {false, true}) {
+        if (recompute ? !(choices_.may_recompute || choices_.must_recompute)
+                      : choices_.must_recompute) {
+          continue;
+        }
+        if (auto packed = partition::greedy_packing(request_.model, request_.topology, order,
+                                                    std::max(1L, model.stashes), limits_.max_stages,
+                                                    nullptr, partition::Packing{t, recompute})) {
+          starts.push_back(std::move(*packed));
+        }
+      }
+    }
+  }
+
+  // The baselines' shapes (when cheap to make and to replay): on the input order the search
+  // then never ends slower than such a baseline rescheduled with the same policy.
+  void add_baselines(std::vector<std::vector<Stage>>& starts) const {
+    for (const PlannerRow* baseline : baseline_partitions()) {
+      if (baseline->steps(request_) > kMaxSeedSteps) continue;
+      try {
+        Partition partition = baseline->partition(request_, policy_);
+        // Within the stage cap, and no dearer to replay than the whole search budget.
+        if (static_cast<int>(partition.stages.size()) <= limits_.max_stages &&
+            replay_work(partition.stages.size()) <= search_.work) {
+          starts.push_back(std::move(partition.stages));
+        }
+      } catch (const InfeasibleError&) {
+      }
+    }
+  }
+
+  // Steps 2 and 3 on one order: the DP's solutions and the other starts, refined by the
+  // replayed local search. Starts: the DP's best, the greedy packings, the baselines and the
+  // budgeted Megatron seeds whatever the budget; then the other seeds, the DP's other solutions
+  // and the random starts while the budget lasts.
+  std::optional<partition::Found> search(std::size_t c, const partition::ScheduleModel& model,
+                                         bool first_model, Outcome& out, std::string& how) const {
+    const auto& order = orders_[c];
+    const bool input_order = is_identity(order);  // the orders are distinct: one is the input's
+    const auto started = Clock::now();
+    partition::SolveOptions options;
+    options.solutions = search_.dp_solutions;
+    options.max_stages = limits_.max_stages;
+    options.choices = choices_;
+    const auto solutions = partition::solve_several(request_.model, request_.topology, order,
+                                                    request_.micro_batches, model, options);
+    out.dp_ms = ms_since(started);
+    const auto search_started = Clock::now();
+    std::vector<std::vector<Stage>> starts;
+    if (!solutions.empty()) starts.push_back(solutions.front().stages);
+    add_packings(order, model, starts);
+    if (input_order) add_baselines(starts);
+    const bool seeded = (request_.uniform || first_model) && input_order;
+    auto [megatron_seeds, first_budgeted] =
+        seeded ? megatron_seeds_for(request_, choices_, policy_, search_.work) : MegatronSeeds{};
+    const std::size_t always = starts.size() + first_budgeted;
+    for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
+    for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
+    std::mt19937 rng(search_.seed + static_cast<unsigned>(c));
+    for (int x = 0; x < search_.restarts; ++x) {
+      starts.push_back(partition::random_shape(rng, order, limits_));
+    }
+    auto found = partition::local_search(
+        request_.model, starts, always, order, limits_,
+        [&](const std::vector<Stage>& stages) { return replayed(order, stages); }, search_.work);
+    out.scheduling_ms = ms_since(search_started);
+    how = solutions.empty()
+              ? std::string("DP found nothing")
+              : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) + " (" +
+                    std::to_string(solutions.size()) + " solutions)";
+    return found;
+  }
+
+  static bool is_identity(const std::vector<int>& order) {
+    for (std::size_t x = 0; x < order.size(); ++x) {
+      if (order[x] != static_cast<int>(x)) return false;
+    }
+    return true;
+  }
+
+  const Request& request_;
+  schedule::Policy policy_;
+  const SppSearch& search_;
+  const partition::StageChoices& choices_;
+  const std::vector<std::vector<int>>& orders_;
+  const int N_;
+  const long M_;
+  partition::ShapeLimits limits_;
+  bool exhaustive_ = false;
+};
+
+// Why spp found no plan: under a fixed schedule, whether the list schedule has one (which
+// plans again under it); else the binding memory constraint (infeasibility_message).
+[[noreturn]] void refuse(const Request& request, schedule::Policy policy, const SppSearch& search) {
   if (policy != schedule::Policy::kList) {
     bool list_fits = false;
     try {
@@ -393,6 +409,62 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
     }
   }
   throw InfeasibleError(infeasibility_message(request));
+}
+
+}  // namespace
+
+int max_stages_within_task_limit(int micro_batches) {
+  // 4 S M - 2 M <= kMaxPlanTasks.
+  const std::int64_t M = micro_batches;
+  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks + 2 * M) / (4 * M), 1 << 30));
+}
+
+Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& search) {
+  // Spec 8.4: the degrees, recomputation and optimizer each stage may use (a v1 request: t = 1,
+  // no recomputation, so the search is that of sections 1-7).
+  const partition::StageChoices choices = stage_choices(request);
+  if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
+  const CandidateOrders candidates = candidate_orders(request.topology);
+  std::vector<partition::ScheduleModel> models = schedule_models(policy, request.micro_batches);
+  const SppRun run(request, policy, search, choices, candidates);
+  if (run.exhaustive()) models.resize(1);
+
+  std::optional<Plan> best;
+  std::vector<std::string> notes;
+  double dp_ms = 0, scheduling_ms = 0;
+  for (const partition::ScheduleModel& model : models) {
+    // The candidates are independent: evaluate them on parallel threads, then merge in
+    // candidate order, so the result does not depend on the number of threads.
+    const bool first_model = &model == &models.front();
+    std::vector<Outcome> outcomes(candidates.orders.size());
+    std::vector<std::thread> workers;
+    for (std::size_t c = 1; c < candidates.orders.size(); ++c) {
+      workers.emplace_back([&, c] { outcomes[c] = run.evaluate(c, model, first_model); });
+    }
+    outcomes[0] = run.evaluate(0, model, first_model);
+    for (auto& worker : workers) worker.join();
+    for (Outcome& out : outcomes) {
+      if (out.failure) std::rethrow_exception(out.failure);
+      notes.push_back(out.note);
+      dp_ms += out.dp_ms;
+      scheduling_ms += out.scheduling_ms;
+      if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms))
+        best = std::move(out.plan);
+    }
+    // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
+  }
+  if (!best) refuse(request, policy, search);
+  if (candidates.stats.spanning_tree_groups > 0) {
+    best->warnings.push_back(
+        "min-cut order: " + std::to_string(candidates.stats.spanning_tree_gpus) + " GPUs in " +
+        std::to_string(candidates.stats.spanning_tree_groups) +
+        " group(s) without structure were ordered by maximum spanning tree, the "
+        "minimum cuts' work budget being spent (docs/algorithms.md)");
+  }
+  best->notes = notes;
+  best->phase_ms = {
+      {"ordering", candidates.ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
+  return std::move(*best);
 }
 
 }  // namespace pipeplan::planners

@@ -97,6 +97,56 @@ TEST(BatchSizeTest, KeepsTheFastestAndBreaksTiesTowardTheLargerSize) {
   EXPECT_EQ(plan_global_batch(model, 12, "m.json", plan).plan.micro_batch_size, 4);
 }
 
+TEST(BatchSizeTest, WithAnEstimatePlansTheMostPromisingUntilThreeGavePlans) {
+  const model::Model model = tiny_transformer();
+  std::map<int, double> iteration = {{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}};
+  std::map<int, double> guess = {{1, 500}, {2, 100}, {3, 50}, {4, 300}, {6, 300}, {12, 900}};
+  std::vector<int> sizes_planned;
+  auto plan = [&](const model::Model& at, int micro_batches) {
+    const int b = static_cast<int>(*at.profile_batch_size);
+    sizes_planned.push_back(b);
+    if (iteration[b] == 0) throw InfeasibleError("stage 0 does not fit");
+    return plan_taking(iteration[b], micro_batches);
+  };
+  auto estimate = [&](const model::Model& at, int micro_batches) {
+    const int b = static_cast<int>(*at.profile_batch_size);
+    EXPECT_EQ(b * micro_batches, 12);
+    return guess[b];
+  };
+  const GlobalBatchPlan chosen = plan_global_batch(model, 12, "m.json", plan, estimate);
+  // By estimate: 3 (no plan), 2, then 4 and 6 (equal estimates: the smaller first); three plans.
+  EXPECT_EQ(sizes_planned, (std::vector<int>{3, 2, 4, 6}));
+  EXPECT_EQ(chosen.plan.micro_batch_size, 6);  // 650 ms at 4 and 6: the larger wins
+  ASSERT_EQ(chosen.plan.notes.size(), 7u);
+  EXPECT_EQ(chosen.plan.notes[0],
+            "batch-size search: micro-batch size 1 (12 micro-batches): not planned, estimate "
+            "500 ms");
+  EXPECT_EQ(chosen.plan.notes[1],
+            "batch-size search: micro-batch size 2 (6 micro-batches): 700 ms, estimate 100 ms");
+  EXPECT_EQ(chosen.plan.notes[6],
+            "batch-size search: chose micro-batch size 6 of 4 tried (the 3 with plans of the "
+            "smallest estimates, of 6 sizes)");
+  // Planned larger size first, the tie still goes to the larger; a clearly faster smaller size
+  // planned later still wins.
+  guess = {{1, 500}, {2, 100}, {3, 50}, {4, 300}, {6, 200}, {12, 900}};
+  sizes_planned.clear();
+  EXPECT_EQ(plan_global_batch(model, 12, "m.json", plan, estimate).plan.micro_batch_size, 6);
+  EXPECT_EQ(sizes_planned, (std::vector<int>{3, 2, 6, 4}));
+  iteration[4] = 649;
+  EXPECT_EQ(plan_global_batch(model, 12, "m.json", plan, estimate).plan.micro_batch_size, 4);
+  // Within 1e-9 relative is a tie, whichever is planned first.
+  iteration[4] = 650 * (1 - 1e-12);
+  EXPECT_EQ(plan_global_batch(model, 12, "m.json", plan, estimate).plan.micro_batch_size, 6);
+  // When nothing fits, every size is tried.
+  iteration = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {6, 0}, {12, 0}};
+  sizes_planned.clear();
+  EXPECT_EQ(error_of([&] {
+              plan_global_batch(model, 12, "m.json", plan, estimate);
+            }).rfind("--global-batch 12: no micro-batch size of the 6 tried gives a plan", 0),
+            0u);
+  EXPECT_EQ(sizes_planned.size(), 6u);
+}
+
 TEST(BatchSizeTest, PicksTheSizeWhosePlanIsFastest) {
   // One GPU: every candidate is planned for real and the search must return the fastest of
   // the plans made one by one.

@@ -73,6 +73,20 @@ Partition megatron_partition(const Request& request, schedule::Policy policy);
 std::vector<Request> megatron_configurations(const Request& request,
                                              const std::vector<int>& degrees);
 
+/// A quick estimate of a megatron-shaped plan's iteration, to rank candidates before planning
+/// them (spp's Megatron seeds, the batch-size search): the bottleneck stage's share of the
+/// micro-batches, one pass through every stage (fill and drain) and the longest AllReduce, each
+/// group at its slowest GPU's speed. Not a bound either way. O(S + N).
+double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
+                         Optimizer optimizer);
+
+/// The smallest `megatron_estimate` of a request over the megatron configurations it allows:
+/// its own when it fixes one degree and a depth (`--planner megatron`), else every
+/// configuration that uses all GPUs (`megatron_configurations`) at the degrees it allows, each
+/// shaped and memory-checked by `megatron_partition` under `policy`. Infinity when none fits or
+/// the model has no tensor-parallel layers. O(configurations x (L D + N)).
+double estimate_iteration_ms(const Request& request, schedule::Policy policy);
+
 /// A GPipe split: one stage per GPU and its bottleneck.
 struct GpipeSplit {
   std::vector<Stage> stages;  ///< Stage `s` on `gpus[s]`.

@@ -28,6 +28,14 @@ inline constexpr int kMaxBatchSizeCandidates = 64;
 /// Throws `InfeasibleError` when nothing fits or the request is beyond the planner limits.
 using PlanFunction = std::function<Plan(const model::Model& model, int micro_batches)>;
 
+/// A quick estimate of the iteration of `model` with `micro_batches` micro-batches, ms (smaller
+/// is more promising; infinity: no idea). Ranks the sizes before any is planned.
+using EstimateFunction = std::function<double(const model::Model& model, int micro_batches)>;
+
+/// With an estimate, the search plans sizes from the smallest estimate on until this many gave
+/// plans: its work is that of a few plans, not of one per divisor (issue 18).
+inline constexpr int kBatchSizePlans = 3;
+
 /// The outcome of planning a global batch.
 struct GlobalBatchPlan {
   model::Model model;  ///< The model at the chosen micro-batch size (what the plan is of).
@@ -48,12 +56,16 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
 ///   global batch, so also the fastest per sample); ties (equal within 1e-9 relative, spec 4)
 ///   go to the larger b, which makes fewer tasks and launches fewer kernels in reality. A
 ///   description that sets `micro_batch_size` (`micro_batch_size_fixed`) fixes b: only it is tried.
+///   With `estimate`, the candidates are planned in order of their estimate (ties: the smaller b
+///   first) until `kBatchSizePlans` of them gave plans; the others are not planned, and the
+///   notes say so with every estimate. Without, every candidate is planned.
 ///   Cost: at most `kMaxBatchSizeCandidates` plans; more candidates are refused
 ///   (`InfeasibleError`), as is a search where no candidate gives a plan (the message names the
 ///   smallest and largest sizes tried and why they failed).
 /// * A profiled model: M = N / `profile.batch_size`, planned once; `UsageError` naming
 ///   `model_path` when the profile has no batch size or it does not divide N.
 GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
-                                  const std::string& model_path, const PlanFunction& plan);
+                                  const std::string& model_path, const PlanFunction& plan,
+                                  const EstimateFunction& estimate = {});
 
 }  // namespace pipeplan::planners
