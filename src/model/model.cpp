@@ -467,6 +467,11 @@ bool has_updates(const Model& model) {
                      [](const Layer& layer) { return largest(layer, update_ms_at) > 0; });
 }
 
+bool has_tensor_parallel_layers(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const Layer& layer) { return layer.tensor_parallel.has_value(); });
+}
+
 bool is_split(const Layer& layer, int t) {
   return layer.tensor_parallel.has_value() && t > 1 && lists_degree(layer, t);
 }

@@ -75,10 +75,7 @@ std::vector<Request> megatron_configurations(const Request& request,
                                              const std::vector<int>& degrees) {
   std::vector<Request> out;
   const auto& layers = request.model.layers;
-  if (std::none_of(layers.begin(), layers.end(),
-                   [](const model::Layer& layer) { return layer.tensor_parallel.has_value(); })) {
-    return out;
-  }
+  if (!model::has_tensor_parallel_layers(request.model)) return out;
   const int N = request.topology.size();
   const int L = static_cast<int>(layers.size());
   for (const int t : degrees) {

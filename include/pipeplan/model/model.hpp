@@ -118,6 +118,10 @@ double sharded_factor(const Model& model);
 /// runs update tasks).
 bool has_updates(const Model& model);
 
+/// Whether some layer has `tensor_parallel` (spec 8.1): the model can be split by tensor
+/// parallelism, and Megatron-LM's configurations apply to it. O(L).
+bool has_tensor_parallel_layers(const Model& model);
+
 // ---- Per-GPU values at a tensor-parallel degree (spec 8.1): the one definition that the
 // simulator, the bounds and the planners share. `t` is the degree of the stage that holds the
 // layer; it must be one the stage allows (`stage_allows_degree`). A layer without
