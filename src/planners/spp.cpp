@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -429,6 +430,27 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   std::vector<partition::ScheduleModel> models = schedule_models(policy, request.micro_batches);
   const SppRun run(request, policy, search, choices, candidates);
   if (run.exhaustive()) models.resize(1);
+  // spp's shapes include --uniform's, but its search can miss them where the uniform search,
+  // whose moves change every stage at once, finds them (bert-48 on geo-distributed: 3163 ms
+  // against 2875 ms). For a model without tensor-parallel layers (where no Megatron seeds start
+  // the search) the uniform search runs too, on a thread of its own beside the main search, and
+  // its plan is kept when strictly faster, so spp is never slower than `spp --uniform`. About
+  // 1.6 times the work; plans it does not beat are unchanged. (Where every shape was replayed,
+  // none can be faster.)
+  const bool uniform_search_ran =
+      !request.uniform && !run.exhaustive() && !model::has_tensor_parallel_layers(request.model);
+  std::future<std::optional<Plan>> uniform_search;  // waits in its destructor: exception-safe
+  if (uniform_search_ran) {
+    uniform_search = std::async(std::launch::async, [&request, policy, &search] {
+      Request uniform = request;
+      uniform.uniform = true;
+      try {
+        return std::optional<Plan>(plan_spp(uniform, policy, search));
+      } catch (const InfeasibleError&) {
+        return std::optional<Plan>();
+      }
+    });
+  }
 
   std::optional<Plan> best;
   std::vector<std::string> notes;
@@ -454,33 +476,25 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
     }
     // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
   }
-  if (!best) refuse(request, policy, search);
-  // spp's shapes include --uniform's, but its search can miss them where the uniform search,
-  // whose moves change every stage at once, finds them (bert-48 on geo-distributed: 3163 ms
-  // against 2875 ms). For a model without tensor-parallel layers (where no Megatron seeds start
-  // the search) the uniform search runs too and its plan is kept when strictly faster, so spp
-  // is never slower than `spp --uniform`. About 1.6 times the work; plans it does not beat are
-  // unchanged. (Where every shape was replayed, none can be faster.)
-  if (!request.uniform && !run.exhaustive() && !model::has_tensor_parallel_layers(request.model)) {
-    Request uniform = request;
-    uniform.uniform = true;
-    try {
-      Plan found = plan_spp(uniform, policy, search);
-      dp_ms += found.phase_ms.at(1).second;
-      scheduling_ms += found.phase_ms.at(2).second;
-      const bool kept = found.timeline.iteration_ms < best->timeline.iteration_ms * (1 - 1e-9);
-      notes.push_back("uniform search: replayed " + report::format_ms(found.timeline.iteration_ms) +
-                      (kept ? ", kept" : ", not kept"));
-      if (kept) {
-        found.notes.clear();
-        found.warnings.clear();
-        found.phase_ms.clear();
-        best = std::move(found);
-      }
-    } catch (const InfeasibleError&) {
-      notes.push_back("uniform search: no plan");
+  std::optional<Plan> uniform_plan = uniform_search.valid() ? uniform_search.get() : std::nullopt;
+  if (uniform_plan) {
+    dp_ms += uniform_plan->phase_ms.at(1).second;
+    scheduling_ms += uniform_plan->phase_ms.at(2).second;
+    const bool kept =
+        !best || uniform_plan->timeline.iteration_ms < best->timeline.iteration_ms * (1 - 1e-9);
+    notes.push_back("uniform search: replayed " +
+                    report::format_ms(uniform_plan->timeline.iteration_ms) +
+                    (kept ? ", kept" : ", not kept"));
+    if (kept) {
+      uniform_plan->notes.clear();
+      uniform_plan->warnings.clear();
+      uniform_plan->phase_ms.clear();
+      best = std::move(uniform_plan);
     }
+  } else if (uniform_search_ran) {
+    notes.push_back("uniform search: no plan");
   }
+  if (!best) refuse(request, policy, search);
   if (candidates.stats.spanning_tree_groups > 0) {
     best->warnings.push_back(
         "min-cut order: " + std::to_string(candidates.stats.spanning_tree_gpus) + " GPUs in " +
