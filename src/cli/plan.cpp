@@ -50,18 +50,20 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (options.check) existing = context.read("--check");
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
-  auto make = [&](const model::Model& planned, int micro_batches) {
+  auto request_for = [&](const model::Model& planned, int micro_batches) {
     planners::Request request{planned, topology, micro_batches};
     apply_planning_options(options.planning, request);
-    return planners::make_plan(options.planner, request, policy);
+    return request;
+  };
+  auto make = [&](const model::Model& planned, int micro_batches) {
+    return planners::make_plan(options.planner, request_for(planned, micro_batches), policy);
   };
   // The batch-size search ranks the sizes by Megatron-shaped estimates, under the schedule
   // the planner will use, and plans the most promising (planners::kBatchSizePlans).
   auto estimate = [&](const model::Model& planned, int micro_batches) {
-    planners::Request request{planned, topology, micro_batches};
-    apply_planning_options(options.planning, request);
     return planners::estimate_iteration_ms(
-        request, policy.value_or(planners::find_planner(options.planner).default_policy));
+        request_for(planned, micro_batches),
+        policy.value_or(planners::default_policy(options.planner)));
   };
   const int micro_batches =
       options.global_batch ? 0 : micro_batch_count(options.micro_batches, model, options.model);

@@ -179,8 +179,10 @@ double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
   for (const Request& fixed : configurations) {
     try {
       const Partition partition = megatron_partition(fixed, policy);
+      // megatron_partition shapes without refusing what does not fit (finish_plan does).
+      if (!fits(fixed, partition.stages, policy)) continue;
       best = std::min(best, megatron_estimate(fixed, partition.stages, choices.optimizer));
-    } catch (const InfeasibleError&) {  // a configuration the memory or the layers do not allow
+    } catch (const InfeasibleError&) {  // a configuration the GPUs or the layers do not allow
     } catch (const UsageError&) {
     }
   }

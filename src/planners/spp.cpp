@@ -31,6 +31,13 @@
 namespace pipeplan::planners {
 namespace {
 
+// What replaying a shape of `stages` stages costs the search budget: its 4 S M tasks and the
+// N GPUs of `request` (SppSearch::work is counted in these units).
+double replay_work(const Request& request, std::size_t stages) {
+  return 4.0 * static_cast<double>(stages) * static_cast<double>(request.micro_batches) +
+         request.topology.size();
+}
+
 // Megatron configurations seeding spp (models with tensor-parallel layers) are replayed
 // whatever the search budget while their replays cost at most this many budgets.
 constexpr double kMegatronSeedWork = 64;
@@ -96,7 +103,7 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
   out.shapes = std::move(sorted);
   double cost = 0;
   for (const auto& seed : out.shapes) {
-    cost += 4.0 * static_cast<double>(seed.size()) * request.micro_batches + N;
+    cost += replay_work(request, seed.size());
     if (cost > kMegatronSeedWork * search_work) break;
     ++out.budgeted;
   }
@@ -208,8 +215,7 @@ class SppRun {
         search_(search),
         choices_(choices),
         orders_(candidates.orders),
-        N_(request.topology.size()),
-        M_(request.micro_batches) {
+        N_(request.topology.size()) {
     limits_.layers = static_cast<int>(request.model.layers.size());
     // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
     // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
@@ -260,15 +266,10 @@ class SppRun {
   }
 
  private:
-  // What replaying a shape of S stages costs the search budget: its 4 S M tasks and N GPUs.
-  double replay_work(std::size_t stages) const {
-    return 4.0 * static_cast<double>(stages) * static_cast<double>(M_) + N_;
-  }
-
   // Every shape is measured the same way: scheduled under the policy and replayed.
   partition::Evaluation replayed(const std::vector<int>& order,
                                  const std::vector<Stage>& stages) const {
-    const double work = replay_work(stages.size());
+    const double work = replay_work(request_, stages.size());
     try {
       const Plan plan = finish_plan("spp", Partition{order, stages}, request_, policy_);
       return {plan.timeline.iteration_ms, work};
@@ -323,7 +324,7 @@ class SppRun {
         Partition partition = baseline->partition(request_, policy_);
         // Within the stage cap, and no dearer to replay than the whole search budget.
         if (static_cast<int>(partition.stages.size()) <= limits_.max_stages &&
-            replay_work(partition.stages.size()) <= search_.work) {
+            replay_work(request_, partition.stages.size()) <= search_.work) {
           starts.push_back(std::move(partition.stages));
         }
       } catch (const InfeasibleError&) {
@@ -386,7 +387,6 @@ class SppRun {
   const partition::StageChoices& choices_;
   const std::vector<std::vector<int>>& orders_;
   const int N_;
-  const long M_;
   partition::ShapeLimits limits_;
   bool exhaustive_ = false;
 };

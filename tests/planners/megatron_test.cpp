@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/planners/baselines.hpp"
@@ -120,6 +122,35 @@ TEST(MegatronTest, ConfigurationsThatCannotBeBuiltAreRefused) {
     EXPECT_STREQ(error.what(),
                  "pipeline-parallel 5 is more stages than the 4 decoder layers to split");
   }
+}
+
+// The batch-size search's ranking (estimate_iteration_ms): a fixed configuration's own
+// estimate; free, the smallest over the configurations using every GPU, each as shaped and
+// memory-checked by megatron_partition; infinity when none fits or nothing splits.
+TEST(MegatronTest, TheEstimateIsTheBestConfigurationThatFits) {
+  const model::Model model = transformer_shaped(8);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  const auto policy = schedule::Policy::kOneFOneB;
+  const Request t2p2 = configuration(model, topology, 8, 2, 2);
+  EXPECT_EQ(
+      estimate_iteration_ms(t2p2, policy),
+      megatron_estimate(t2p2, megatron_partition(t2p2, policy).stages, Optimizer::kReplicated));
+  const Request free{model, topology, 8};
+  const double best = estimate_iteration_ms(free, policy);
+  int equal = 0;
+  for (const Request& fixed : megatron_configurations(free, {1, 2, 4})) {
+    const double each = estimate_iteration_ms(fixed, policy);
+    EXPECT_LE(best, each);
+    equal += each == best ? 1 : 0;
+  }
+  EXPECT_EQ(equal, 1);
+  // Nothing fits in 1 kB per GPU; a model without tensor-parallel layers has no configuration.
+  const topology::Topology tiny = uniform_topology(8, 50e9, 0.002, {}, 1e3);
+  EXPECT_EQ(estimate_iteration_ms(Request{model, tiny, 8}, policy),
+            std::numeric_limits<double>::infinity());
+  const model::Model plain = make_model({L{1, 2}, L{1, 2}});
+  EXPECT_EQ(estimate_iteration_ms(Request{plain, topology, 8}, policy),
+            std::numeric_limits<double>::infinity());
 }
 
 }  // namespace

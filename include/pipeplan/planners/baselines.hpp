@@ -83,8 +83,9 @@ double megatron_estimate(const Request& request, const std::vector<Stage>& stage
 /// The smallest `megatron_estimate` of a request over the megatron configurations it allows:
 /// its own when it fixes one degree and a depth (`--planner megatron`), else every
 /// configuration that uses all GPUs (`megatron_configurations`) at the degrees it allows, each
-/// shaped and memory-checked by `megatron_partition` under `policy`. Infinity when none fits or
-/// the model has no tensor-parallel layers. O(configurations x (L D + N)).
+/// shaped by `megatron_partition` and kept when every group holds what `policy` keeps in
+/// flight. Infinity when none fits or the model has no tensor-parallel layers.
+/// O(configurations x (L D + N)).
 double estimate_iteration_ms(const Request& request, schedule::Policy policy);
 
 /// A GPipe split: one stage per GPU and its bottleneck.
