@@ -14,6 +14,7 @@
 // recomputation choice; scheduling and replay are `finish_plan`'s.
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -151,20 +152,53 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   return partition;
 }
 
+std::vector<Request> megatron_candidates(const Request& request,
+                                         const partition::StageChoices& choices) {
+  std::vector<Request> out;
+  for (Request& fixed : megatron_configurations(request, choices.degrees)) {
+    for (const Recompute setting : {Recompute::kNever, Recompute::kAlways}) {
+      const bool allowed = setting == Recompute::kNever
+                               ? !choices.must_recompute
+                               : choices.may_recompute || choices.must_recompute;
+      if (!allowed) continue;
+      fixed.recompute = setting;
+      out.push_back(fixed);
+    }
+  }
+  return out;
+}
+
 double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
                          Optimizer optimizer) {
   const auto exec = simulate::execution(request.model, request.topology, stages, optimizer);
-  double bottleneck = 0, pass = 0, allreduce = 0;
-  for (const simulate::StageExecution& e : exec) {
-    double slowest = 0;
-    for (const simulate::GroupExecution& group : e.groups)
-      slowest = std::max(slowest, group.work_ms);
-    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
-    bottleneck = std::max(bottleneck, slowest * request.micro_batches / replicas);
-    pass += slowest;
-    allreduce = std::max(allreduce, e.allreduce_ms);
+  const std::size_t S = exec.size();
+  std::vector<double> slowest(S, 0);
+  for (std::size_t s = 0; s < S; ++s) {
+    for (const simulate::GroupExecution& group : exec[s].groups)
+      slowest[s] = std::max(slowest[s], group.work_ms);
   }
-  return bottleneck + pass + allreduce;
+  // A micro-batch holds its stash on stage s from F(m,s) to B(m,s), at least its round trip
+  // through stages s..S-1. A group that holds only k < ceil(M / r) micro-batches (memory) runs
+  // them in ceil(ceil(M / r) / k) waves of at least one round trip each.
+  double bottleneck = 0, round_trip = 0, waves = 0, allreduce = 0;
+  for (std::size_t s = S; s-- > 0;) {
+    const simulate::StageExecution& e = exec[s];
+    round_trip += slowest[s];
+    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
+    const double share = request.micro_batches / replicas;
+    bottleneck = std::max(bottleneck, slowest[s] * share);
+    allreduce = std::max(allreduce, e.allreduce_ms);
+    const auto wanted = static_cast<long>(std::ceil(share));
+    for (const simulate::GroupExecution& group : e.groups) {
+      const long slots = simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
+                                                 group.capacity_bytes, wanted);
+      if (slots < 1) return std::numeric_limits<double>::infinity();
+      if (slots < wanted) {
+        waves = std::max(waves, static_cast<double>((wanted + slots - 1) / slots) * round_trip);
+      }
+    }
+  }
+  return std::max(bottleneck + round_trip, waves) + allreduce;
 }
 
 double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
@@ -173,7 +207,7 @@ double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
   if (request.tensor_parallel.size() == 1 && request.pipeline_parallel) {
     configurations.push_back(request);
   } else {
-    configurations = megatron_configurations(request, choices.degrees);
+    configurations = megatron_candidates(request, choices);
   }
   double best = std::numeric_limits<double>::infinity();
   for (const Request& fixed : configurations) {

@@ -45,10 +45,8 @@ constexpr double kMegatronSeedWork = 64;
 // Megatron-LM's own placements as starts of spp's search on the input order, so that the search
 // never ends slower than a megatron configuration it could reach. Under --uniform: every degree
 // and depth (D = floor(N / (t P))), tried while the budget lasts (small instances replay every
-// shape anyway). For a model with tensor-parallel layers: the configurations that use every GPU
-// (t P dividing N, as compare lists them), with and without recomputation where the request
-// allows both (Megatron's `auto` decides by fit, and under the list schedule nearly everything
-// fits without it), most promising first (megatron_estimate); the first `budgeted` of them, whose
+// shape anyway). For a model with tensor-parallel layers: `megatron_candidates`, most promising
+// first (megatron_estimate); the first `budgeted` of them, whose
 // replays together cost at most kMegatronSeedWork search budgets, are evaluated whatever the
 // budget. O(degrees x depths x (S + N)) to make and rank them.
 struct MegatronSeeds {
@@ -71,16 +69,7 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
       }
     }
   } else {
-    for (Request& fixed : megatron_configurations(request, choices.degrees)) {
-      for (const Recompute setting : {Recompute::kNever, Recompute::kAlways}) {
-        const bool allowed = setting == Recompute::kNever
-                                 ? !choices.must_recompute
-                                 : choices.may_recompute || choices.must_recompute;
-        if (!allowed) continue;
-        fixed.recompute = setting;
-        configurations.push_back(fixed);
-      }
-    }
+    configurations = megatron_candidates(request, choices);
   }
   MegatronSeeds out;
   for (const Request& fixed : configurations) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/plan.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/schedule/scheduler.hpp"
@@ -73,16 +74,25 @@ Partition megatron_partition(const Request& request, schedule::Policy policy);
 std::vector<Request> megatron_configurations(const Request& request,
                                              const std::vector<int>& degrees);
 
+/// `megatron_configurations` at `choices.degrees`, each without and with recomputation where
+/// `choices` allow both (so never only `auto`: Megatron's `auto` decides by fit, and under the
+/// list schedule nearly everything fits without recomputation, if slowly). O(degrees x L).
+std::vector<Request> megatron_candidates(const Request& request,
+                                         const partition::StageChoices& choices);
+
 /// A quick estimate of a megatron-shaped plan's iteration, to rank candidates before planning
 /// them (spp's Megatron seeds, the batch-size search): the bottleneck stage's share of the
-/// micro-batches, one pass through every stage (fill and drain) and the longest AllReduce, each
-/// group at its slowest GPU's speed. Not a bound either way. O(S + N).
+/// micro-batches plus one pass through every stage (fill and drain), or, when memory lets a
+/// group hold only `k` of its `ceil(M / r)` micro-batches in flight, `ceil(ceil(M / r) / k)`
+/// round trips from its stage to the last and back if that is longer; plus the longest
+/// AllReduce; each group at its slowest GPU's speed. Infinity when a group cannot hold one
+/// micro-batch. Not a bound either way. O(S + N).
 double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
                          Optimizer optimizer);
 
 /// The smallest `megatron_estimate` of a request over the megatron configurations it allows:
 /// its own when it fixes one degree and a depth (`--planner megatron`), else every
-/// configuration that uses all GPUs (`megatron_configurations`) at the degrees it allows, each
+/// configuration that uses all GPUs at the degrees it allows (`megatron_candidates`), each
 /// shaped by `megatron_partition` and kept when every group holds what `policy` keeps in
 /// flight. Infinity when none fits or the model has no tensor-parallel layers.
 /// O(configurations x (L D + N)).
