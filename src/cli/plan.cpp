@@ -72,8 +72,8 @@ int run_plan(const PlanOptions& options, Context& context) {
 
   Plan plan;
   if (options.global_batch) {
-    planners::GlobalBatchPlan chosen =
-        planners::plan_global_batch(model, *options.global_batch, options.model, make, estimate);
+    planners::GlobalBatchPlan chosen = planners::plan_global_batch(
+        model, *options.global_batch, options.model, make, estimate, topology.size());
     model = std::move(chosen.model);
     plan = std::move(chosen.plan);
   } else {

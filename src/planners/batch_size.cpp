@@ -1,6 +1,7 @@
 // The batch-size search (issue 16 part 3, docs/transformer-model.md "The batch-size search"): the
 // micro-batch sizes that divide the global batch are planned and the fastest plan kept; with an
-// estimate, only the kBatchSizePlans most promising that give plans (issue 18: bounded work).
+// estimate, only the kBatchSizePlans most promising that give plans, within kBatchSizeWork
+// (issue 18: bounded work).
 // O(sqrt N) to find the candidates, one estimate per candidate, then at most
 // kMaxBatchSizeCandidates plans (kBatchSizePlans plus those that fail, with an estimate).
 
@@ -39,6 +40,17 @@ struct Attempt {
 // An estimate in a note: its time, or that no megatron configuration fits.
 std::string estimate_text(double ms) {
   return std::isfinite(ms) ? report::format_ms(ms) : std::string("none (no configuration fits)");
+}
+
+// Which sizes a ranked search planned: `the 3 with plans of the smallest estimates`, or, when
+// the work limit stopped it, `from the smallest estimate on, until the next would pass the work
+// limit (2e6 micro-batches x GPUs)`.
+std::string tried_text(bool work_limited) {
+  if (!work_limited) {
+    return "the " + std::to_string(kBatchSizePlans) + " with plans of the smallest estimates";
+  }
+  return "from the smallest estimate on, until the next would pass the work limit (" +
+         report::format_number(kBatchSizeWork / 1e6) + "e6 micro-batches x GPUs)";
 }
 
 GlobalBatchPlan plan_profiled(const model::Model& model, std::int64_t global_batch,
@@ -105,7 +117,7 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
 
 GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
                                   const std::string& model_path, const PlanFunction& plan,
-                                  const EstimateFunction& estimate) {
+                                  const EstimateFunction& estimate, int gpus) {
   if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
     throw UsageError("--global-batch: must be from 1 to " + std::to_string(kMaxGlobalBatch));
   }
@@ -155,15 +167,23 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
   std::optional<GlobalBatchPlan> best;
   std::vector<Attempt> attempts(sizes.size());
   int planned = 0;
+  double work = 0;            // micro-batches x GPUs over the sizes planned
+  bool work_limited = false;  // the work limit stopped the search (no later size is planned)
   for (const std::size_t x : order) {
     const std::int64_t b = sizes[x];
     Attempt& attempt = attempts[x];
     attempt.micro_batch_size = b;
     attempt.estimate_ms = estimates[x];
+    const auto micro_batches = static_cast<int>(global_batch / b);
+    const double cost = static_cast<double>(micro_batches) * gpus;
     if (estimate && planned >= kBatchSizePlans) continue;
+    if (estimate && planned > 0 && (work_limited || work + cost > kBatchSizeWork)) {
+      work_limited = true;
+      continue;
+    }
+    work += cost;
     attempt.tried = true;
     model::Model candidate = model::transformer_model_at(model, static_cast<int>(b));
-    const auto micro_batches = static_cast<int>(global_batch / b);
     try {
       Plan made = plan(candidate, micro_batches);
       ++planned;
@@ -201,13 +221,12 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
     notes.push_back(std::move(note));
     tried += attempt.tried ? 1 : 0;
   }
-  notes.push_back("batch-size search: chose micro-batch size " +
-                  std::to_string(*best->plan.micro_batch_size) + " of " + std::to_string(tried) +
-                  " tried" +
-                  (tried < attempts.size() ? " (the " + std::to_string(kBatchSizePlans) +
-                                                 " with plans of the smallest estimates, of " +
-                                                 std::to_string(attempts.size()) + " sizes)"
-                                           : std::string()));
+  notes.push_back(
+      "batch-size search: chose micro-batch size " + std::to_string(*best->plan.micro_batch_size) +
+      " of " + std::to_string(tried) + " tried" +
+      (tried < attempts.size()
+           ? " (" + tried_text(work_limited) + ", of " + std::to_string(attempts.size()) + " sizes)"
+           : std::string()));
   best->plan.notes.insert(best->plan.notes.begin(), notes.begin(), notes.end());
   return std::move(*best);
 }

@@ -147,6 +147,50 @@ TEST(BatchSizeTest, WithAnEstimatePlansTheMostPromisingUntilThreeGavePlans) {
   EXPECT_EQ(sizes_planned.size(), 6u);
 }
 
+// The work limit (kBatchSizeWork, micro-batches x GPUs over the sizes planned): once a size has
+// given a plan, the search stops before the first size that would pass it, and plans no later
+// (smaller) size either; until one has, it plans whatever the work.
+TEST(BatchSizeTest, WithAnEstimateStopsBeforeTheWorkLimit) {
+  const model::Model model = tiny_transformer();
+  std::map<int, double> iteration = {{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}};
+  const std::map<int, double> guess = {{1, 500}, {2, 100}, {3, 50}, {4, 300}, {6, 300}, {12, 900}};
+  std::vector<int> sizes_planned;
+  auto plan = [&](const model::Model& at, int micro_batches) {
+    const int b = static_cast<int>(*at.profile_batch_size);
+    sizes_planned.push_back(b);
+    if (iteration[b] == 0) throw InfeasibleError("stage 0 does not fit");
+    return plan_taking(iteration[b], micro_batches);
+  };
+  auto estimate = [&](const model::Model& at, int) {
+    return guess.at(static_cast<int>(*at.profile_batch_size));
+  };
+  // By estimate 3 (4 micro-batches, no plan), 2 (6), 4 (3), 6 (2). With W / 12.5 GPUs (W the
+  // limit), 3 and 2 make 0.8 W; 4 (0.24 W more) would pass W and stops the search, so 6 (0.16 W,
+  // within what is left) is not planned either.
+  const auto gpus = static_cast<int>(kBatchSizeWork / 12.5);
+  const GlobalBatchPlan chosen = plan_global_batch(model, 12, "m.json", plan, estimate, gpus);
+  EXPECT_EQ(sizes_planned, (std::vector<int>{3, 2}));
+  EXPECT_EQ(chosen.plan.micro_batch_size, 2);
+  EXPECT_EQ(chosen.plan.notes.back(),
+            "batch-size search: chose micro-batch size 2 of 2 tried (from the smallest estimate "
+            "on, until the next would pass the work limit (2e6 micro-batches x GPUs), of 6 sizes)");
+  EXPECT_EQ(chosen.plan.notes[3],
+            "batch-size search: micro-batch size 4 (3 micro-batches): not planned, estimate "
+            "300 ms");
+  // W / 20 GPUs: 3, 2, 4 and 6 make 0.75 W, within the limit: three plans, as without it.
+  sizes_planned.clear();
+  EXPECT_EQ(
+      plan_global_batch(model, 12, "m.json", plan, estimate, static_cast<int>(kBatchSizeWork / 20))
+          .plan.micro_batch_size,
+      6);
+  EXPECT_EQ(sizes_planned, (std::vector<int>{3, 2, 4, 6}));
+  // Nothing fits: every size is tried, whatever the work.
+  iteration = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {6, 0}, {12, 0}};
+  sizes_planned.clear();
+  EXPECT_THROW(plan_global_batch(model, 12, "m.json", plan, estimate, gpus), InfeasibleError);
+  EXPECT_EQ(sizes_planned.size(), 6u);
+}
+
 TEST(BatchSizeTest, PicksTheSizeWhosePlanIsFastest) {
   // One GPU: every candidate is planned for real and the search must return the fastest of
   // the plans made one by one.
