@@ -194,7 +194,8 @@ double megatron_estimate(const Request& request, const std::vector<Stage>& stage
                                                  group.capacity_bytes, wanted);
       if (slots < 1) return std::numeric_limits<double>::infinity();
       if (slots < wanted) {
-        waves = std::max(waves, static_cast<double>((wanted + slots - 1) / slots) * round_trip);
+        const long rounds = (wanted + slots - 1) / slots;  // ceil(wanted / slots)
+        waves = std::max(waves, static_cast<double>(rounds) * round_trip);
       }
     }
   }
