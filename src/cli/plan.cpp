@@ -59,7 +59,8 @@ int run_plan(const PlanOptions& options, Context& context) {
     return planners::make_plan(options.planner, request_for(planned, micro_batches), policy);
   };
   // The batch-size search ranks the sizes by Megatron-shaped estimates, under the schedule
-  // the planner will use, and plans the most promising (planners::kBatchSizePlans).
+  // the planner will use, and plans the most promising (planners::kBatchSizePlans, within
+  // planners::kBatchSizeWork of micro-batches x GPUs).
   auto estimate = [&](const model::Model& planned, int micro_batches) {
     return planners::estimate_iteration_ms(
         request_for(planned, micro_batches),

@@ -152,7 +152,8 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
                           "global batch with fewer divisors (see \"Limits\" in docs/errors.md)");
   }
 
-  // With an estimate: the sizes from the most promising, until kBatchSizePlans have plans.
+  // With an estimate: the sizes from the most promising, until kBatchSizePlans have plans or
+  // the next would take the work past kBatchSizeWork.
   std::vector<std::size_t> order(sizes.size());
   for (std::size_t x = 0; x < order.size(); ++x) order[x] = x;
   std::vector<std::optional<double>> estimates(sizes.size());

@@ -467,8 +467,10 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   }
   std::optional<Plan> uniform_plan = uniform_search.valid() ? uniform_search.get() : std::nullopt;
   if (uniform_plan) {
-    dp_ms += uniform_plan->phase_ms.at(1).second;
-    scheduling_ms += uniform_plan->phase_ms.at(2).second;
+    for (const auto& [phase, ms] : uniform_plan->phase_ms) {
+      if (phase == "DP") dp_ms += ms;
+      if (phase == "scheduling") scheduling_ms += ms;
+    }
     const bool kept =
         !best || uniform_plan->timeline.iteration_ms < best->timeline.iteration_ms * (1 - 1e-9);
     notes.push_back("uniform search: replayed " +

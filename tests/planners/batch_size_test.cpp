@@ -43,6 +43,19 @@ Plan plan_taking(double ms, int micro_batches) {
   return plan;
 }
 
+// A plan function for the ranked search: records the sizes it is asked for, in order, and
+// returns a plan taking `iteration[b]` ms (0: does not fit).
+struct RecordingPlanner {
+  std::map<int, double> iteration;
+  std::vector<int> sizes_planned;
+  Plan operator()(const model::Model& at, int micro_batches) {
+    const int b = static_cast<int>(*at.profile_batch_size);
+    sizes_planned.push_back(b);
+    if (iteration[b] == 0) throw InfeasibleError("stage 0 does not fit");
+    return plan_taking(iteration[b], micro_batches);
+  }
+};
+
 template <typename Body>
 std::string error_of(Body&& body) {
   try {
@@ -99,14 +112,11 @@ TEST(BatchSizeTest, KeepsTheFastestAndBreaksTiesTowardTheLargerSize) {
 
 TEST(BatchSizeTest, WithAnEstimatePlansTheMostPromisingUntilThreeGavePlans) {
   const model::Model model = tiny_transformer();
-  std::map<int, double> iteration = {{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}};
+  RecordingPlanner recorder{{{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}}, {}};
+  auto& [iteration, sizes_planned] = recorder;
   std::map<int, double> guess = {{1, 500}, {2, 100}, {3, 50}, {4, 300}, {6, 300}, {12, 900}};
-  std::vector<int> sizes_planned;
   auto plan = [&](const model::Model& at, int micro_batches) {
-    const int b = static_cast<int>(*at.profile_batch_size);
-    sizes_planned.push_back(b);
-    if (iteration[b] == 0) throw InfeasibleError("stage 0 does not fit");
-    return plan_taking(iteration[b], micro_batches);
+    return recorder(at, micro_batches);
   };
   auto estimate = [&](const model::Model& at, int micro_batches) {
     const int b = static_cast<int>(*at.profile_batch_size);
@@ -152,14 +162,11 @@ TEST(BatchSizeTest, WithAnEstimatePlansTheMostPromisingUntilThreeGavePlans) {
 // (smaller) size either; until one has, it plans whatever the work.
 TEST(BatchSizeTest, WithAnEstimateStopsBeforeTheWorkLimit) {
   const model::Model model = tiny_transformer();
-  std::map<int, double> iteration = {{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}};
+  RecordingPlanner recorder{{{1, 900}, {2, 700}, {3, 0}, {4, 650}, {6, 650}, {12, 800}}, {}};
+  auto& [iteration, sizes_planned] = recorder;
   const std::map<int, double> guess = {{1, 500}, {2, 100}, {3, 50}, {4, 300}, {6, 300}, {12, 900}};
-  std::vector<int> sizes_planned;
   auto plan = [&](const model::Model& at, int micro_batches) {
-    const int b = static_cast<int>(*at.profile_batch_size);
-    sizes_planned.push_back(b);
-    if (iteration[b] == 0) throw InfeasibleError("stage 0 does not fit");
-    return plan_taking(iteration[b], micro_batches);
+    return recorder(at, micro_batches);
   };
   auto estimate = [&](const model::Model& at, int) {
     return guess.at(static_cast<int>(*at.profile_batch_size));
