@@ -54,9 +54,12 @@ std::vector<int> even_split(int count, int P, int offset) {
   return firsts;
 }
 
-// Whether every group of every stage holds what `policy` keeps in flight.
-bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Policy policy) {
-  const auto exec = simulate::execution(request.model, request.topology, stages, request.optimizer);
+using Executions = std::vector<simulate::StageExecution>;
+
+// Whether every group of every stage (`exec`: their execution figures) holds what `policy`
+// keeps in flight. O(S + N).
+bool fits(const Request& request, const std::vector<Stage>& stages, const Executions& exec,
+          schedule::Policy policy) {
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const long stashes = peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
     const auto& e = exec[s];
@@ -68,6 +71,45 @@ bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Po
     }
   }
   return true;
+}
+
+bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Policy policy) {
+  return fits(request, stages,
+              simulate::execution(request.model, request.topology, stages, request.optimizer),
+              policy);
+}
+
+// megatron_estimate from the stages' execution figures. O(S + N).
+double estimate_of(const Request& request, const Executions& exec) {
+  const std::size_t S = exec.size();
+  std::vector<double> slowest(S, 0);
+  for (std::size_t s = 0; s < S; ++s) {
+    for (const simulate::GroupExecution& group : exec[s].groups)
+      slowest[s] = std::max(slowest[s], group.work_ms);
+  }
+  // A micro-batch holds its stash on stage s from F(m,s) to B(m,s), at least its round trip
+  // through stages s..S-1. A group that holds only k < ceil(M / r) micro-batches (memory) runs
+  // them in ceil(ceil(M / r) / k) waves of at least one round trip each.
+  double bottleneck = 0, round_trip = 0, waves = 0, allreduce = 0;
+  for (std::size_t s = S; s-- > 0;) {
+    const simulate::StageExecution& e = exec[s];
+    round_trip += slowest[s];
+    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
+    const double share = request.micro_batches / replicas;
+    bottleneck = std::max(bottleneck, slowest[s] * share);
+    allreduce = std::max(allreduce, e.allreduce_ms);
+    const auto wanted = static_cast<long>(std::ceil(share));
+    for (const simulate::GroupExecution& group : e.groups) {
+      const long slots = simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
+                                                 group.capacity_bytes, wanted);
+      if (slots < 1) return std::numeric_limits<double>::infinity();
+      if (slots < wanted) {
+        const long rounds = (wanted + slots - 1) / slots;  // ceil(wanted / slots)
+        waves = std::max(waves, static_cast<double>(rounds) * round_trip);
+      }
+    }
+  }
+  return std::max(bottleneck + round_trip, waves) + allreduce;
 }
 
 }  // namespace
@@ -155,7 +197,9 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
 std::vector<Request> megatron_candidates(const Request& request,
                                          const partition::StageChoices& choices) {
   std::vector<Request> out;
+  const int most_stages = max_stages_within_task_limit(request.micro_batches);
   for (Request& fixed : megatron_configurations(request, choices.degrees)) {
+    if (*fixed.pipeline_parallel > most_stages) continue;  // a plan of more tasks than allowed
     for (const Recompute setting : {Recompute::kNever, Recompute::kAlways}) {
       const bool allowed = setting == Recompute::kNever
                                ? !choices.must_recompute
@@ -170,36 +214,8 @@ std::vector<Request> megatron_candidates(const Request& request,
 
 double megatron_estimate(const Request& request, const std::vector<Stage>& stages,
                          Optimizer optimizer) {
-  const auto exec = simulate::execution(request.model, request.topology, stages, optimizer);
-  const std::size_t S = exec.size();
-  std::vector<double> slowest(S, 0);
-  for (std::size_t s = 0; s < S; ++s) {
-    for (const simulate::GroupExecution& group : exec[s].groups)
-      slowest[s] = std::max(slowest[s], group.work_ms);
-  }
-  // A micro-batch holds its stash on stage s from F(m,s) to B(m,s), at least its round trip
-  // through stages s..S-1. A group that holds only k < ceil(M / r) micro-batches (memory) runs
-  // them in ceil(ceil(M / r) / k) waves of at least one round trip each.
-  double bottleneck = 0, round_trip = 0, waves = 0, allreduce = 0;
-  for (std::size_t s = S; s-- > 0;) {
-    const simulate::StageExecution& e = exec[s];
-    round_trip += slowest[s];
-    const double replicas = static_cast<double>(std::max<std::size_t>(e.groups.size(), 1));
-    const double share = request.micro_batches / replicas;
-    bottleneck = std::max(bottleneck, slowest[s] * share);
-    allreduce = std::max(allreduce, e.allreduce_ms);
-    const auto wanted = static_cast<long>(std::ceil(share));
-    for (const simulate::GroupExecution& group : e.groups) {
-      const long slots = simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
-                                                 group.capacity_bytes, wanted);
-      if (slots < 1) return std::numeric_limits<double>::infinity();
-      if (slots < wanted) {
-        const long rounds = (wanted + slots - 1) / slots;  // ceil(wanted / slots)
-        waves = std::max(waves, static_cast<double>(rounds) * round_trip);
-      }
-    }
-  }
-  return std::max(bottleneck + round_trip, waves) + allreduce;
+  return estimate_of(request,
+                     simulate::execution(request.model, request.topology, stages, optimizer));
 }
 
 double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
@@ -215,8 +231,10 @@ double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
     try {
       const Partition partition = megatron_partition(fixed, policy);
       // megatron_partition shapes without refusing what does not fit (finish_plan does).
-      if (!fits(fixed, partition.stages, policy)) continue;
-      best = std::min(best, megatron_estimate(fixed, partition.stages, choices.optimizer));
+      const Executions exec =
+          simulate::execution(fixed.model, fixed.topology, partition.stages, choices.optimizer);
+      if (!fits(fixed, partition.stages, exec, policy)) continue;
+      best = std::min(best, estimate_of(fixed, exec));
     } catch (const InfeasibleError&) {  // a configuration the GPUs or the layers do not allow
     } catch (const UsageError&) {
     }

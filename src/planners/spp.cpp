@@ -40,15 +40,16 @@ double replay_work(const Request& request, std::size_t stages) {
 
 // Megatron configurations seeding spp (models with tensor-parallel layers) are replayed
 // whatever the search budget while their replays cost at most this many budgets.
-constexpr double kMegatronSeedWork = 64;
+constexpr double kMegatronSeedWork = 16;
 
 // Megatron-LM's own placements as starts of spp's search on the input order, so that the search
 // never ends slower than a megatron configuration it could reach. Under --uniform: every degree
-// and depth (D = floor(N / (t P))), tried while the budget lasts (small instances replay every
-// shape anyway). For a model with tensor-parallel layers: `megatron_candidates`, most promising
-// first (megatron_estimate); the first `budgeted` of them, whose
-// replays together cost at most kMegatronSeedWork search budgets, are evaluated whatever the
-// budget. O(degrees x depths x (S + N)) to make and rank them.
+// and depth within the task limit (D = floor(N / (t P))), tried while the budget lasts (small
+// instances replay every shape anyway). For a model with tensor-parallel layers:
+// `megatron_candidates`, most promising first (megatron_estimate); the first `budgeted` of
+// them, whose replays together cost at most kMegatronSeedWork search budgets (and at least the
+// first, whatever it costs), are evaluated whatever the budget. O(degrees x depths x (S + N))
+// to make and rank them.
 struct MegatronSeeds {
   std::vector<std::vector<Stage>> shapes;
   std::size_t budgeted = 0;
@@ -61,7 +62,8 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
   std::vector<Request> configurations;
   if (request.uniform) {
     for (const int t : choices.degrees) {
-      for (int P = 1; P <= std::min(L, N / t); ++P) {
+      for (int P = 1;
+           P <= std::min({L, N / t, max_stages_within_task_limit(request.micro_batches)}); ++P) {
         Request fixed = request;
         fixed.tensor_parallel = {t};
         fixed.pipeline_parallel = P;
@@ -93,7 +95,7 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
   double cost = 0;
   for (const auto& seed : out.shapes) {
     cost += replay_work(request, seed.size());
-    if (cost > kMegatronSeedWork * search_work) break;
+    if (out.budgeted > 0 && cost > kMegatronSeedWork * search_work) break;  // the first always
     ++out.budgeted;
   }
   return out;

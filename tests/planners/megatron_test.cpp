@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/schedule/scheduler.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -152,6 +154,32 @@ TEST(MegatronTest, TheEstimateIsTheBestConfigurationThatFits) {
   const model::Model plain = make_model({L{1, 2}, L{1, 2}});
   EXPECT_EQ(estimate_iteration_ms(Request{plain, topology, 8}, policy),
             std::numeric_limits<double>::infinity());
+}
+
+// The candidates spp's seeds and the batch-size estimate rank: every configuration using every
+// GPU, without and with recomputation under `auto`, but none whose plan would pass the task
+// limit (MT-NLG on 3,360 GPUs at 1,920 micro-batches: t8 p105 estimated 26.5 s, first, and
+// could not be planned, so the seeds' budget went to it).
+TEST(MegatronTest, CandidatesStayWithinTheTaskLimit) {
+  const model::Model model = transformer_shaped(8);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  Request request{model, topology, 8};
+  request.recompute = Recompute::kAuto;
+  const auto all = megatron_candidates(request, stage_choices(request));
+  EXPECT_EQ(all.size(), 2 * megatron_configurations(request, {1, 2, 4}).size());
+  // At 2^15 micro-batches a plan may have at most 4 stages.
+  request.micro_batches = 1 << 15;
+  ASSERT_EQ(max_stages_within_task_limit(request.micro_batches), 4);
+  const auto limited = megatron_candidates(request, stage_choices(request));
+  int deepest = 0;
+  for (const Request& fixed : limited) deepest = std::max(deepest, *fixed.pipeline_parallel);
+  EXPECT_EQ(deepest, 4);
+  EXPECT_LT(limited.size(), all.size());
+  // --recompute never: one candidate per configuration.
+  request.recompute = Recompute::kNever;
+  request.micro_batches = 8;
+  EXPECT_EQ(megatron_candidates(request, stage_choices(request)).size(),
+            megatron_configurations(request, {1, 2, 4}).size());
 }
 
 // By hand: four stages of one 1 + 2 ms layer each, 10 MB of stash per micro-batch, M = 8. With

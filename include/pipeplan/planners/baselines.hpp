@@ -74,7 +74,8 @@ Partition megatron_partition(const Request& request, schedule::Policy policy);
 std::vector<Request> megatron_configurations(const Request& request,
                                              const std::vector<int>& degrees);
 
-/// `megatron_configurations` at `choices.degrees`, each without and with recomputation where
+/// `megatron_configurations` at `choices.degrees` whose plans stay within the task limit
+/// (`max_stages_within_task_limit` stages), each without and with recomputation where
 /// `choices` allow both (so never only `auto`: Megatron's `auto` decides by fit, and under the
 /// list schedule nearly everything fits without recomputation, if slowly). O(degrees x L).
 std::vector<Request> megatron_candidates(const Request& request,

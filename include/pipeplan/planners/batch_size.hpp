@@ -38,7 +38,7 @@ inline constexpr int kBatchSizePlans = 3;
 
 /// ... or until the next size would take the search's work, counted as micro-batches x GPUs
 /// summed over the sizes planned, past this. A proxy, not a measure: on 2 cores one spp plan
-/// takes 1.5 to 2 s at 0.6e6 (GPT-3 175B, 384 GPUs, 1,536 micro-batches) and 4 s at 6.5e6
+/// takes 1.5 s at 0.6e6 (GPT-3 175B, 384 GPUs, 1,536 micro-batches) and 3.7 s at 6.5e6
 /// (MT-NLG, 3,360 GPUs, 1,920). A size is planned while none has given a plan yet, whatever
 /// the work.
 inline constexpr double kBatchSizeWork = 2e6;
