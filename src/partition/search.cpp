@@ -344,12 +344,65 @@ void uniform_moves(const model::Model& model, const Layout& base, const ShapeLim
   }
 }
 
+// The compound moves of `neighbours`: several boundaries at once, and GPUs moved with their
+// work. `offer` says whether the shape was valid. O(S (S log L + log N log L)) shapes.
+void compound_moves(const Layout& base, const ShapeLimits& limits,
+                    const std::function<bool(const Layout&)>& offer) {
+  const int S = static_cast<int>(base.firsts.size());
+  const int L = limits.layers;
+  auto end_of = [&](int s) { return s + 1 < S ? base.firsts[static_cast<std::size_t>(s) + 1] : L; };
+  auto degree = [&](int s) { return base.degrees[static_cast<std::size_t>(s)]; };
+  // Several boundaries at once, by 1, 2, 4, ... layers either way: every boundary from the
+  // s-th on (a suffix) or up to the s-th (a prefix), which moves work between the pipeline's
+  // ends without unbalancing the stages between (one boundary alone is a single move).
+  for (int s = 1; s < S; ++s) {
+    for (const bool suffix : {true, false}) {
+      const int from = suffix ? s : 1, to = suffix ? S - 1 : s;  // boundaries moved
+      if (to - from < 1) continue;
+      for (int step = 1; step < L; step *= 2) {
+        bool any = false;
+        for (int sign : {-1, 1}) {
+          Layout layout = base;
+          for (int b = from; b <= to; ++b)
+            layout.firsts[static_cast<std::size_t>(b)] += sign * step;
+          if (!offer(layout)) continue;
+          any = true;
+        }
+        if (!any) break;
+      }
+    }
+  }
+  // 1, 2, 4, ... GPUs (groups) from one run to its neighbour with the work following them (the
+  // boundary between the two stages moved by 1, 2, 4, ... layers towards the giver: the taker
+  // takes more layers), and 2, 4, ... GPUs alone.
+  for (int s = 0; s + 1 < S; ++s) {
+    std::vector<int> sizes{degree(s)};
+    if (degree(s + 1) != degree(s)) sizes.push_back(degree(s + 1));
+    const int low = base.firsts[static_cast<std::size_t>(s)], high = end_of(s + 1);
+    const int longest = std::max(base.runs[static_cast<std::size_t>(s)],
+                                 base.runs[static_cast<std::size_t>(s) + 1]);
+    for (int sign : {1, -1}) {
+      for (const int size : sizes) {
+        for (int count = 1; count * size < longest; count *= 2) {
+          for (int step = count > 1 ? 0 : 1; step < high - low; step = std::max(1, step * 2)) {
+            Layout layout = base;
+            layout.runs[static_cast<std::size_t>(s)] += sign * count * size;
+            layout.runs[static_cast<std::size_t>(s) + 1] -= sign * count * size;
+            layout.firsts[static_cast<std::size_t>(s) + 1] += sign * step;
+            offer(layout);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
-                                           const std::vector<int>& order,
-                                           const ShapeLimits& limits) {
+                                           const std::vector<int>& order, const ShapeLimits& limits,
+                                           bool compound) {
   const Layout base = layout_of(stages);
   const int S = static_cast<int>(base.firsts.size());
   const int L = limits.layers;
@@ -357,7 +410,9 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
   const int used = used_gpus(base);
   std::vector<std::vector<Stage>> out;
   auto offer = [&](const Layout& layout) {
-    if (valid(layout, order, limits)) out.push_back(stages_of(layout, order, L));
+    if (!valid(layout, order, limits)) return false;
+    out.push_back(stages_of(layout, order, L));
+    return true;
   };
   auto end_of = [&](int s) { return s + 1 < S ? base.firsts[static_cast<std::size_t>(s) + 1] : L; };
   auto degree = [&](int s) { return base.degrees[static_cast<std::size_t>(s)]; };
@@ -427,6 +482,7 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
   }
   degree_and_recompute_moves(base, limits, N, offer);
   if (limits.uniform) uniform_moves(model, base, limits, N, offer);
+  if (compound) compound_moves(base, limits, offer);
   return out;
 }
 
@@ -460,7 +516,7 @@ std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order
 std::optional<Found> local_search(const model::Model& model,
                                   const std::vector<std::vector<Stage>>& starts, std::size_t always,
                                   const std::vector<int>& order, const ShapeLimits& limits,
-                                  const Evaluate& evaluate, double max_work) {
+                                  const Evaluate& evaluate, const SearchBudget& budget) {
   std::map<std::vector<int>, std::optional<double>> seen;
   double work = 0;
   auto value = [&](const std::vector<Stage>& stages) -> std::optional<double> {
@@ -480,36 +536,73 @@ std::optional<Found> local_search(const model::Model& model,
     if (!best || ms < best->iteration_ms) best = Found{stages, ms};
   };
   // Evaluate every start, then search from the best first (stable: ties keep start order).
-  std::vector<std::pair<double, std::size_t>> ranked;
+  struct Ranked {
+    double ms;
+    std::size_t start;
+    double work;  // what evaluating it cost
+  };
+  std::vector<Ranked> ranked;
   for (std::size_t x = 0; x < starts.size(); ++x) {
-    if (x >= always && work > max_work) break;
+    if (x >= always && work > budget.work) break;
     if (!valid(layout_of(starts[x]), order, limits)) continue;  // outside the allowed shapes
+    const double before = work;
     if (auto ms = value(starts[x])) {
-      ranked.emplace_back(*ms, x);
+      ranked.push_back({*ms, x, work - before});
       consider(starts[x], *ms);
     }
   }
   std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [start_ms, x] : ranked) {
-    std::vector<Stage> current = starts[x];
-    double current_ms = start_ms;
+                   [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  double max_work = budget.work;
+  // More only where it buys at least one whole pass (a local optimum confirmed); the single
+  // moves are counted first, which spares making the compound ones of a large plan.
+  if (!ranked.empty() && budget.sweeps > 0 && work < budget.max_work) {
+    const auto& best_start = starts[ranked.front().start];
+    auto pass = [&](bool compound) {
+      return static_cast<double>(neighbours(model, best_start, order, limits, compound).size()) *
+             ranked.front().work;
+    };
+    if (pass(false) <= budget.max_work) {
+      const double sweep = pass(true);
+      if (sweep <= budget.max_work) {
+        max_work = std::max(max_work, std::min(budget.sweeps * sweep, budget.max_work));
+      }
+    }
+  }
+  // One climb from `start` while the work is within `limit`. `resume`: the scan of each new
+  // neighbourhood resumes at the move that improved (first the same move again), wrapping
+  // around; else it restarts at the first move (the single moves first). Either way a whole
+  // pass without improvement ends it.
+  auto climb = [&](const Ranked& start, bool resume, double limit) {
+    std::vector<Stage> current = starts[start.start];
+    double current_ms = start.ms;
+    std::size_t from = 0;
     bool improved = true;
-    while (improved && work <= max_work) {
+    while (improved && work <= limit) {
       improved = false;
-      for (auto& candidate : neighbours(model, current, order, limits)) {
-        if (work > max_work) break;
-        const auto ms = value(candidate);
+      auto candidates = neighbours(model, current, order, limits, resume);
+      const std::size_t n = candidates.size();
+      for (std::size_t k = 0; k < n && work <= limit; ++k) {
+        const std::size_t at = (from + k) % n;
+        const auto ms = value(candidates[at]);
         if (ms && *ms < current_ms * (1 - 1e-9)) {
-          current = std::move(candidate);
+          current = std::move(candidates[at]);
           current_ms = *ms;
           consider(current, current_ms);
           improved = true;
+          from = resume ? at : 0;
           break;
         }
       }
     }
-    if (work > max_work) break;
+  };
+  // Phase 1 is the search as it was before the compound moves, within the same budget, so a
+  // plan never gets slower; phase 2 adds them and resumes with what is left of the larger one.
+  for (const bool resume : {false, true}) {
+    const double limit = resume ? max_work : budget.work;
+    for (std::size_t x = 0; x < ranked.size() && work <= limit; ++x) {
+      climb(ranked[x], resume, limit);
+    }
   }
   return best;
 }

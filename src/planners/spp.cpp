@@ -356,7 +356,8 @@ class SppRun {
     }
     auto found = partition::local_search(
         request_.model, starts, always, order, limits_,
-        [&](const std::vector<Stage>& stages) { return replayed(order, stages); }, search_.work);
+        [&](const std::vector<Stage>& stages) { return replayed(order, stages); },
+        partition::SearchBudget{search_.work, search_.sweeps, search_.max_work});
     out.scheduling_ms = ms_since(search_started);
     how = solutions.empty()
               ? std::string("DP found nothing")

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iostream>
 #include <numeric>
 #include <random>
 
@@ -87,6 +89,126 @@ TEST(SearchTest, GreedyPackingNeedsTheFewestGpus) {
       EXPECT_EQ(static_cast<int>(packed->size()), fewest);
     }
   }
+}
+
+// A shape of stages on runs of `runs` GPUs of `order` (from its first GPU), stage s beginning
+// at layer firsts[s], of `layers` layers.
+std::vector<Stage> shape(const std::vector<int>& firsts, const std::vector<int>& runs, int layers,
+                         const std::vector<int>& order) {
+  std::vector<Stage> stages;
+  std::size_t gpu = 0;
+  for (std::size_t s = 0; s < firsts.size(); ++s) {
+    Stage stage;
+    stage.first_layer = firsts[s];
+    stage.last_layer = (s + 1 < firsts.size() ? firsts[s + 1] : layers) - 1;
+    for (int g = 0; g < runs[s]; ++g) stage.gpus.push_back(order[gpu++]);
+    stages.push_back(stage);
+  }
+  return stages;
+}
+
+// Where `wanted` is among `around` (its layer ranges and GPUs), or -1.
+long position(const std::vector<std::vector<Stage>>& around, const std::vector<Stage>& wanted) {
+  for (std::size_t x = 0; x < around.size(); ++x) {
+    if (stages_text(around[x]) == stages_text(wanted)) return static_cast<long>(x);
+  }
+  return -1;
+}
+
+TEST(SearchTest, CompoundMovesComeAfterTheSingleOnes) {
+  const model::Model model = make_model(std::vector<L>(12, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7};
+  const ShapeLimits limits{12, 4, 4};
+  const auto start = shape({0, 3, 6, 9}, {2, 2, 2, 2}, 12, order);
+  const auto around = neighbours(model, start, order, limits);
+  const auto singles = neighbours(model, start, order, limits, false);
+  const std::size_t single = singles.size();
+  ASSERT_GT(single, 0U);
+  ASSERT_LT(single, around.size());
+  for (std::size_t x = 0; x < single; ++x) {  // the full list begins with the single moves
+    EXPECT_EQ(stages_text(around[x]), stages_text(singles[x]));
+  }
+  // Single moves: one boundary, one GPU.
+  EXPECT_GE(position(around, shape({0, 4, 6, 9}, {2, 2, 2, 2}, 12, order)), 0);
+  EXPECT_LT(position(around, shape({0, 4, 6, 9}, {2, 2, 2, 2}, 12, order)),
+            static_cast<long>(single));
+  EXPECT_LT(position(around, shape({0, 3, 6, 9}, {3, 1, 2, 2}, 12, order)),
+            static_cast<long>(single));
+  // Compound: the boundaries from the second on, two layers later; up to the second, one layer
+  // earlier; a GPU from stage 1 to stage 2 with one layer more for stage 2.
+  for (const auto& compound :
+       {shape({0, 3, 8, 11}, {2, 2, 2, 2}, 12, order), shape({0, 2, 5, 9}, {2, 2, 2, 2}, 12, order),
+        shape({0, 3, 5, 9}, {2, 1, 3, 2}, 12, order)}) {
+    SCOPED_TRACE(stages_text(compound));
+    EXPECT_GE(position(around, compound), static_cast<long>(single));
+  }
+  // Two GPUs at once, without a boundary.
+  const auto wider = shape({0, 3, 6, 9}, {1, 3, 2, 2}, 12, order);
+  const auto two = neighbours(model, wider, order, limits);
+  EXPECT_GE(position(two, shape({0, 3, 6, 9}, {3, 1, 2, 2}, 12, order)),
+            static_cast<long>(neighbours(model, wider, order, limits, false).size()));
+}
+
+TEST(SearchTest, CompoundMovesLeaveLocalOptimaOfTheSingleOnes) {
+  // A value whose only improvement from sizes 3, 3, 3 is to move both boundaries together: one
+  // boundary alone gives sizes (4, 2, 3) or (3, 4, 2), as far from (4, 3, 2) as the start.
+  const model::Model model = make_model(std::vector<L>(9, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2};
+  const ShapeLimits limits{9, 1, 3};
+  const std::vector<int> target{4, 3, 2};
+  int evaluations = 0;
+  const Evaluate distance = [&](const std::vector<Stage>& stages) {
+    ++evaluations;
+    double d = stages.size() == target.size() ? 0 : 100;
+    for (std::size_t s = 0; s < stages.size() && s < target.size(); ++s) {
+      d += std::abs(stages[s].last_layer - stages[s].first_layer + 1 - target[s]);
+    }
+    return Evaluation{d, 1};
+  };
+  const auto start = shape({0, 3, 6}, {1, 1, 1}, 9, order);
+  const auto found = local_search(model, {start}, 1, order, limits, distance, {1000, 0, 0});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->iteration_ms, 0);
+  EXPECT_EQ(stages_text(found->stages), stages_text(shape({0, 4, 7}, {1, 1, 1}, 9, order)));
+  // Within a budget the first phase (single moves) spends, nothing is left for the compound
+  // moves: the single moves' local optimum stays.
+  evaluations = 0;
+  const auto single = local_search(model, {start}, 1, order, limits, distance, {1, 0, 0});
+  ASSERT_TRUE(single);
+  EXPECT_EQ(single->iteration_ms, 2);
+  // A larger second-phase budget (sweeps of the start's neighbourhood) finds it again.
+  const auto swept = local_search(model, {start}, 1, order, limits, distance, {1, 1e9, 1000});
+  ASSERT_TRUE(swept);
+  EXPECT_EQ(swept->iteration_ms, 0);
+}
+
+// Measured: 102 evaluations; restarting each pass at the first move takes 503.
+constexpr int kResumedEvaluations = 150;
+
+TEST(SearchTest, TheSecondPhaseResumesAtTheMoveThatImproved) {
+  // The work moves towards the pipeline's start in many steps: resuming each pass at the move
+  // that improved repeats it at once, where restarting at the first move would evaluate every
+  // move before it again after each step.
+  const int layers = 64;
+  const model::Model model = make_model(std::vector<L>(layers, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{layers, 1, 4};
+  const std::vector<int> target{40, 8, 8, 8};
+  int evaluations = 0;
+  const Evaluate distance = [&](const std::vector<Stage>& stages) {
+    ++evaluations;
+    double d = stages.size() == target.size() ? 0 : 1000;
+    for (std::size_t s = 0; s < stages.size() && s < target.size(); ++s) {
+      d += std::abs(stages[s].last_layer - stages[s].first_layer + 1 - target[s]);
+    }
+    return Evaluation{d, 1};
+  };
+  const auto start = shape({0, 16, 32, 48}, {1, 1, 1, 1}, layers, order);
+  const auto found = local_search(model, {start}, 1, order, limits, distance, {0, 1e9, 1e6});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->iteration_ms, 0);
+  std::cout << "[ resumed  ] " << evaluations << " evaluations\n";
+  EXPECT_LE(evaluations, kResumedEvaluations);
 }
 
 }  // namespace

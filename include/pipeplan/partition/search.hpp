@@ -83,12 +83,16 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
 /// tail); then, where `limits` allows them, change a stage's degree (keeping its GPUs, or
 /// its replicas) and switch its recomputation; for uniform shapes, change every stage's replica
 /// count or degree at once, merge two stages into one of the same run, or split one taking a
-/// run from the unused tail. Only shapes `limits` allows.
-/// O(S (log L + S + D)) shapes of O(S) each.
+/// run from the unused tail. These single moves come first; then, unless `compound` is false,
+/// the compound ones: every boundary from the s-th on, or up to
+/// it, moved by 1, 2, 4, ... layers together; and 1, 2, 4, ... groups moved between
+/// neighbouring runs with their boundary moved 1, 2, 4, ... layers towards the giver (the
+/// work follows the GPUs), or without it for 2 groups and more. Only shapes `limits` allows.
+/// O(S (S log L + log N log L + D)) shapes of O(N) each.
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
-                                           const std::vector<int>& order,
-                                           const ShapeLimits& limits);
+                                           const std::vector<int>& order, const ShapeLimits& limits,
+                                           bool compound = true);
 
 /// A shape drawn at random (for restarts of the slow reference search): a stage count, cuts
 /// and run lengths uniform within `limits`. Deterministic for a seeded `rng`. O(L + N).
@@ -101,15 +105,29 @@ struct Found {
   double iteration_ms = 0;
 };
 
+/// What a local search may spend, in the evaluations' work units: `work` at least; more where
+/// `sweeps` passes over the neighbourhood of the best start (its neighbour count times what
+/// evaluating it cost) would cost more, but not beyond `max_work`, and only where one pass
+/// costs at most `max_work` (large plans, whose one pass costs more, keep `work`).
+struct SearchBudget {
+  double work = 0;
+  double sweeps = 0;
+  double max_work = 0;
+};
+
 /// Local search by first improvement: the first `always` starts are evaluated whatever the
-/// budget, the others while it lasts; then from each start, best first, repeatedly take the
-/// first neighbour (in `neighbours` order) that replays faster than the current shape by more
-/// than 1e-9 relative, until none does or the evaluations have cost `max_work`. Every shape
-/// is evaluated once (memoised). Deterministic. Returns the best shape seen, nothing when
-/// every shape seen was infeasible. O(always + work budget / work per evaluation) evaluations.
+/// budget, the others while `budget.work` lasts; then two phases climb from each start, best
+/// first. A climb repeatedly takes the first neighbour that replays faster than the current
+/// shape by more than 1e-9 relative, until a whole pass finds none or the work passes the
+/// phase's limit. Phase 1, within `budget.work`: single moves only, each pass from the first
+/// (the search as it was before the compound moves, so that no plan gets slower). Phase 2,
+/// within the larger budget (`SearchBudget`): every move, each pass resuming at the move that
+/// improved last (a shift of the work tends to repeat). Every shape is evaluated once
+/// (memoised). Deterministic. Returns the best shape seen, nothing when every shape seen was
+/// infeasible. O(always + max work / work per evaluation) evaluations.
 std::optional<Found> local_search(const model::Model& model,
                                   const std::vector<std::vector<Stage>>& starts, std::size_t always,
                                   const std::vector<int>& order, const ShapeLimits& limits,
-                                  const Evaluate& evaluate, double max_work);
+                                  const Evaluate& evaluate, const SearchBudget& budget);
 
 }  // namespace pipeplan::partition

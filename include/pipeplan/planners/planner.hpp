@@ -179,6 +179,11 @@ struct SppSearch {
   /// Work of the local search per order and DP model: tasks scheduled and replayed (each shape
   /// of S stages costs 4 S M + N). 3e4 is about 40 ms of one core (release build).
   double work = 3e4;
+  /// More work for the second phase of the search (partition::local_search) where the best
+  /// start's neighbourhood is large: enough for this many passes over it, up to `max_work`
+  /// (about 0.3 s of one core). 0: `work` only.
+  double sweeps = 2;
+  double max_work = 8 * 3e4;
   /// Random starting shapes added to the seeds (0 for spp; the slow reference search uses many).
   int restarts = 0;
   unsigned seed = 1;  ///< Seed of the random starts (plus the order's index).
