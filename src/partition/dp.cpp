@@ -947,6 +947,24 @@ class Pass {
 
 // The best objective among simple plans on the grid: S stages of equal compute (cut at grid
 // boundaries), each on q units of consecutive GPUs at one degree, for every q, S and degree.
+// A necessary condition for any plan on `grid` (see fewest_stages_for_static_bytes): no more
+// stages needed than the grid has positions (each run is at least one unit), blocks and the cap
+// allow, at the degrees a run of the grid can hold. On 3,360 GPUs the 530B model needs at least
+// 14 stages and a grid of 512-GPU units has 6 positions: the passes that would find nothing are
+// skipped (about a second per order). O(L D).
+bool grid_can_fit(const model::Model& model, const topology::Topology& topology,
+                  const std::vector<int>& order, const Grid& grid, const StageChoices& choices,
+                  int max_stages) {
+  std::vector<int> degrees;
+  for (const int t : choices.degrees) {
+    if (t <= grid.lengths * grid.unit) degrees.push_back(t);
+  }
+  const int stages =
+      fewest_stages_for_static_bytes(model, topology, order, degrees, choices.optimizer);
+  const int blocks = static_cast<int>(grid.cuts.size()) - 1;
+  return stages >= 0 && stages <= std::min({grid.positions, blocks, max_stages});
+}
+
 // A cheap upper bound for the exact pass (infinity when none fits). O(P log P D) plans of
 // O(L + S r^2) each.
 double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
@@ -1004,6 +1022,40 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
 
 }  // namespace
 
+int fewest_stages_for_static_bytes(const model::Model& model, const topology::Topology& topology,
+                                   const std::vector<int>& order, const std::vector<int>& degrees,
+                                   Optimizer optimizer) {
+  double memory = 0;
+  for (const int gpu : order) {
+    const auto& bytes = topology.gpu(gpu).memory_bytes;
+    if (!bytes) return 0;  // a GPU without a memory limit: no bound
+    memory = std::max(memory, *bytes);
+  }
+  if (degrees.empty()) return -1;
+  const MemoryRule rule = memory_rule(model, optimizer);
+  const double factor = rule.sharded ? rule.factor - rule.sharded_factor : rule.factor;
+  int stages = 1;
+  double filled = 0;
+  for (const model::Layer& layer : model.layers) {
+    double bytes = layer.parameter_bytes;
+    for (const int t : degrees) {
+      if (t > 1 && layer.tensor_parallel &&
+          std::binary_search(layer.tensor_parallel->degrees.begin(),
+                             layer.tensor_parallel->degrees.end(), t)) {
+        bytes = std::min(bytes, model::parameter_bytes_at(layer, t));
+      }
+    }
+    const double need = factor * bytes;
+    if (need > memory) return -1;
+    if (filled + need > memory) {
+      ++stages;
+      filled = 0;
+    }
+    filled += need;
+  }
+  return stages;
+}
+
 std::vector<Solution> solve_several(const model::Model& model, const topology::Topology& topology,
                                     const std::vector<int>& order, int micro_batches,
                                     const ScheduleModel& schedule, const SolveOptions& options) {
@@ -1028,6 +1080,7 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
       return dp.run(cap, upper_bound, max_work, gave_up, options.solutions, max_stages);
     };
     auto result = [&]() -> std::vector<Solution> {
+      if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
       // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
       // equal-compute plans usually give a good one; when none fits in memory (or within the
       // stage cap), a capped pass (4 entries per state) finds a plan whose value serves
@@ -1049,7 +1102,8 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
       Grid narrow = make_grid(model, N, micro_batches, kBudget, choices, true);
       if (narrow.unit == 1) {
         grid = narrow;
-        result = [&] {
+        result = [&]() -> std::vector<Solution> {
+          if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
           auto heuristic = pass(4, unlimited);
           if (heuristic.empty() || gave_up) return heuristic;
           auto exact = pass(0, heuristic.front().objective.total_ms);

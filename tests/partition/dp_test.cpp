@@ -154,5 +154,62 @@ TEST(DpTest, PassesBeyondTheirWorkRetryOnACoarserGrid) {
   EXPECT_EQ(again->objective.total_ms, coarse->objective.total_ms);
 }
 
+TEST(DpTest, FewestStagesForStaticBytesByHand) {
+  // Four layers of 1e9 parameter bytes, phi = 4: 4e9 static bytes each; 10e9 GPUs hold two.
+  const model::Model model = make_model(std::vector<L>(4, L{1, 2, 1e3, 1e9, 1e6}));
+  const std::vector<int> order{0, 1, 2, 3};
+  EXPECT_EQ(
+      fewest_stages_for_static_bytes(model, uniform_topology(4, 10e9, 0.01, {}, 10e9), order, {1}),
+      2);
+  // Sharded over unboundedly many replicas: phi - phi_sh = 2 bytes per byte, five fit in 10e9.
+  EXPECT_EQ(fewest_stages_for_static_bytes(model, uniform_topology(4, 10e9, 0.01, {}, 10e9), order,
+                                           {1}, Optimizer::kSharded),
+            1);
+  // No layer fits a 3e9 GPU; a GPU without a limit gives no bound; no degree, no plan.
+  EXPECT_EQ(
+      fewest_stages_for_static_bytes(model, uniform_topology(4, 10e9, 0.01, {}, 3e9), order, {1}),
+      -1);
+  EXPECT_EQ(fewest_stages_for_static_bytes(model, uniform_topology(4, 10e9, 0.01), order, {1}), 0);
+  EXPECT_EQ(
+      fewest_stages_for_static_bytes(model, uniform_topology(4, 10e9, 0.01, {}, 10e9), order, {}),
+      -1);
+}
+
+TEST(DpTest, FewestStagesForStaticBytesIsALowerBound) {
+  // Every plan that fits (one stash beside its static bytes, as the list schedule needs) has at
+  // least the bound's stages (the DP skips a grid with room for fewer, docs/algorithms.md).
+  std::mt19937 rng(31);
+  int bounded = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const int L = 1 + static_cast<int>(rng() % 7);
+    const model::Model model = random_model(rng, L, 4e6);
+    const double memory = 4e6 + 4e6 * static_cast<double>(rng() % 6);
+    const topology::Topology topology = uniform_topology(5, 10e9, 0.01, {}, memory);
+    const std::vector<int> order{0, 1, 2, 3, 4};
+    const int bound = fewest_stages_for_static_bytes(model, topology, order, {1});
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", bound " + std::to_string(bound));
+    int fewest = 0;
+    for_each_plan(L, order, 2, 5, [&](const std::vector<Stage>& stages) {
+      for (const Stage& stage : stages) {
+        double w = 0, y = 0;
+        for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+          w += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
+          y += model.layers[static_cast<std::size_t>(l)].stash_bytes;
+        }
+        if (simulate::max_in_flight(4 * w, y, memory, 1) < 1) return;
+      }
+      const int S = static_cast<int>(stages.size());
+      if (fewest == 0 || S < fewest) fewest = S;
+    });
+    if (bound < 0) {
+      EXPECT_EQ(fewest, 0);  // nothing fits
+    } else if (fewest > 0) {
+      EXPECT_LE(bound, fewest);
+      if (bound > 1) ++bounded;
+    }
+  }
+  EXPECT_GT(bounded, 10);  // the bound says something
+}
+
 }  // namespace
 }  // namespace pipeplan::partition

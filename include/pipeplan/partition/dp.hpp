@@ -93,6 +93,17 @@ struct SolveOptions {
   StageChoices choices;                 ///< Degrees, recomputation and optimizer (spec 8.4).
 };
 
+/// A lower bound on the stages of any plan on `order` at the tensor-parallel `degrees`: the
+/// fewest contiguous stages whose static bytes alone fit the largest GPU of `order`, each layer's
+/// weights at the listed degree that makes them smallest, a sharded optimizer's state spread over
+/// unboundedly many replicas (phi - phi_sh bytes per parameter byte; else phi), no stash. Greedy
+/// packing is optimal for that relaxed packing with free boundaries. 0 when a GPU of `order` has
+/// no memory limit (no bound); -1 when no plan can fit (a layer larger than the largest GPU, or
+/// no degree). O(L D).
+int fewest_stages_for_static_bytes(const model::Model& model, const topology::Topology& topology,
+                                   const std::vector<int>& order, const std::vector<int>& degrees,
+                                   Optimizer optimizer = Optimizer::kReplicated);
+
 /// `solve`, returning up to `options.solutions` solutions: the plans of the final Pareto front
 /// (every first run length) with the smallest objective, smallest first (ties: fixed loop
 /// order). The first is `solve`'s. Empty when no plan fits. Same complexity as `solve`, plus
