@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "export_util.hpp"
@@ -84,7 +85,10 @@ class TraceWriter {
     }
   }
 
-  ordered_json write() {
+  // The trace as text, as `detail::dump_compact_below(trace, 2)` writes it: the events one per
+  // line. They are written as they are made, not kept as one DOM of T events, whose building
+  // and destruction took most of the run on a plan of 262,144 tasks.
+  std::string write() {
     processes();
     compute();
     updates();
@@ -92,10 +96,23 @@ class TraceWriter {
     allreduces();
     memory_counters();
     ordered_json out = ordered_json::object();
-    out["traceEvents"] = io::json_array(std::move(events_));
+    out["traceEvents"] = ordered_json::array();
     out["displayTimeUnit"] = "ms";
     out["otherData"] = other_data();
-    return out;
+    std::string text = detail::dump_compact_below(out, 2);
+    if (events_.empty()) return text;
+    const std::string empty = "\"traceEvents\": []";
+    const std::size_t at = text.find(empty);  // the first member: nothing before it can match
+    std::string events = "\"traceEvents\": [\n  ";
+    std::size_t size = events.size() + 3;
+    for (const std::string& event : events_) size += event.size() + 4;
+    events.reserve(size);
+    for (std::size_t e = 0; e < events_.size(); ++e) {
+      if (e > 0) events += ",\n  ";
+      events += events_[e];
+    }
+    events += "\n ]";
+    return text.replace(at, empty.size(), events);
   }
 
  private:
@@ -117,11 +134,11 @@ class TraceWriter {
       const int g = group.gpus.front();
       const int r = rank_of_[static_cast<std::size_t>(g)];
       const int p = pid(g);
-      events_.push_back(metadata("process_name", p, 0, {{"name", process_name(group, r)}}));
-      events_.push_back(metadata("process_sort_index", p, 0, {{"sort_index", r}}));
+      add(metadata("process_name", p, 0, {{"name", process_name(group, r)}}));
+      add(metadata("process_sort_index", p, 0, {{"sort_index", r}}));
       auto thread = [&](int tid, const std::string& thread_name) {
-        events_.push_back(metadata("thread_name", p, tid, {{"name", thread_name}}));
-        events_.push_back(metadata("thread_sort_index", p, tid, {{"sort_index", tid}}));
+        add(metadata("thread_name", p, tid, {{"name", thread_name}}));
+        add(metadata("thread_sort_index", p, tid, {{"sort_index", tid}}));
       };
       thread(kComputeThread, "compute");
       if (plan_.stages[static_cast<std::size_t>(group.stage)].replicas() > 1) {
@@ -163,9 +180,8 @@ class TraceWriter {
                            {"stage", e.task.stage},
                            {"gpu", detail::gpu_id(view_, e.gpu)}};
       if (v2_) add_group_args(e, args);
-      events_.push_back(complete(detail::short_name(e.task),
-                                 e.task.op == Op::kForward ? "forward" : "backward", pid(e.gpu),
-                                 kComputeThread, e.start_ms, e.end_ms, std::move(args)));
+      add(complete(detail::short_name(e.task), e.task.op == Op::kForward ? "forward" : "backward",
+                   pid(e.gpu), kComputeThread, e.start_ms, e.end_ms, std::move(args)));
     }
   }
 
@@ -192,9 +208,9 @@ class TraceWriter {
 
   void updates() {
     for (const TimedUpdate& e : plan_.timeline.updates) {
-      events_.push_back(complete("U s" + std::to_string(e.stage), "update", pid(e.gpu),
-                                 kComputeThread, e.start_ms, e.end_ms,
-                                 {{"stage", e.stage}, {"gpu", detail::gpu_id(view_, e.gpu)}}));
+      add(complete("U s" + std::to_string(e.stage), "update", pid(e.gpu), kComputeThread,
+                   e.start_ms, e.end_ms,
+                   {{"stage", e.stage}, {"gpu", detail::gpu_id(view_, e.gpu)}}));
     }
   }
 
@@ -212,12 +228,10 @@ class TraceWriter {
             {"to", detail::gpu_id(view_, e.to)}, {"peer", detail::gpu_id(view_, peer)}};
       };
       const char* category = activation ? "activation" : "gradient";
-      events_.push_back(complete(transfer_name(e.task), category, pid(e.from),
-                                 send_thread_.at({e.from, e.to}), e.start_ms, e.end_ms,
-                                 args(e.to)));
-      events_.push_back(complete(transfer_name(e.task), category, pid(e.to),
-                                 receive_thread_.at({e.to, e.from}), e.start_ms, e.end_ms,
-                                 args(e.from)));
+      add(complete(transfer_name(e.task), category, pid(e.from), send_thread_.at({e.from, e.to}),
+                   e.start_ms, e.end_ms, args(e.to)));
+      add(complete(transfer_name(e.task), category, pid(e.to), receive_thread_.at({e.to, e.from}),
+                   e.start_ms, e.end_ms, args(e.from)));
     }
   }
 
@@ -229,8 +243,7 @@ class TraceWriter {
       for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view_, g));
       const ordered_json peers = io::json_array(std::move(peer_ids));
       for (int g : stage.leaders()) {
-        events_.push_back(
-            complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g), kAllReduceThread,
+        add(complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g), kAllReduceThread,
                      e.start_ms, e.end_ms,
                      {{"stage", e.stage}, {"bytes", io::json_number(e.bytes)}, {"peers", peers}}));
       }
@@ -291,12 +304,12 @@ class TraceWriter {
     } else {
       args = {{"micro_batches", in_flight}};
     }
-    events_.push_back({{"name", view_.memory ? "memory (bytes)" : "stashed micro-batches"},
-                       {"ph", "C"},
-                       {"pid", pid_[g]},
-                       {"tid", kComputeThread},
-                       {"ts", io::json_number(ts)},
-                       {"args", std::move(args)}});
+    add({{"name", view_.memory ? "memory (bytes)" : "stashed micro-batches"},
+         {"ph", "C"},
+         {"pid", pid_[g]},
+         {"tid", kComputeThread},
+         {"ts", io::json_number(ts)},
+         {"args", std::move(args)}});
   }
 
   ordered_json other_data() const {
@@ -319,14 +332,17 @@ class TraceWriter {
   std::vector<int> pid_, rank_of_, group_index_;
   std::vector<Group> groups_;  // in rank order of their leaders
   std::map<std::pair<int, int>, int> send_thread_, receive_thread_;  // (gpu, peer) -> tid
-  // A vector, made a JSON array once at the end (io::json_array): pushing onto an ordered_json
-  // array re-links every element with JSON_DIAGNOSTICS, O(T^2) for T events.
-  std::vector<ordered_json> events_;
+  // Each event written compact as it is made (see write).
+  void add(const ordered_json& event) {
+    events_.push_back(
+        event.dump(-1, ' ', /*ensure_ascii=*/false, ordered_json::error_handler_t::replace));
+  }
+  std::vector<std::string> events_;
 };
 
 }  // namespace
 
-ordered_json chrome_trace(const PlanView& view) {
+std::string chrome_trace_text(const PlanView& view) {
   // Every time lies within the iteration (the readers check it): when its end is finite in
   // microseconds, so is every figure written below, never `null`.
   if (!std::isfinite(to_us(view.plan.timeline.iteration_ms))) {
@@ -334,6 +350,10 @@ ordered_json chrome_trace(const PlanView& view) {
                      " is too long for a Chrome trace: its times in microseconds would overflow");
   }
   return TraceWriter(view).write();
+}
+
+ordered_json chrome_trace(const PlanView& view) {
+  return ordered_json::parse(chrome_trace_text(view));
 }
 
 }  // namespace pipeplan::report

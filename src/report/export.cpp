@@ -171,7 +171,7 @@ std::string export_plan(const PlanView& view, ExportFormat format) {
   if (format == ExportFormat::kHtml) check_view_limit(view, "an HTML report");
   switch (format) {
     case ExportFormat::kChromeTrace:
-      return detail::dump_compact_below(chrome_trace(view), 2);
+      return chrome_trace_text(view);
     case ExportFormat::kSvg:
       return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg_gantt(view);
     case ExportFormat::kHtml:

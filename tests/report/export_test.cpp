@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "../../src/report/export_util.hpp"
 #include "../support/same_json.hpp"
 #include "../support/xml.hpp"
 #include "pipeplan/error.hpp"
@@ -202,6 +203,20 @@ TEST(ChromeTraceTest, FollowsTheTraceEventFormat) {
   const Plan plan =
       planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
   EXPECT_EQ(trace_violation(chrome_trace(make_view(plan, model, topology))), "");
+}
+
+TEST(ChromeTraceTest, TextHasOneEventPerLine) {
+  // The writer streams its events as text; the layout is the one every other export uses
+  // (objects and arrays opened up to depth 2, compact below), so parsing and dumping the trace
+  // that way gives the same bytes.
+  const auto with_model = toy();
+  const PlanView without_model = plan_only();
+  for (const PlanView* view : {&with_model.view, &without_model}) {
+    const std::string text = chrome_trace_text(*view);
+    EXPECT_EQ(text, report::detail::dump_compact_below(nlohmann::ordered_json::parse(text), 2));
+    EXPECT_EQ(text.rfind("{\n \"traceEvents\": [\n  {\"name\":", 0), 0U) << text.substr(0, 80);
+    EXPECT_EQ(text.back(), '\n');
+  }
 }
 
 TEST(ChromeTraceTest, ValidatorSeesBrokenTraces) {

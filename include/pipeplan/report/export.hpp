@@ -150,6 +150,10 @@ std::string torch_schedule_csv(const PlanView& view);
 /// O(T log T).
 nlohmann::ordered_json chrome_trace(const PlanView& view);
 
+/// `chrome_trace` as the text `export --format chrome-trace` and `plan --trace` write: an
+/// event per line (chrome_trace parses it). O(T log T).
+std::string chrome_trace_text(const PlanView& view);
+
 /// A self-contained SVG Gantt chart: one row per used GPU grouped by stage, forwards and
 /// backwards in distinct colours with micro-batch labels where they fit, AllReduces in the
 /// GPU's row, transfers in a thin band under the sending GPU, a time axis in ms, a legend
