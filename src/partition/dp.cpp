@@ -945,8 +945,6 @@ class Pass {
   double work_ = 0;
 };
 
-// The best objective among simple plans on the grid: S stages of equal compute (cut at grid
-// boundaries), each on q units of consecutive GPUs at one degree, for every q, S and degree.
 // A necessary condition for any plan on `grid` (see fewest_stages_for_static_bytes): no more
 // stages needed than the grid has positions (each run is at least one unit), blocks and the cap
 // allow, at the degrees a run of the grid can hold. On 3,360 GPUs the 530B model needs at least
@@ -965,6 +963,8 @@ bool grid_can_fit(const model::Model& model, const topology::Topology& topology,
   return stages >= 0 && stages <= std::min({grid.positions, blocks, max_stages});
 }
 
+// The best objective among simple plans on the grid: S stages of equal compute (cut at grid
+// boundaries), each on q units of consecutive GPUs at one degree, for every q, S and degree.
 // A cheap upper bound for the exact pass (infinity when none fits). O(P log P D) plans of
 // O(L + S r^2) each.
 double simple_plans_bound(const model::Model& model, const topology::Topology& topology,
@@ -1036,12 +1036,11 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
   const double factor = rule.sharded ? rule.factor - rule.sharded_factor : rule.factor;
   int stages = 1;
   double filled = 0;
-  for (const model::Layer& layer : model.layers) {
+  for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {
+    const model::Layer& layer = model.layers[static_cast<std::size_t>(l)];
     double bytes = layer.parameter_bytes;
     for (const int t : degrees) {
-      if (t > 1 && layer.tensor_parallel &&
-          std::binary_search(layer.tensor_parallel->degrees.begin(),
-                             layer.tensor_parallel->degrees.end(), t)) {
+      if (t > 1 && model::stage_allows_degree(model, l, l, t)) {
         bytes = std::min(bytes, model::parameter_bytes_at(layer, t));
       }
     }

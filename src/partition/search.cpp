@@ -553,7 +553,7 @@ std::optional<Found> local_search(const model::Model& model,
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
-  double max_work = budget.work;
+  double second_limit = budget.work;  // phase 2's
   // More only where it buys at least one whole pass (a local optimum confirmed); the single
   // moves are counted first, which spares making the compound ones of a large plan.
   if (!ranked.empty() && budget.sweeps > 0 && work < budget.max_work) {
@@ -565,7 +565,7 @@ std::optional<Found> local_search(const model::Model& model,
     if (pass(false) <= budget.max_work) {
       const double sweep = pass(true);
       if (sweep <= budget.max_work) {
-        max_work = std::max(max_work, std::min(budget.sweeps * sweep, budget.max_work));
+        second_limit = std::max(second_limit, std::min(budget.sweeps * sweep, budget.max_work));
       }
     }
   }
@@ -599,7 +599,7 @@ std::optional<Found> local_search(const model::Model& model,
   // Phase 1 is the search as it was before the compound moves, within the same budget, so a
   // plan never gets slower; phase 2 adds them and resumes with what is left of the larger one.
   for (const bool resume : {false, true}) {
-    const double limit = resume ? max_work : budget.work;
+    const double limit = resume ? second_limit : budget.work;
     for (std::size_t x = 0; x < ranked.size() && work <= limit; ++x) {
       climb(ranked[x], resume, limit);
     }

@@ -67,20 +67,7 @@ TEST(SearchTest, GreedyPackingNeedsTheFewestGpus) {
     const topology::Topology topology =
         uniform_topology(6, 10e9, 0.01, {}, 4e6 + 4e6 * (rng() % 4));
     const std::vector<int> order{0, 1, 2, 3, 4, 5};
-    int fewest = 0;
-    for_each_plan(L, order, 1, 6, [&](const std::vector<Stage>& stages) {
-      for (const Stage& stage : stages) {
-        double w = 0, y = 0;
-        for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-          w += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
-          y += model.layers[static_cast<std::size_t>(l)].stash_bytes;
-        }
-        if (simulate::max_in_flight(4 * w, y, topology.gpu(stage.gpus[0]).memory_bytes, 1) < 1)
-          return;
-      }
-      const int S = static_cast<int>(stages.size());
-      if (fewest == 0 || S < fewest) fewest = S;
-    });
+    const int fewest = fewest_fitting_stages(model, order, 1, 6, *topology.gpu(0).memory_bytes);
     int needed = 0;
     const auto packed = greedy_packing(model, topology, order, 1, 6, &needed);
     SCOPED_TRACE("trial " + std::to_string(trial));
@@ -113,6 +100,19 @@ long position(const std::vector<std::vector<Stage>>& around, const std::vector<S
     if (stages_text(around[x]) == stages_text(wanted)) return static_cast<long>(x);
   }
   return -1;
+}
+
+// A synthetic value: how far the stages' layer counts are from `target` (`mismatch` more for
+// another stage count), each evaluation costing 1 and counted in `evaluations`.
+Evaluate size_distance(const std::vector<int>& target, double mismatch, int& evaluations) {
+  return [&target, mismatch, &evaluations](const std::vector<Stage>& stages) {
+    ++evaluations;
+    double d = stages.size() == target.size() ? 0 : mismatch;
+    for (std::size_t s = 0; s < stages.size() && s < target.size(); ++s) {
+      d += std::abs(stages[s].last_layer - stages[s].first_layer + 1 - target[s]);
+    }
+    return Evaluation{d, 1};
+  };
 }
 
 TEST(SearchTest, CompoundMovesComeAfterTheSingleOnes) {
@@ -157,14 +157,7 @@ TEST(SearchTest, CompoundMovesLeaveLocalOptimaOfTheSingleOnes) {
   const ShapeLimits limits{9, 1, 3};
   const std::vector<int> target{4, 3, 2};
   int evaluations = 0;
-  const Evaluate distance = [&](const std::vector<Stage>& stages) {
-    ++evaluations;
-    double d = stages.size() == target.size() ? 0 : 100;
-    for (std::size_t s = 0; s < stages.size() && s < target.size(); ++s) {
-      d += std::abs(stages[s].last_layer - stages[s].first_layer + 1 - target[s]);
-    }
-    return Evaluation{d, 1};
-  };
+  const Evaluate distance = size_distance(target, 100, evaluations);
   const auto start = shape({0, 3, 6}, {1, 1, 1}, 9, order);
   const auto found = local_search(model, {start}, 1, order, limits, distance, {1000, 0, 0});
   ASSERT_TRUE(found);
@@ -172,7 +165,6 @@ TEST(SearchTest, CompoundMovesLeaveLocalOptimaOfTheSingleOnes) {
   EXPECT_EQ(stages_text(found->stages), stages_text(shape({0, 4, 7}, {1, 1, 1}, 9, order)));
   // Within a budget the first phase (single moves) spends, nothing is left for the compound
   // moves: the single moves' local optimum stays.
-  evaluations = 0;
   const auto single = local_search(model, {start}, 1, order, limits, distance, {1, 0, 0});
   ASSERT_TRUE(single);
   EXPECT_EQ(single->iteration_ms, 2);
@@ -195,14 +187,7 @@ TEST(SearchTest, TheSecondPhaseResumesAtTheMoveThatImproved) {
   const ShapeLimits limits{layers, 1, 4};
   const std::vector<int> target{40, 8, 8, 8};
   int evaluations = 0;
-  const Evaluate distance = [&](const std::vector<Stage>& stages) {
-    ++evaluations;
-    double d = stages.size() == target.size() ? 0 : 1000;
-    for (std::size_t s = 0; s < stages.size() && s < target.size(); ++s) {
-      d += std::abs(stages[s].last_layer - stages[s].first_layer + 1 - target[s]);
-    }
-    return Evaluation{d, 1};
-  };
+  const Evaluate distance = size_distance(target, 1000, evaluations);
   const auto start = shape({0, 16, 32, 48}, {1, 1, 1, 1}, layers, order);
   const auto found = local_search(model, {start}, 1, order, limits, distance, {0, 1e9, 1e6});
   ASSERT_TRUE(found);

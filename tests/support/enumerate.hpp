@@ -4,7 +4,9 @@
 #include <functional>
 #include <vector>
 
+#include "pipeplan/model/model.hpp"
 #include "pipeplan/plan.hpp"
+#include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::testing {
 
@@ -35,6 +37,28 @@ inline void for_each_plan(int layers, const std::vector<int>& order, int max_rep
     }
   };
   extend(0, 0);
+}
+
+/// The fewest stages among the plans of `for_each_plan` whose every stage holds its static
+/// bytes (phi = 4) and one stash in `memory` bytes (as the list schedule needs), or 0 when none
+/// does.
+inline int fewest_fitting_stages(const model::Model& model, const std::vector<int>& order,
+                                 int max_replicas, int max_stages, double memory) {
+  int fewest = 0;
+  const int layers = static_cast<int>(model.layers.size());
+  for_each_plan(layers, order, max_replicas, max_stages, [&](const std::vector<Stage>& stages) {
+    for (const Stage& stage : stages) {
+      double w = 0, y = 0;
+      for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+        w += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
+        y += model.layers[static_cast<std::size_t>(l)].stash_bytes;
+      }
+      if (simulate::max_in_flight(4 * w, y, memory, 1) < 1) return;
+    }
+    const int S = static_cast<int>(stages.size());
+    if (fewest == 0 || S < fewest) fewest = S;
+  });
+  return fewest;
 }
 
 }  // namespace pipeplan::testing
