@@ -344,9 +344,18 @@ void uniform_moves(const model::Model& model, const Layout& base, const ShapeLim
   }
 }
 
+// The next boundary shift of the compound moves after `step`: 1, 2, 4, 8, ... or, `fine`,
+// 1, 2, 3, 4, 6, 8, 12, ... (the powers of two and the midpoints between them).
+int next_step(int step, bool fine) {
+  if (!fine || step < 2) return step < 1 ? 1 : (fine ? step + 1 : step * 2);
+  const int power = 1 << (31 - __builtin_clz(static_cast<unsigned>(step)));  // largest <= step
+  return step == power ? step + step / 2 : 2 * power;
+}
+
 // The compound moves of `neighbours`: several boundaries at once, and GPUs moved with their
-// work. `offer` says whether the shape was valid. O(S (S log L + log N log L)) shapes.
-void compound_moves(const Layout& base, const ShapeLimits& limits,
+// work; `fine`: with the finer shifts (next_step). `offer` says whether the shape was valid.
+// O(S (S log L + log N log L)) shapes.
+void compound_moves(const Layout& base, const ShapeLimits& limits, bool fine,
                     const std::function<bool(const Layout&)>& offer) {
   const int S = static_cast<int>(base.firsts.size());
   const int L = limits.layers;
@@ -359,7 +368,7 @@ void compound_moves(const Layout& base, const ShapeLimits& limits,
     for (const bool suffix : {true, false}) {
       const int from = suffix ? s : 1, to = suffix ? S - 1 : s;  // boundaries moved
       if (to - from < 1) continue;
-      for (int step = 1; step < L; step *= 2) {
+      for (int step = 1; step < L; step = next_step(step, fine)) {
         bool any = false;
         for (int sign : {-1, 1}) {
           Layout layout = base;
@@ -384,7 +393,7 @@ void compound_moves(const Layout& base, const ShapeLimits& limits,
     for (int sign : {1, -1}) {
       for (const int size : sizes) {
         for (int count = 1; count * size < longest; count *= 2) {
-          for (int step = count > 1 ? 0 : 1; step < high - low; step = std::max(1, step * 2)) {
+          for (int step = count > 1 ? 0 : 1; step < high - low; step = next_step(step, fine)) {
             Layout layout = base;
             layout.runs[static_cast<std::size_t>(s)] += sign * count * size;
             layout.runs[static_cast<std::size_t>(s) + 1] -= sign * count * size;
@@ -402,7 +411,7 @@ void compound_moves(const Layout& base, const ShapeLimits& limits,
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
                                            const std::vector<int>& order, const ShapeLimits& limits,
-                                           bool compound) {
+                                           bool compound, bool fine) {
   const Layout base = layout_of(stages);
   const int S = static_cast<int>(base.firsts.size());
   const int L = limits.layers;
@@ -482,7 +491,7 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
   }
   degree_and_recompute_moves(base, limits, N, offer);
   if (limits.uniform) uniform_moves(model, base, limits, N, offer);
-  if (compound) compound_moves(base, limits, offer);
+  if (compound) compound_moves(base, limits, fine, offer);
   return out;
 }
 
@@ -573,14 +582,13 @@ std::optional<Found> local_search(const model::Model& model,
   // neighbourhood resumes at the move that improved (first the same move again), wrapping
   // around; else it restarts at the first move (the single moves first). Either way a whole
   // pass without improvement ends it.
-  auto climb = [&](const Ranked& start, bool resume, double limit) {
-    std::vector<Stage> current = starts[start.start];
-    double current_ms = start.ms;
+  auto climb = [&](std::vector<Stage> current, double current_ms, bool resume, double limit,
+                   bool fine) {
     std::size_t from = 0;
     bool improved = true;
     while (improved && work <= limit) {
       improved = false;
-      auto candidates = neighbours(model, current, order, limits, resume);
+      auto candidates = neighbours(model, current, order, limits, resume, fine);
       const std::size_t n = candidates.size();
       for (std::size_t k = 0; k < n && work <= limit; ++k) {
         const std::size_t at = (from + k) % n;
@@ -601,8 +609,16 @@ std::optional<Found> local_search(const model::Model& model,
   for (const bool resume : {false, true}) {
     const double limit = resume ? second_limit : budget.work;
     for (std::size_t x = 0; x < ranked.size() && work <= limit; ++x) {
-      climb(ranked[x], resume, limit);
+      climb(starts[ranked[x].start], ranked[x].ms, resume, limit, false);
     }
+  }
+  // Phase 3, from the best shape found: the compound moves with the finer shifts too (a GPU
+  // moved with 3 layers where 2 and 4 both replay slower), with as much again as phase 2 had
+  // beyond phase 1 (none where phase 2 had no more). It starts from the best, so it can only
+  // improve on phases 1 and 2.
+  if (best && second_limit > budget.work) {
+    const double limit = work + (second_limit - budget.work);
+    climb(best->stages, best->iteration_ms, true, limit, true);
   }
   return best;
 }

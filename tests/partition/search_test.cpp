@@ -196,5 +196,33 @@ TEST(SearchTest, TheSecondPhaseResumesAtTheMoveThatImproved) {
   EXPECT_LE(evaluations, kResumedEvaluations);
 }
 
+TEST(SearchTest, TheThirdPhaseFindsAShiftBetweenThePowersOfTwo) {
+  // The only improvement from stages of 6 and 6 layers on 2 and 2 GPUs: a GPU moved from the
+  // first stage to the second with 3 layers (the work follows it). The second phase's shifts
+  // (1, 2, 4 layers) miss it; the third phase's finer shifts (1, 2, 3, 4, ...) find it, and
+  // only where phase 2 had more than the first phase's budget.
+  const model::Model model = make_model(std::vector<L>(12, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{12, 4, 2};
+  const auto start = shape({0, 6}, {2, 2}, 12, order);
+  const auto target = shape({0, 3}, {1, 3}, 12, order);
+  EXPECT_LT(position(neighbours(model, start, order, limits), target), 0);
+  EXPECT_GE(position(neighbours(model, start, order, limits, true, true), target), 0);
+  const Evaluate value = [&](const std::vector<Stage>& stages) {
+    const std::string text = stages_text(stages);
+    return Evaluation{text == stages_text(target)  ? 0.0
+                      : text == stages_text(start) ? 1.0
+                                                   : 2.0,
+                      1};
+  };
+  const auto two_phases = local_search(model, {start}, 1, order, limits, value, {1, 0, 0});
+  ASSERT_TRUE(two_phases);
+  EXPECT_EQ(two_phases->iteration_ms, 1);
+  const auto three = local_search(model, {start}, 1, order, limits, value, {1, 1e9, 1000});
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->iteration_ms, 0);
+  EXPECT_EQ(stages_text(three->stages), stages_text(target));
+}
+
 }  // namespace
 }  // namespace pipeplan::partition

@@ -87,12 +87,13 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
 /// the compound ones: every boundary from the s-th on, or up to
 /// it, moved by 1, 2, 4, ... layers together; and 1, 2, 4, ... groups moved between
 /// neighbouring runs with their boundary moved 1, 2, 4, ... layers towards the giver (the
-/// work follows the GPUs), or without it for 2 groups and more. Only shapes `limits` allows.
-/// O(S (S log L + log N log L + D)) shapes of O(N) each.
+/// work follows the GPUs), or without it for 2 groups and more; `fine`: the compound moves'
+/// shifts are 1, 2, 3, 4, 6, 8, 12, ... layers instead (the midpoints too). Only shapes
+/// `limits` allows. O(S (S log L + log N log L + D)) shapes of O(N) each.
 std::vector<std::vector<Stage>> neighbours(const model::Model& model,
                                            const std::vector<Stage>& stages,
                                            const std::vector<int>& order, const ShapeLimits& limits,
-                                           bool compound = true);
+                                           bool compound = true, bool fine = false);
 
 /// A shape drawn at random (for restarts of the slow reference search): a stage count, cuts
 /// and run lengths uniform within `limits`. Deterministic for a seeded `rng`. O(L + N).
@@ -117,12 +118,14 @@ struct SearchBudget {
 
 /// Local search by first improvement: the first `always` starts are evaluated whatever the
 /// budget, the others while `budget.work` lasts; then two phases climb from each start, best
-/// first. A climb repeatedly takes the first neighbour that replays faster than the current
-/// shape by more than 1e-9 relative, until a whole pass finds none or the work passes the
-/// phase's limit. Phase 1, within `budget.work`: single moves only, each pass from the first
-/// (the search as it was before the compound moves, so that no plan gets slower). Phase 2,
-/// within the larger budget (`SearchBudget`): every move, each pass resuming at the move that
-/// improved last (a shift of the work tends to repeat). Every shape is evaluated once
+/// first, and a third from the best found. A climb repeatedly takes the first neighbour that
+/// replays faster than the current shape by more than 1e-9 relative, until a whole pass finds none
+/// or the work passes the phase's limit. Phase 1, within `budget.work`: single moves only, each
+/// pass from the first (the search as it was before the compound moves, so that no plan gets
+/// slower). Phase 2, within the larger budget (`SearchBudget`): every move, each pass resuming at
+/// the move that improved last (a shift of the work tends to repeat). Phase 3, where phase 2 had
+/// more than `budget.work`, as much again: one climb from the best shape found, with the finer
+/// shifts of `neighbours(..., fine)`, so it only improves. Every shape is evaluated once
 /// (memoised). Deterministic. Returns the best shape seen, nothing when every shape seen was
 /// infeasible. O(always + max work / work per evaluation) evaluations.
 std::optional<Found> local_search(const model::Model& model,
