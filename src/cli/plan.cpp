@@ -83,7 +83,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   }
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
-  const std::string text = io::dump_json(report::plan_to_json(plan, model, topology));
+  const std::string text = report::plan_json_text(plan, model, topology);
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -39,18 +40,86 @@ bool plan_uses_v2_fields(const Plan& plan) {
                      [](const Stage& stage) { return stage.uses_v2_fields(); });
 }
 
-ordered_json plan_to_json(const Plan& plan, const model::Model& model,
-                          const topology::Topology& topology) {
-  auto id = [&](int gpu) { return topology.gpu(gpu).id; };
-  // Arrays are built as vectors and made JSON once (io::json_array): with JSON_DIAGNOSTICS,
-  // each push_back onto an ordered_json array re-links all its elements, O(n^2) for the
-  // schedule's tasks (16 s of 18 s at the task limit).
-  auto ids = [&](const std::vector<int>& gpus) {
+namespace {
+
+// The plan's schedule arrays, element by element: one place for their layout, which both the
+// DOM (plan_to_json) and the text (plan_json_text) use. O(1) per element (an all-reduce: its
+// stage's GPUs).
+class ScheduleEntries {
+ public:
+  ScheduleEntries(const Plan& plan, const topology::Topology& topology)
+      : plan_(plan), topology_(topology) {}
+
+  [[nodiscard]] ordered_json ids(const std::vector<int>& gpus) const {
     std::vector<ordered_json> out;
     out.reserve(gpus.size());
     for (int g : gpus) out.emplace_back(id(g));
     return io::json_array(std::move(out));
-  };
+  }
+  [[nodiscard]] ordered_json compute(const TimedCompute& e) const {
+    return {{"gpu", id(e.gpu)},       {"op", op_name(e.task.op)},
+            {"stage", e.task.stage},  {"micro_batch", e.task.micro_batch},
+            {"start_ms", e.start_ms}, {"end_ms", e.end_ms}};
+  }
+  [[nodiscard]] ordered_json transfer(const TimedTransfer& e) const {
+    return {{"from", id(e.from)},
+            {"to", id(e.to)},
+            {"kind", kind_name(e.task.kind)},
+            {"stage", e.task.stage},
+            {"micro_batch", e.task.micro_batch},
+            {"bytes", json_number(e.bytes)},
+            {"start_ms", e.start_ms},
+            {"end_ms", e.end_ms}};
+  }
+  [[nodiscard]] ordered_json allreduce(const TimedAllReduce& e) const {
+    return {{"stage", e.stage},
+            {"gpus", ids(plan_.stages[static_cast<std::size_t>(e.stage)].gpus)},
+            {"bytes", json_number(e.bytes)},
+            {"start_ms", e.start_ms},
+            {"end_ms", e.end_ms}};
+  }
+  [[nodiscard]] ordered_json update(const TimedUpdate& e) const {
+    return {{"stage", e.stage}, {"gpu", id(e.gpu)}, {"start_ms", e.start_ms}, {"end_ms", e.end_ms}};
+  }
+
+  // Calls `visit(name, entries)` for every schedule array in its order, `entries(each)` calling
+  // `each` on every element's JSON; `updates` only where there are update tasks.
+  template <class Visit>
+  void for_each_array(Visit&& visit) const {
+    const Timeline& t = plan_.timeline;
+    visit("compute", [&](const auto& each) {
+      for (const TimedCompute& e : t.compute) each(compute(e));
+    });
+    visit("transfers", [&](const auto& each) {
+      for (const TimedTransfer& e : t.transfers) each(transfer(e));
+    });
+    visit("allreduces", [&](const auto& each) {
+      for (const TimedAllReduce& e : t.allreduces) each(allreduce(e));
+    });
+    if (!t.updates.empty()) {
+      visit("updates", [&](const auto& each) {
+        for (const TimedUpdate& e : t.updates) each(update(e));
+      });
+    }
+  }
+
+ private:
+  [[nodiscard]] const std::string& id(int gpu) const { return topology_.gpu(gpu).id; }
+
+  const Plan& plan_;
+  const topology::Topology& topology_;
+};
+
+// Everything but the schedule's arrays, which `with_arrays` fills (else they are left empty
+// for plan_json_text to write).
+ordered_json plan_document(const Plan& plan, const model::Model& model,
+                           const topology::Topology& topology, bool with_arrays) {
+  auto id = [&](int gpu) { return topology.gpu(gpu).id; };
+  // Arrays are built as vectors and made JSON once (io::json_array): with JSON_DIAGNOSTICS,
+  // each push_back onto an ordered_json array re-links all its elements, O(n^2) for the
+  // schedule's tasks (16 s of 18 s at the task limit).
+  const ScheduleEntries entries(plan, topology);
+  auto ids = [&](const std::vector<int>& gpus) { return entries.ids(gpus); };
   const bool v2 = plan_uses_v2_fields(plan);
   const std::vector<simulate::StageExecution> exec =
       simulate::execution(model, topology, plan.stages, plan.optimizer);
@@ -105,50 +174,60 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
   }
   out["gpus"] = io::json_array(std::move(gpus));
 
-  std::vector<ordered_json> compute;
-  compute.reserve(plan.timeline.compute.size());
-  for (const TimedCompute& e : plan.timeline.compute) {
-    compute.push_back({{"gpu", id(e.gpu)},
-                       {"op", op_name(e.task.op)},
-                       {"stage", e.task.stage},
-                       {"micro_batch", e.task.micro_batch},
-                       {"start_ms", e.start_ms},
-                       {"end_ms", e.end_ms}});
-  }
-  std::vector<ordered_json> transfers;
-  transfers.reserve(plan.timeline.transfers.size());
-  for (const TimedTransfer& e : plan.timeline.transfers) {
-    transfers.push_back({{"from", id(e.from)},
-                         {"to", id(e.to)},
-                         {"kind", kind_name(e.task.kind)},
-                         {"stage", e.task.stage},
-                         {"micro_batch", e.task.micro_batch},
-                         {"bytes", json_number(e.bytes)},
-                         {"start_ms", e.start_ms},
-                         {"end_ms", e.end_ms}});
-  }
-  std::vector<ordered_json> allreduces;
-  allreduces.reserve(plan.timeline.allreduces.size());
-  for (const TimedAllReduce& e : plan.timeline.allreduces) {
-    allreduces.push_back({{"stage", e.stage},
-                          {"gpus", ids(plan.stages[static_cast<std::size_t>(e.stage)].gpus)},
-                          {"bytes", json_number(e.bytes)},
-                          {"start_ms", e.start_ms},
-                          {"end_ms", e.end_ms}});
-  }
-  out["schedule"] = {{"compute", io::json_array(std::move(compute))},
-                     {"transfers", io::json_array(std::move(transfers))},
-                     {"allreduces", io::json_array(std::move(allreduces))}};
-  if (!plan.timeline.updates.empty()) {
-    std::vector<ordered_json> updates;
-    updates.reserve(plan.timeline.updates.size());
-    for (const TimedUpdate& e : plan.timeline.updates) {
-      updates.push_back(
-          {{"stage", e.stage}, {"gpu", id(e.gpu)}, {"start_ms", e.start_ms}, {"end_ms", e.end_ms}});
-    }
-    out["schedule"]["updates"] = io::json_array(std::move(updates));
-  }
+  out["schedule"] = ordered_json::object();
+  entries.for_each_array([&](const char* name, const auto& elements) {
+    std::vector<ordered_json> array;
+    if (with_arrays) elements([&](ordered_json entry) { array.push_back(std::move(entry)); });
+    out["schedule"][name] = io::json_array(std::move(array));
+  });
   return out;
+}
+
+}  // namespace
+
+ordered_json plan_to_json(const Plan& plan, const model::Model& model,
+                          const topology::Topology& topology) {
+  return plan_document(plan, model, topology, true);
+}
+
+std::string plan_json_text(const Plan& plan, const model::Model& model,
+                           const topology::Topology& topology) {
+  // The document without the schedule's arrays, then each array written element by element
+  // where its empty brackets stand: the same bytes as io::dump_json(plan_to_json(...)) without
+  // a DOM of every task, whose building and destruction took most of a plan of 2^19 tasks.
+  const std::string document = io::dump_json(plan_document(plan, model, topology, false));
+  const ScheduleEntries entries(plan, topology);
+  std::string text;
+  text.reserve(document.size());
+  std::size_t copied = 0;  // of `document`
+  const std::size_t schedule = document.find("\n  \"schedule\": {");
+  entries.for_each_array([&](const char* name, const auto& elements) {
+    const std::string empty = std::string("\"") + name + "\": []";
+    const std::size_t at = document.find(empty, std::max(copied, schedule));
+    if (schedule == std::string::npos || at == std::string::npos) {
+      throw InternalError("plan text without its schedule arrays");
+    }
+    text.append(document, copied, at - copied);
+    copied = at + empty.size();
+    // Elements sit at depth 3 (6 spaces), each dumped alone and indented to there.
+    text += std::string("\"") + name + "\": [";
+    bool first = true;
+    elements([&](const ordered_json& entry) {
+      text += first ? "\n      " : ",\n      ";
+      first = false;
+      const std::string element = io::dump_json(entry);  // ends with a newline
+      const std::size_t last = element.size() - 1;
+      for (std::size_t line = 0; line < last;) {
+        const std::size_t end = element.find('\n', line);
+        text.append(element, line, end - line);
+        if (end < last) text += "\n      ";
+        line = end + 1;
+      }
+    });
+    text += first ? "]" : "\n    ]";
+  });
+  text.append(document, copied);
+  return text;
 }
 
 namespace {

@@ -42,6 +42,8 @@ TEST_P(ExamplePlanTest, EveryModelPlansAndPassesSimulate) {
     EXPECT_GE(plan.timeline.iteration_ms, plan.bounds.partition_ms * (1 - 1e-9));
     EXPECT_GE(plan.bounds.partition_ms, plan.bounds.any_plan_ms * (1 - 1e-9));
     const std::string text = io::dump_json(report::plan_to_json(plan, model, topology));
+    // The plan command's writer, which streams the schedule, gives the same bytes.
+    EXPECT_EQ(report::plan_json_text(plan, model, topology), text);
     Plan checked = simulate::check_plan(
         report::read_plan(io::source_from_text("plan.json", text), topology), model, topology);
     EXPECT_DOUBLE_EQ(checked.timeline.iteration_ms, plan.timeline.iteration_ms);

@@ -223,6 +223,7 @@ TEST(SppV2Test, SimulateRechecksEveryV2PlanOverSeededInputs) {
     }
     SCOPED_TRACE("trial " + std::to_string(trial));
     const std::string text = io::dump_json(report::plan_to_json(*plan, model, topology));
+    EXPECT_EQ(report::plan_json_text(*plan, model, topology), text);  // the streamed writer
     const Plan again = simulate::check_plan(
         report::read_plan(io::source_from_text("plan.json", text), topology), model, topology);
     EXPECT_EQ(io::dump_json(report::plan_to_json(again, model, topology)), text);

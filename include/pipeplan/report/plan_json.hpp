@@ -33,6 +33,11 @@ bool plan_uses_v2_fields(const Plan& plan);
 nlohmann::ordered_json plan_to_json(const Plan& plan, const model::Model& model,
                                     const topology::Topology& topology);
 
+/// The plan file's text: the same bytes as `io::dump_json(plan_to_json(...))`, written without
+/// a DOM of the schedule's tasks (each task's JSON is made and dumped alone). O(T).
+std::string plan_json_text(const Plan& plan, const model::Model& model,
+                           const topology::Topology& topology);
+
 /// Reads a plan file: types and ids are checked here (unknown keys are ignored, as spec
 /// section 1 asks of plan readers); the rules of the execution model are checked by
 /// `simulate::check_plan`. Throws `InputError` with the file and JSON pointer.
