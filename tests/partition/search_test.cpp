@@ -223,5 +223,31 @@ TEST(SearchTest, TheThirdPhaseFindsAShiftBetweenThePowersOfTwo) {
   EXPECT_EQ(reached(model, start, order, limits, value, {1, 1e9, 1000}), 0);
 }
 
+TEST(SearchTest, TheFirstStartsAreEvaluatedWhateverTheBudget) {
+  // Three starts, the best last; a budget that the first evaluation already spends. The
+  // `always` first starts are evaluated anyway (spp's DP best, packings, baselines and budgeted
+  // Megatron seeds), the others only while the budget lasts, so the best is found only when it
+  // is among the first `always`.
+  const model::Model model = make_model(std::vector<L>(6, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2};
+  const ShapeLimits limits{6, 1, 3};
+  const std::vector<std::vector<Stage>> starts{shape({0}, {1}, 6, order),
+                                               shape({0, 3}, {1, 1}, 6, order),
+                                               shape({0, 2, 4}, {1, 1, 1}, 6, order)};
+  int evaluations = 0;
+  const Evaluate by_stages = [&](const std::vector<Stage>& stages) {
+    ++evaluations;
+    return Evaluation{10.0 - static_cast<double>(stages.size()), 1};  // more stages: faster
+  };
+  for (std::size_t always = 1; always <= 3; ++always) {
+    SCOPED_TRACE("always " + std::to_string(always));
+    evaluations = 0;
+    const auto found = local_search(model, starts, always, order, limits, by_stages, {0, 0, 0});
+    ASSERT_TRUE(found);
+    EXPECT_EQ(evaluations, static_cast<int>(always));
+    EXPECT_EQ(found->iteration_ms, 10.0 - static_cast<double>(always));
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan::partition
