@@ -347,7 +347,8 @@ void uniform_moves(const model::Model& model, const Layout& base, const ShapeLim
 // The next boundary shift of the compound moves after `step`: 1, 2, 4, 8, ... or, `fine`,
 // 1, 2, 3, 4, 6, 8, 12, ... (the powers of two and the midpoints between them).
 int next_step(int step, bool fine) {
-  if (!fine || step < 2) return step < 1 ? 1 : (fine ? step + 1 : step * 2);
+  if (step < 1) return 1;
+  if (!fine || step < 2) return step * 2;
   const int power = 1 << (31 - __builtin_clz(static_cast<unsigned>(step)));  // largest <= step
   return step == power ? step + step / 2 : 2 * power;
 }

@@ -278,21 +278,19 @@ class SppRun {
     }
   }
 
-  // Few enough shapes: replay them all (exact for the replayed time on this order).
+  // Few enough shapes: replay them all (exact for the replayed time on this order); the
+  // fastest is the one `replayed` kept.
   std::optional<partition::Found> replay_every_shape(const std::vector<int>& order,
                                                      std::string& how,
                                                      std::optional<Plan>& fastest) const {
-    std::optional<partition::Found> found;
     int shapes = 0;
     partition::for_each_shape(limits_, order, [&](const std::vector<Stage>& stages) {
       ++shapes;
-      const auto value = replayed(order, stages, fastest);
-      if (value.iteration_ms && (!found || *value.iteration_ms < found->iteration_ms)) {
-        found = partition::Found{stages, *value.iteration_ms};
-      }
+      replayed(order, stages, fastest);
     });
     how = "all " + std::to_string(shapes) + " shapes replayed";
-    return found;
+    if (!fastest) return std::nullopt;
+    return partition::Found{fastest->stages, fastest->timeline.iteration_ms};
   }
 
   // Greedy packing at every degree and recomputation choice (one group per stage): at t = 1
