@@ -584,7 +584,7 @@ std::optional<Found> local_search(const model::Model& model,
   // around; else it restarts at the first move (the single moves first). Either way a whole
   // pass without improvement ends it.
   auto climb = [&](std::vector<Stage> current, double current_ms, bool resume, double limit,
-                   bool fine) {
+                   bool fine, double min_gain) {
     std::size_t from = 0;
     bool improved = true;
     while (improved && work <= limit) {
@@ -594,7 +594,7 @@ std::optional<Found> local_search(const model::Model& model,
       for (std::size_t k = 0; k < n && work <= limit; ++k) {
         const std::size_t at = (from + k) % n;
         const auto ms = value(candidates[at]);
-        if (ms && *ms < current_ms * (1 - 1e-9)) {
+        if (ms && *ms < current_ms * (1 - min_gain)) {
           current = std::move(candidates[at]);
           current_ms = *ms;
           consider(current, current_ms);
@@ -607,10 +607,27 @@ std::optional<Found> local_search(const model::Model& model,
   };
   // Phase 1 is the search as it was before the compound moves, within the same budget, so a
   // plan never gets slower; phase 2 adds them and resumes with what is left of the larger one.
+  // `diverse`: phase 2's climbs from the best start of each stage count first (best first), then
+  // from the others.
+  std::vector<Ranked> second = ranked;
+  if (budget.diverse) {
+    std::vector<Ranked> firsts, others;
+    for (const Ranked& start : ranked) {
+      const std::size_t depth = starts[start.start].size();
+      const bool first = std::none_of(firsts.begin(), firsts.end(), [&](const Ranked& other) {
+        return starts[other.start].size() == depth;
+      });
+      (first ? firsts : others).push_back(start);
+    }
+    second = std::move(firsts);
+    second.insert(second.end(), others.begin(), others.end());
+  }
   for (const bool resume : {false, true}) {
     const double limit = resume ? second_limit : budget.work;
-    for (std::size_t x = 0; x < ranked.size() && work <= limit; ++x) {
-      climb(starts[ranked[x].start], ranked[x].ms, resume, limit, false);
+    const std::vector<Ranked>& order_of_climbs = resume ? second : ranked;
+    for (std::size_t x = 0; x < order_of_climbs.size() && work <= limit; ++x) {
+      climb(starts[order_of_climbs[x].start], order_of_climbs[x].ms, resume, limit, false,
+            resume ? budget.min_gain : 1e-9);
     }
   }
   // Phase 3, from the best shape found: the compound moves with the finer shifts too (a GPU
@@ -619,7 +636,7 @@ std::optional<Found> local_search(const model::Model& model,
   // improve on phases 1 and 2.
   if (best && second_limit > budget.work) {
     const double limit = work + (second_limit - budget.work);
-    climb(best->stages, best->iteration_ms, true, limit, true);
+    climb(best->stages, best->iteration_ms, true, limit, true, 1e-9);
   }
   return best;
 }

@@ -249,5 +249,66 @@ TEST(SearchTest, TheFirstStartsAreEvaluatedWhateverTheBudget) {
   }
 }
 
+TEST(SearchTest, PhaseTwoTakesOnlyMovesThatGainMinGain) {
+  // Two stages of 16 layers on 2 GPUs, valued by where the boundary is: the first move tried (one
+  // layer earlier) gains 1e-7 and leads into a trap; the boundary 4 layers later is far better.
+  // By default phase 2 takes the tiny gain and stays there (the third phase's finer shifts of a
+  // single boundary are the same 1, 2, 4); with a minimum gain of 1e-6 it takes the large one.
+  const model::Model model = make_model(std::vector<L>(16, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1};
+  const ShapeLimits limits{16, 1, 2};
+  const Evaluate by_boundary = [](const std::vector<Stage>& stages) {
+    if (stages.size() != 2) return Evaluation{300.0, 1};
+    const int boundary = stages[1].first_layer;
+    return Evaluation{boundary == 8    ? 100.0
+                      : boundary == 7  ? 100 * (1 - 1e-7)
+                      : boundary == 12 ? 50.0
+                                       : 200.0,
+                      1};
+  };
+  const auto start = shape({0, 8}, {1, 1}, 16, order);
+  SearchBudget budget{0, 1e9, 1000};
+  EXPECT_DOUBLE_EQ(reached(model, start, order, limits, by_boundary, budget), 100 * (1 - 1e-7));
+  budget.min_gain = 1e-6;
+  EXPECT_DOUBLE_EQ(reached(model, start, order, limits, by_boundary, budget), 50.0);
+}
+
+TEST(SearchTest, DiversePhaseTwoClimbsFromEveryDepthFirst) {
+  // Three starts: two of 2 stages (values 10 and 11, local optima) and one of 3 (value 12) whose
+  // first neighbour is worth 1. Phase 2's budget covers the pass around the best start and a
+  // little more: best first, it goes on to the other 2-stage start and runs out; `diverse`, it
+  // climbs from the 3-stage start next and finds the 1.
+  const model::Model model = make_model(std::vector<L>(12, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{12, 1, 3};
+  const auto best_two = shape({0, 6}, {1, 1}, 12, order);
+  const auto other_two = shape({0, 4}, {1, 1}, 12, order);
+  const auto three = shape({0, 4, 8}, {1, 1, 1}, 12, order);
+  const auto target = shape({0, 3, 8}, {1, 1, 1}, 12, order);
+  ASSERT_EQ(position(neighbours(model, three, order, limits), target), 0);
+  ASSERT_LT(position(neighbours(model, best_two, order, limits, true, true), target), 0);
+  const Evaluate value = [&](const std::vector<Stage>& stages) {
+    const std::string text = stages_text(stages);
+    return Evaluation{text == stages_text(best_two)    ? 10.0
+                      : text == stages_text(other_two) ? 11.0
+                      : text == stages_text(three)     ? 12.0
+                      : text == stages_text(target)    ? 1.0
+                                                       : 20.0,
+                      1};
+  };
+  const auto pass = static_cast<double>(neighbours(model, best_two, order, limits).size());
+  // The three starts and the pass around the best, one of whose neighbours is the other 2-stage
+  // start (evaluated already): one evaluation more passes the limit.
+  SearchBudget budget{0, 1e9, 3 + pass - 1};
+  const std::vector<std::vector<Stage>> starts{best_two, other_two, three};
+  const auto plain = local_search(model, starts, 3, order, limits, value, budget);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->iteration_ms, 10.0);
+  budget.diverse = true;
+  const auto diverse = local_search(model, starts, 3, order, limits, value, budget);
+  ASSERT_TRUE(diverse);
+  EXPECT_EQ(diverse->iteration_ms, 1.0);
+}
+
 }  // namespace
 }  // namespace pipeplan::partition

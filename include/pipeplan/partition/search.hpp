@@ -114,14 +114,23 @@ struct SearchBudget {
   double work = 0;
   double sweeps = 0;
   double max_work = 0;
+  /// The relative improvement a move must make to be taken in phase 2 (phases 1 and 3 take any
+  /// beyond 1e-9). Larger values skip the long runs of tiny gains a flat landscape offers and
+  /// spend the budget on larger moves; the slow reference search of the quality benchmark uses
+  /// them as a variant, spp keeps 1e-9.
+  double min_gain = 1e-9;
+  /// Phase 2 climbs first from the best start of each stage count, then from the others: more
+  /// depths explored where the DP's solutions share one (a reference-search variant; spp: off).
+  bool diverse = false;
 };
 
 /// Local search by first improvement: the first `always` starts are evaluated whatever the
 /// budget, the others while `budget.work` lasts; then two phases climb from each start, best
-/// first, and a third from the best found. A climb repeatedly takes the first neighbour that
-/// replays faster than the current shape by more than 1e-9 relative, until a whole pass finds none
-/// or the work passes the phase's limit. Phase 1, within `budget.work`: single moves only, each
-/// pass from the first (the search as it was before the compound moves, so that no plan gets
+/// first (phase 2 with `budget.diverse`: the best of each stage count first), and a third from
+/// the best found. A climb repeatedly takes the first neighbour that replays faster than the
+/// current shape by more than 1e-9 relative (phase 2: `budget.min_gain`), until a whole pass finds
+/// none or the work passes the phase's limit. Phase 1, within `budget.work`: single moves only,
+/// each pass from the first (the search as it was before the compound moves, so that no plan gets
 /// slower). Phase 2, within the larger budget (`SearchBudget`): every move, each pass resuming at
 /// the move that improved last (a shift of the work tends to repeat). Phase 3, where phase 2 had
 /// more than `budget.work`, as much again: one climb from the best shape found, with the finer

@@ -186,6 +186,10 @@ struct SppSearch {
   /// under the fixed policies, at no measurable cost in time.)
   double sweeps = 4;
   double max_work = 8 * 3e4;
+  /// Phase 2's acceptance and climb order (partition::SearchBudget::min_gain, `diverse`): the
+  /// slow reference search's variants; spp keeps the defaults.
+  double min_gain = 1e-9;
+  bool diverse = false;
   /// Random starting shapes added to the seeds (0 for spp; the slow reference search uses many).
   int restarts = 0;
   unsigned seed = 1;  ///< Seed of the random starts (plus the order's index).
