@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -115,6 +116,18 @@ Evaluate size_distance(const std::vector<int>& target, double mismatch, int& eva
   };
 }
 
+// A value read from `table` (shape, value), `otherwise` for any other shape; each evaluation
+// costs 1.
+Evaluate table_value(const std::vector<std::pair<std::vector<Stage>, double>>& table,
+                     double otherwise) {
+  std::map<std::string, double> values;
+  for (const auto& [stages, value] : table) values.emplace(stages_text(stages), value);
+  return [values, otherwise](const std::vector<Stage>& stages) {
+    const auto it = values.find(stages_text(stages));
+    return Evaluation{it == values.end() ? otherwise : it->second, 1};
+  };
+}
+
 // The best value `local_search` reaches from `start` alone within `budget` (-1: none found).
 double reached(const model::Model& model, const std::vector<Stage>& start,
                const std::vector<int>& order, const ShapeLimits& limits, const Evaluate& value,
@@ -212,13 +225,7 @@ TEST(SearchTest, TheThirdPhaseFindsAShiftBetweenThePowersOfTwo) {
   const auto target = shape({0, 3}, {1, 3}, 12, order);
   EXPECT_LT(position(neighbours(model, start, order, limits), target), 0);
   EXPECT_GE(position(neighbours(model, start, order, limits, true, true), target), 0);
-  const Evaluate value = [&](const std::vector<Stage>& stages) {
-    const std::string text = stages_text(stages);
-    return Evaluation{text == stages_text(target)  ? 0.0
-                      : text == stages_text(start) ? 1.0
-                                                   : 2.0,
-                      1};
-  };
+  const Evaluate value = table_value({{target, 0.0}, {start, 1.0}}, 2.0);
   EXPECT_EQ(reached(model, start, order, limits, value, {1, 0, 0}), 1);  // no third phase
   EXPECT_EQ(reached(model, start, order, limits, value, {1, 1e9, 1000}), 0);
 }
@@ -287,15 +294,8 @@ TEST(SearchTest, DiversePhaseTwoClimbsFromEveryDepthFirst) {
   const auto target = shape({0, 3, 8}, {1, 1, 1}, 12, order);
   ASSERT_EQ(position(neighbours(model, three, order, limits), target), 0);
   ASSERT_LT(position(neighbours(model, best_two, order, limits, true, true), target), 0);
-  const Evaluate value = [&](const std::vector<Stage>& stages) {
-    const std::string text = stages_text(stages);
-    return Evaluation{text == stages_text(best_two)    ? 10.0
-                      : text == stages_text(other_two) ? 11.0
-                      : text == stages_text(three)     ? 12.0
-                      : text == stages_text(target)    ? 1.0
-                                                       : 20.0,
-                      1};
-  };
+  const Evaluate value =
+      table_value({{best_two, 10.0}, {other_two, 11.0}, {three, 12.0}, {target, 1.0}}, 20.0);
   const auto pass = static_cast<double>(neighbours(model, best_two, order, limits).size());
   // The three starts and the pass around the best, one of whose neighbours is the other 2-stage
   // start (evaluated already): one evaluation more passes the limit.
