@@ -185,11 +185,19 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
     }
     partition.stages.push_back(std::move(stage));
   }
-  // Megatron's recomputation is one setting for the whole model: always, never, or (auto) only
-  // when the plan does not fit without it.
+  // Megatron's recomputation is one setting for the whole model: always, never, or (auto) as
+  // Megatron-LM would set it for its own 1F1B schedule, only when the plan does not fit without
+  // it there; or when it does not fit under `policy` (GPipe keeps more in flight). Under the list
+  // schedule, which fits whatever holds one micro-batch, the configuration stays the one
+  // Megatron-LM runs instead of one that stalls for memory (GPT-3 175B at t8 p8 on 64 GPUs: 435 s
+  // without recomputation, 370 s with it).
   const Recompute recompute = effective_recompute(request);
   bool all = recompute == Recompute::kAlways;
-  if (recompute == Recompute::kAuto && !fits(request, partition.stages, policy)) all = true;
+  if (recompute == Recompute::kAuto &&
+      (!fits(request, partition.stages, schedule::Policy::kOneFOneB) ||
+       !fits(request, partition.stages, policy))) {
+    all = true;
+  }
   for (Stage& stage : partition.stages) stage.recompute = all;
   return partition;
 }

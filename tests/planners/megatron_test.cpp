@@ -105,6 +105,28 @@ TEST(MegatronTest, AutoRecomputesEveryStageOnlyWhenTheConfigurationDoesNotFitOth
   EXPECT_THROW(make_plan("megatron", never), InfeasibleError);
 }
 
+TEST(MegatronTest, AutoRecomputesAsMegatronLmWouldForItsOwnScheduleUnderEveryPolicy) {
+  // 60 MB GPUs: stage 0 holds one micro-batch of 30 MB without recomputation, not the two
+  // 1F1B keeps in flight. Under the list schedule one would do, but Megatron-LM, which runs
+  // 1F1B, recomputes: the rescheduled configuration recomputes too. GPipe keeps more in flight
+  // than 1F1B and recomputes as well; with room for everything nothing recomputes.
+  const model::Model model = transformer_shaped(6, 10e6);
+  const auto tight = uniform_topology(2, 50e9, 0.002, {}, 60e6);
+  const auto roomy = uniform_topology(2, 50e9, 0.002, {}, 1e9);
+  for (const auto policy : {schedule::Policy::kList, schedule::Policy::kGpipe}) {
+    SCOPED_TRACE(schedule::policy_name(policy));
+    const Plan plan = make_plan("megatron", configuration(model, tight, 4, 1, 2), policy);
+    for (const Stage& stage : plan.stages) EXPECT_TRUE(stage.recompute);
+    EXPECT_FALSE(
+        make_plan("megatron", configuration(model, roomy, 4, 1, 2), policy).stages[0].recompute);
+  }
+  // Without recomputation the list schedule fits on the tight GPUs (what `auto` chose before).
+  Request never = configuration(model, tight, 4, 1, 2);
+  never.recompute = Recompute::kNever;
+  const Plan stalled = make_plan("megatron", never, schedule::Policy::kList);
+  EXPECT_FALSE(stalled.stages[0].recompute);
+}
+
 TEST(MegatronTest, ConfigurationsThatCannotBeBuiltAreRefused) {
   const model::Model model = transformer_shaped(4);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002);

@@ -61,9 +61,10 @@ std::string infeasibility_reason(const Request& request);
 /// equal counts (the first stages take one more when they do not divide), in a model made by
 /// `pipeplan model transformer` the decoder layers split evenly with the embedding on the first
 /// stage and the output layer on the last. With `--recompute auto` every stage recomputes when
-/// the plan does not fit without it under `policy`, none otherwise. Throws `UsageError` without
-/// exactly one degree and a depth, `InfeasibleError` when the GPUs or layers do not suffice or
-/// a stage cannot run at T. O(L D + N).
+/// the plan does not fit without it under Megatron-LM's own 1F1B schedule or under `policy`,
+/// none otherwise (so `--schedule list` reschedules the configuration Megatron-LM would run).
+/// Throws `UsageError` without exactly one degree and a depth, `InfeasibleError` when the GPUs
+/// or layers do not suffice or a stage cannot run at T. O(L D + N).
 Partition megatron_partition(const Request& request, schedule::Policy policy);
 
 /// The megatron configurations that use every GPU, for a model with tensor-parallel layers
