@@ -73,12 +73,6 @@ bool fits(const Request& request, const std::vector<Stage>& stages, const Execut
   return true;
 }
 
-bool fits(const Request& request, const std::vector<Stage>& stages, schedule::Policy policy) {
-  return fits(request, stages,
-              simulate::execution(request.model, request.topology, stages, request.optimizer),
-              policy);
-}
-
 // megatron_estimate from the stages' execution figures. O(S + N).
 double estimate_of(const Request& request, const Executions& exec) {
   const std::size_t S = exec.size();
@@ -193,10 +187,11 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   // without recomputation, 370 s with it).
   const Recompute recompute = effective_recompute(request);
   bool all = recompute == Recompute::kAlways;
-  if (recompute == Recompute::kAuto &&
-      (!fits(request, partition.stages, schedule::Policy::kOneFOneB) ||
-       !fits(request, partition.stages, policy))) {
-    all = true;
+  if (recompute == Recompute::kAuto) {
+    const Executions exec =
+        simulate::execution(model, request.topology, partition.stages, request.optimizer);
+    all = !fits(request, partition.stages, exec, schedule::Policy::kOneFOneB) ||
+          !fits(request, partition.stages, exec, policy);
   }
   for (Stage& stage : partition.stages) stage.recompute = all;
   return partition;

@@ -154,11 +154,11 @@ int main(int argc, char** argv) {
         slow_plan = std::move(plan);
     }
     const double slow_ms = slow_plan->timeline.iteration_ms;
+    const double slow_s = std::chrono::duration<double>(Clock::now() - started).count();
     if (only > 0) {
       describe("spp", fast);
       describe("slow search", *slow_plan);
     }
-    const double slow_s = std::chrono::duration<double>(Clock::now() - started).count();
     const double ratio = fast_ms / std::min(fast_ms, slow_ms);
     std::printf("| %s | %d | %.1f | %.1f | %.4f | %.2f s | %.2f s |\n", instance.name.c_str(), seed,
                 fast_ms, slow_ms, fast_ms / slow_ms, fast_s, slow_s);
