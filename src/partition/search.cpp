@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -18,6 +19,10 @@ namespace pipeplan::partition {
 namespace {
 
 constexpr double kSaturated = 1e18;
+
+// The shapes phase 4 of the local search re-splits: the best found and the best start of each
+// of the next few other stage counts.
+constexpr std::size_t kResplitBases = 6;
 
 // A shape as numbers: the first layer of each stage, the length of each run (GPUs), and each
 // stage's tensor-parallel degree and recomputation (spec 8.2).
@@ -496,6 +501,68 @@ std::vector<std::vector<Stage>> neighbours(const model::Model& model,
   return out;
 }
 
+std::optional<std::vector<Stage>> fill_split(const model::Model& model,
+                                             const topology::Topology& topology,
+                                             const std::vector<Stage>& stages, int micro_batches,
+                                             double gamma, double cap) {
+  const int L = static_cast<int>(model.layers.size());
+  const int S = static_cast<int>(stages.size());
+  if (S < 2 || S > L) return std::nullopt;
+  const LayerSums sums(model);
+  // tau of layers [i, j) on stage s: forward and backward (and the forward again when it
+  // recomputes), at the speed of its slowest GPU, divided by its degree.
+  std::vector<double> speed(static_cast<std::size_t>(S));
+  std::vector<double> load(static_cast<std::size_t>(S));  // M / r_k
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    double slowest = std::numeric_limits<double>::infinity();
+    for (const int g : stages[s].gpus) slowest = std::min(slowest, topology.gpu(g).speed);
+    speed[s] = slowest * stages[s].tensor_parallel;
+    load[s] = static_cast<double>(micro_batches) / stages[s].replicas();
+  }
+  auto tau = [&](std::size_t s, int i, int j) {
+    const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
+    const double recomputed = stages[s].recompute ? sums.forward[b] - sums.forward[a] : 0;
+    return (sums.work[b] - sums.work[a] + recomputed) / speed[s];
+  };
+  // Whether every stage fits under bound T, each stage taking the most layers within it (and
+  // within cap T) that leave one for each later stage; `firsts` receives the split.
+  auto split = [&](double T, std::vector<int>& firsts) {
+    firsts.assign(1, 0);
+    double before = 0;  // P_k
+    int layer = 0;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const bool last = s + 1 == stages.size();
+      const int most = L - (S - 1 - static_cast<int>(s));
+      int end = last ? L : layer + 1;
+      while (!last && end < most && gamma * before + load[s] * tau(s, layer, end + 1) <= T &&
+             load[s] * tau(s, layer, end + 1) <= cap * T) {
+        ++end;
+      }
+      if (gamma * before + load[s] * tau(s, layer, end) > T) return false;
+      before += tau(s, layer, end);
+      layer = end;
+      if (!last) firsts.push_back(layer);
+    }
+    return true;
+  };
+  // A bound every split meets: P_k and every stage's own term at most the whole model's.
+  double high = 1;
+  for (std::size_t s = 0; s < stages.size(); ++s) high += (gamma + load[s]) * tau(s, 0, L);
+  double low = 0;
+  std::vector<int> firsts;
+  for (int step = 0; step < 60; ++step) {
+    const double middle = (low + high) / 2;
+    (split(middle, firsts) ? high : low) = middle;
+  }
+  if (!split(high, firsts)) return std::nullopt;
+  std::vector<Stage> out = stages;
+  for (std::size_t s = 0; s < out.size(); ++s) {
+    out[s].first_layer = firsts[s];
+    out[s].last_layer = (s + 1 < out.size() ? firsts[s + 1] : L) - 1;
+  }
+  return out;
+}
+
 std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order,
                                 const ShapeLimits& limits) {
   const int N = static_cast<int>(order.size());
@@ -523,6 +590,86 @@ std::vector<Stage> random_shape(std::mt19937& rng, const std::vector<int>& order
   return stages_of(layout, order, limits.layers);
 }
 
+namespace {
+
+// A start of local_search, evaluated: its value, its index among the starts, and what
+// evaluating it cost.
+struct Ranked {
+  double ms;
+  std::size_t start;
+  double work;
+};
+
+// `ranked` (best first) with the best start of each stage count first, then the others, each
+// part best first (phase 2's climbs with SearchBudget::diverse). O(R D) for D stage counts.
+std::vector<Ranked> each_depth_first(const std::vector<Ranked>& ranked,
+                                     const std::vector<std::vector<Stage>>& starts) {
+  std::vector<Ranked> firsts, others;
+  for (const Ranked& start : ranked) {
+    const std::size_t depth = starts[start.start].size();
+    const bool first = std::none_of(firsts.begin(), firsts.end(), [&](const Ranked& other) {
+      return starts[other.start].size() == depth;
+    });
+    (first ? firsts : others).push_back(start);
+  }
+  firsts.insert(firsts.end(), others.begin(), others.end());
+  return firsts;
+}
+
+// Phase 4 of local_search: the fill splits (SearchBudget::resplit) of `best` and of the best
+// start of each of up to kResplitBases - 1 other stage counts (`ranked`: the starts, best
+// first) on a coarse grid of (gamma, cap), then a pattern search on (gamma, cap) around the best
+// point, halving its step from 0.125 to 0.03125 in gamma (half as much in cap). `value`
+// replays a shape (nothing: infeasible, outside the limits or beyond the budget). Returns the
+// fastest split replayed. O(kResplitBases x 9 + 4 x pattern steps) splits, O(L + S) each
+// (fill_split), and as many replays.
+std::optional<Found> best_fill_split(
+    const std::vector<Stage>& best, const std::vector<std::vector<Stage>>& starts,
+    const std::vector<Ranked>& ranked, const SearchBudget::Resplit& resplit,
+    const std::function<std::optional<double>(const std::vector<Stage>&)>& value) {
+  std::vector<const std::vector<Stage>*> bases{&best};
+  for (const Ranked& ranked_start : ranked) {
+    const auto* start = &starts[ranked_start.start];
+    if (start->size() < 2 || bases.size() >= kResplitBases) continue;
+    if (std::none_of(bases.begin(), bases.end(),
+                     [&](const auto* base) { return base->size() == start->size(); })) {
+      bases.push_back(start);
+    }
+  }
+  struct Point {
+    std::size_t base = 0;
+    double gamma = 0, cap = 1;
+  } top;
+  std::optional<Found> found;
+  auto at = [&](std::size_t base, double gamma, double cap) {
+    if (gamma < 0 || cap <= 0 || cap > 1) return;
+    auto shape = resplit(*bases[base], gamma, cap);
+    if (!shape) return;
+    const auto ms = value(*shape);
+    if (!ms || (found && *ms >= found->iteration_ms)) return;
+    found = Found{std::move(*shape), *ms};
+    top = Point{base, gamma, cap};
+  };
+  for (std::size_t base = 0; base < bases.size(); ++base) {
+    for (const double cap : {1.0, 0.85, 0.75}) {
+      for (const double gamma : {0.25, 0.5, 0.75}) at(base, gamma, cap);
+    }
+  }
+  for (double step = 0.125; step > 0.02 && found; step /= 2) {
+    for (bool moved = true; moved;) {
+      const double from = found->iteration_ms;
+      const Point centre = top;
+      for (const auto& [dg, dc] : {std::pair{1, 0}, {-1, 0}, {0, 1}, {0, -1}}) {
+        at(centre.base, centre.gamma + dg * step, centre.cap + dc * step / 2);
+      }
+      moved = found->iteration_ms < from;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 std::optional<Found> local_search(const model::Model& model,
                                   const std::vector<std::vector<Stage>>& starts, std::size_t always,
                                   const std::vector<int>& order, const ShapeLimits& limits,
@@ -546,11 +693,6 @@ std::optional<Found> local_search(const model::Model& model,
     if (!best || ms < best->iteration_ms) best = Found{stages, ms};
   };
   // Evaluate every start, then search from the best first (stable: ties keep start order).
-  struct Ranked {
-    double ms;
-    std::size_t start;
-    double work;  // what evaluating it cost
-  };
   std::vector<Ranked> ranked;
   for (std::size_t x = 0; x < starts.size(); ++x) {
     if (x >= always && work > budget.work) break;
@@ -607,21 +749,7 @@ std::optional<Found> local_search(const model::Model& model,
   };
   // Phase 1 is the search as it was before the compound moves, within the same budget, so a
   // plan never gets slower; phase 2 adds them and resumes with what is left of the larger one.
-  // `diverse`: phase 2's climbs from the best start of each stage count first (best first), then
-  // from the others.
-  std::vector<Ranked> second = ranked;
-  if (budget.diverse) {
-    std::vector<Ranked> firsts, others;
-    for (const Ranked& start : ranked) {
-      const std::size_t depth = starts[start.start].size();
-      const bool first = std::none_of(firsts.begin(), firsts.end(), [&](const Ranked& other) {
-        return starts[other.start].size() == depth;
-      });
-      (first ? firsts : others).push_back(start);
-    }
-    second = std::move(firsts);
-    second.insert(second.end(), others.begin(), others.end());
-  }
+  const std::vector<Ranked> second = budget.diverse ? each_depth_first(ranked, starts) : ranked;
   for (const bool resume : {false, true}) {
     const double limit = resume ? second_limit : budget.work;
     const std::vector<Ranked>& order_of_climbs = resume ? second : ranked;
@@ -637,6 +765,21 @@ std::optional<Found> local_search(const model::Model& model,
   if (best && second_limit > budget.work) {
     const double limit = work + (second_limit - budget.work);
     climb(best->stages, best->iteration_ms, true, limit, true, 1e-9);
+  }
+  // Phase 4: the fill splits, then a climb from the best of them as in phase 3, all within as
+  // much again as phase 3 had.
+  if (best && budget.resplit && second_limit > budget.work) {
+    const double limit = work + (second_limit - budget.work);
+    const auto split =
+        best_fill_split(best->stages, starts, ranked, budget.resplit,
+                        [&](const std::vector<Stage>& stages) -> std::optional<double> {
+                          if (work > limit || !valid(layout_of(stages), order, limits))
+                            return std::nullopt;
+                          const auto ms = value(stages);
+                          if (ms) consider(stages, *ms);
+                          return ms;
+                        });
+    if (split) climb(split->stages, split->iteration_ms, true, limit, true, 1e-9);
   }
   return best;
 }

@@ -366,8 +366,12 @@ class SppRun {
     auto found = partition::local_search(
         request_.model, starts, always, order, limits_,
         [&](const std::vector<Stage>& stages) { return replayed(order, stages, fastest); },
-        partition::SearchBudget{search_.work, search_.sweeps, search_.max_work, search_.min_gain,
-                                search_.diverse});
+        partition::SearchBudget{
+            search_.work, search_.sweeps, search_.max_work, search_.min_gain, search_.diverse,
+            [&](const std::vector<Stage>& stages, double gamma, double cap) {
+              return partition::fill_split(request_.model, request_.topology, stages,
+                                           request_.micro_batches, gamma, cap);
+            }});
     out.scheduling_ms = ms_since(search_started);
     how = solutions.empty()
               ? std::string("DP found nothing")

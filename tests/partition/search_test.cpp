@@ -310,5 +310,69 @@ TEST(SearchTest, DiversePhaseTwoClimbsFromEveryDepthFirst) {
   EXPECT_EQ(diverse->iteration_ms, 1.0);
 }
 
+TEST(SearchTest, FillSplitEvensTheListSchedulesFill) {
+  // 12 layers of 3 ms (forward 1, backward 2), M = 2, one GPU per stage unless said. A split
+  // after a layers costs stage 0 M 3 a = 6a and stage 1 gamma 3a + 6 (12 - a) (computed by hand).
+  const model::Model model = make_model(std::vector<L>(12, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2};
+  const auto split = [&](const std::vector<int>& runs, double gamma, double cap,
+                         const std::vector<double>& speeds = {}) {
+    const auto topology = uniform_topology(3, 1e12, 0, speeds);
+    const auto stages = shape({0, 1}, runs, 12, order);
+    const auto out = fill_split(model, topology, stages, 2, gamma, cap);
+    return out ? stages_text(*out) : std::string("none");
+  };
+  // gamma 0: balanced compute, 6a = 72 - 6a.
+  EXPECT_EQ(split({1, 1}, 0, 1), stages_text(shape({0, 6}, {1, 1}, 12, order)));
+  // gamma 1: 6a = 3a + 72 - 6a at a = 8 (48 each): the later stage lighter.
+  EXPECT_EQ(split({1, 1}, 1, 1), stages_text(shape({0, 8}, {1, 1}, 12, order)));
+  // With stage 0 held to 0.9 of the bound: a = 7 needs T = max(42 / 0.9, 72 - 21) = 51, a = 8
+  // needs 48 / 0.9 = 53.3, a = 6 needs 72 - 18 = 54.
+  EXPECT_EQ(split({1, 1}, 1, 0.9), stages_text(shape({0, 7}, {1, 1}, 12, order)));
+  // Two replicas share stage 1's micro-batches: 6a = 3 (12 - a) at a = 4.
+  EXPECT_EQ(split({1, 2}, 0, 1), stages_text(shape({0, 4}, {1, 2}, 12, order)));
+  // A GPU of half speed doubles stage 0's time: 12a = 6 (12 - a) at a = 4.
+  EXPECT_EQ(split({1, 1}, 0, 1, {0.5, 1, 1}), stages_text(shape({0, 4}, {1, 1}, 12, order)));
+  // Nothing to split for one stage.
+  const auto topology = uniform_topology(3, 1e12, 0);
+  EXPECT_FALSE(fill_split(model, topology, shape({0}, {1}, 12, order), 2, 1, 1));
+}
+
+TEST(SearchTest, TheFourthPhaseClimbsFromTheFillSplits) {
+  // A value whose only good shape is one re-split proposes (gamma 0.5 with cap 0.85, a point of
+  // the coarse grid), far from every start's neighbourhood: phases 1-3 cannot reach it; phase 4
+  // evaluates the re-split and keeps it, and only where phase 2 had more than `work`.
+  const model::Model model = make_model(std::vector<L>(40, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{40, 1, 4};
+  const auto start = shape({0, 10, 20, 30}, {1, 1, 1, 1}, 40, order);
+  const auto target = shape({0, 14, 26, 35}, {1, 1, 1, 1}, 40, order);
+  ASSERT_LT(position(neighbours(model, start, order, limits, true, true), target), 0);
+  const Evaluate value = table_value({{start, 10.0}, {target, 1.0}}, 20.0);
+  std::vector<std::pair<double, double>> asked;
+  SearchBudget budget{1, 1e9, 1000};
+  budget.resplit = [&](const std::vector<Stage>& stages, double gamma,
+                       double cap) -> std::optional<std::vector<Stage>> {
+    asked.emplace_back(gamma, cap);
+    if (stages.size() == 4 && gamma == 0.5 && cap == 0.85) return target;
+    return start;
+  };
+  EXPECT_EQ(reached(model, start, order, limits, value, budget), 1.0);
+  EXPECT_FALSE(asked.empty());
+  asked.clear();
+  budget.resplit = nullptr;
+  EXPECT_EQ(reached(model, start, order, limits, value, budget), 10.0);
+  // No phase 2 beyond `work`: no phase 3 and no phase 4.
+  budget.resplit = [&](const std::vector<Stage>&, double gamma,
+                       double cap) -> std::optional<std::vector<Stage>> {
+    asked.emplace_back(gamma, cap);
+    return target;
+  };
+  EXPECT_EQ(reached(model, start, order, limits, value,
+                    SearchBudget{1, 0, 0, 1e-9, false, budget.resplit}),
+            10.0);
+  EXPECT_TRUE(asked.empty());
+}
+
 }  // namespace
 }  // namespace pipeplan::partition

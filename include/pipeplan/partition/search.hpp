@@ -122,7 +122,30 @@ struct SearchBudget {
   /// Phase 2 climbs first from the best start of each stage count, then from the others: more
   /// depths explored where the DP's solutions share one (a reference-search variant; spp: off).
   bool diverse = false;
+  /// Phase 4's re-split of a shape's layers for a fill weight and a cap (`fill_split` bound to
+  /// the caller's model, cluster and micro-batches); empty: no phase 4.
+  using Resplit =
+      std::function<std::optional<std::vector<Stage>>(const std::vector<Stage>&, double, double)>;
+  Resplit resplit{};
 };
+
+/// `stages`' layers split anew, their runs, degrees and recomputation kept, by the list
+/// schedule's fill rule: under the list schedule a replicated pipeline's iteration is about the
+/// largest, over stages k, of P_k + (M / r_k) tau_k, where tau_k is a micro-batch's forward and
+/// backward on stage k, P_k the sum of tau_j over j < k (the pipeline's fill before k and its
+/// drain back), r_k the stage's replicas and M the micro-batches (docs/algorithms.md, "Phase
+/// 4"). The split makes gamma P_k + (M / r_k) tau_k even over the stages with every stage but
+/// the last also within `cap` of the bound (gamma 0, cap 1: balanced compute; larger gamma: the
+/// later stages lighter; cap below 1: the first stages too, which leaves their memory the
+/// headroom that more micro-batches in flight need). tau_k counts the layers' forward_ms +
+/// backward_ms (and forward_ms again when the stage recomputes) on the stage's slowest GPU,
+/// divided by its degree: a rough figure (no transfers, no memory), since the caller replays what
+/// the split proposes. Nothing for fewer than two stages or more stages than layers. O(L + S) to
+/// make the sums, then 60 bisection steps on the bound of O(L + S) each.
+std::optional<std::vector<Stage>> fill_split(const model::Model& model,
+                                             const topology::Topology& topology,
+                                             const std::vector<Stage>& stages, int micro_batches,
+                                             double gamma, double cap);
 
 /// Local search by first improvement: the first `always` starts are evaluated whatever the
 /// budget, the others while `budget.work` lasts; then two phases climb from each start, best
@@ -134,9 +157,13 @@ struct SearchBudget {
 /// slower). Phase 2, within the larger budget (`SearchBudget`): every move, each pass resuming at
 /// the move that improved last (a shift of the work tends to repeat). Phase 3, where phase 2 had
 /// more than `budget.work`, as much again: one climb from the best shape found, with the finer
-/// shifts of `neighbours(..., fine)`, so it only improves. Every shape is evaluated once
-/// (memoised). Deterministic. Returns the best shape seen, nothing when every shape seen was
-/// infeasible. O(always + max work / work per evaluation) evaluations.
+/// shifts of `neighbours(..., fine)`, so it only improves. Phase 4, where phase 3 ran and
+/// `budget.resplit` is given, as much again: the re-splits of the best shape and of the best start
+/// of each of a few other stage counts on a coarse grid of (gamma, cap) (`fill_split`), a
+/// pattern search around the best of them, and a climb from it as in phase 3; it too only
+/// improves. Every shape is evaluated once (memoised). Deterministic. Returns the best shape seen,
+/// nothing when every shape seen was infeasible. O(always + max work / work per evaluation)
+/// evaluations.
 std::optional<Found> local_search(const model::Model& model,
                                   const std::vector<std::vector<Stage>>& starts, std::size_t always,
                                   const std::vector<int>& order, const ShapeLimits& limits,
