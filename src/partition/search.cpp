@@ -20,9 +20,11 @@ namespace {
 
 constexpr double kSaturated = 1e18;
 
-// The shapes phase 4 of the local search re-splits: the best found and the best start of each
-// of the next few other stage counts.
+// The shapes phase 4 of the local search re-splits (resplit_bases): the best found and the best
+// start of each of up to 5 other stage counts, then the best with one of its 2 widest stages
+// halved.
 constexpr std::size_t kResplitBases = 6;
+constexpr std::size_t kHalvedStages = 2;
 
 // A shape as numbers: the first layer of each stage, the length of each run (GPUs), and each
 // stage's tensor-parallel degree and recomputation (spec 8.2).
@@ -616,26 +618,65 @@ std::vector<Ranked> each_depth_first(const std::vector<Ranked>& ranked,
   return firsts;
 }
 
-// Phase 4 of local_search: the fill splits (SearchBudget::resplit) of `best` and of the best
-// start of each of up to kResplitBases - 1 other stage counts (`ranked`: the starts, best
-// first) on a coarse grid of (gamma, cap), then a pattern search on (gamma, cap) around the best
-// point, halving its step from 0.125 to 0.03125 in gamma (half as much in cap). `value`
-// replays a shape (nothing: infeasible, outside the limits or beyond the budget). Returns the
-// fastest split replayed. O(kResplitBases x 9 + 4 x pattern steps) splits, O(L + S) each
-// (fill_split), and as many replays.
+// `stages` with stage s split in two, each half of its groups (the first half of its layers to
+// the first): the runs of a pipeline one stage deeper, for `fill_split` to balance. Nothing
+// where the stage has one group or one layer. O(S + N).
+std::optional<std::vector<Stage>> halved(const std::vector<Stage>& stages, std::size_t s) {
+  const Stage& stage = stages[s];
+  const int r = stage.replicas();
+  if (r < 2 || stage.last_layer == stage.first_layer) return std::nullopt;
+  Stage left = stage, right = stage;
+  left.last_layer = stage.first_layer + (stage.last_layer - stage.first_layer + 1) / 2 - 1;
+  right.first_layer = left.last_layer + 1;
+  const auto middle =
+      stage.gpus.begin() + static_cast<std::ptrdiff_t>(r / 2) * stage.tensor_parallel;
+  left.gpus.assign(stage.gpus.begin(), middle);
+  right.gpus.assign(middle, stage.gpus.end());
+  std::vector<Stage> out = stages;
+  out[s] = std::move(left);
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(s) + 1, std::move(right));
+  return out;
+}
+
+// The shapes phase 4 re-splits: `best`; the best start of each of up to kResplitBases - 1
+// other stage counts (`ranked`: the starts, best first); `best` with one of its kHalvedStages
+// stages of the most groups halved (`halved`: on a heterogeneous cluster the best plan may
+// give each kind of GPU a stage of its own, which the split move, cutting at the middle of
+// compute, replays slower than the one stage it came from). O(R + S log S) shapes' copies.
+std::vector<std::vector<Stage>> resplit_bases(const std::vector<Stage>& best,
+                                              const std::vector<std::vector<Stage>>& starts,
+                                              const std::vector<Ranked>& ranked) {
+  std::vector<std::vector<Stage>> bases{best};
+  for (const Ranked& ranked_start : ranked) {
+    const auto& start = starts[ranked_start.start];
+    if (start.size() < 2 || bases.size() >= kResplitBases) continue;
+    if (std::none_of(bases.begin(), bases.end(),
+                     [&](const auto& base) { return base.size() == start.size(); })) {
+      bases.push_back(start);
+    }
+  }
+  std::vector<std::size_t> widest(best.size());
+  std::iota(widest.begin(), widest.end(), 0);
+  std::stable_sort(widest.begin(), widest.end(), [&](std::size_t a, std::size_t b) {
+    return best[a].replicas() > best[b].replicas();
+  });
+  for (std::size_t x = 0; x < widest.size() && x < kHalvedStages; ++x) {
+    if (auto shape = halved(best, widest[x])) bases.push_back(std::move(*shape));
+  }
+  return bases;
+}
+
+// Phase 4 of local_search: the fill splits (SearchBudget::resplit) of `resplit_bases` on a
+// coarse grid of (gamma, cap), then a pattern search on (gamma, cap) around the best point,
+// halving its step from 0.125 to 0.03125 in gamma (half as much in cap). `value` replays a
+// shape (nothing: infeasible, outside the limits or beyond the budget). Returns the fastest
+// split replayed. O(B x 9 + 4 x pattern steps) splits of O(L + S) each (fill_split) for the B
+// bases, and as many replays.
 std::optional<Found> best_fill_split(
     const std::vector<Stage>& best, const std::vector<std::vector<Stage>>& starts,
     const std::vector<Ranked>& ranked, const SearchBudget::Resplit& resplit,
     const std::function<std::optional<double>(const std::vector<Stage>&)>& value) {
-  std::vector<const std::vector<Stage>*> bases{&best};
-  for (const Ranked& ranked_start : ranked) {
-    const auto* start = &starts[ranked_start.start];
-    if (start->size() < 2 || bases.size() >= kResplitBases) continue;
-    if (std::none_of(bases.begin(), bases.end(),
-                     [&](const auto* base) { return base->size() == start->size(); })) {
-      bases.push_back(start);
-    }
-  }
+  const std::vector<std::vector<Stage>> bases = resplit_bases(best, starts, ranked);
   struct Point {
     std::size_t base = 0;
     double gamma = 0, cap = 1;
@@ -643,7 +684,7 @@ std::optional<Found> best_fill_split(
   std::optional<Found> found;
   auto at = [&](std::size_t base, double gamma, double cap) {
     if (gamma < 0 || cap <= 0 || cap > 1) return;
-    auto shape = resplit(*bases[base], gamma, cap);
+    auto shape = resplit(bases[base], gamma, cap);
     if (!shape) return;
     const auto ms = value(*shape);
     if (!ms || (found && *ms >= found->iteration_ms)) return;
@@ -766,10 +807,12 @@ std::optional<Found> local_search(const model::Model& model,
     const double limit = work + (second_limit - budget.work);
     climb(best->stages, best->iteration_ms, true, limit, true, 1e-9);
   }
-  // Phase 4: the fill splits, then a climb from the best of them as in phase 3, all within as
-  // much again as phase 3 had.
-  if (best && budget.resplit && second_limit > budget.work) {
-    const double limit = work + (second_limit - budget.work);
+  // Phase 4: the fill splits, then a climb from the best of them as in phase 3, within as much
+  // again as phase 3 had, or a quarter of `work` where phase 3 had nothing (small instances,
+  // whose climbs end in a local optimum before the budget does, and large ones).
+  if (best && budget.resplit) {
+    const double limit =
+        work + (second_limit > budget.work ? second_limit - budget.work : budget.work / 4);
     const auto split =
         best_fill_split(best->stages, starts, ranked, budget.resplit,
                         [&](const std::vector<Stage>& stages) -> std::optional<double> {

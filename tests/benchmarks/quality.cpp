@@ -5,18 +5,25 @@
 // Prints a Markdown table: per instance spp's and the slow search's replayed iteration times
 // and their ratio, then per family and overall the geometric mean and the worst ratio. With an
 // INSTANCE (1-based, in the table's order), only that one, with both plans' stages and notes.
+// With `examples DIR`, the instances are instead every model of DIR/models on every topology of
+// DIR/topologies (the shipped examples: each model with its own micro-batch count), one family
+// per topology.
 //   pipeplan_quality [SEEDS_PER_FAMILY [INSTANCE]]   (default 3)
+//   pipeplan_quality examples DIR [INSTANCE]
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "pipeplan/io/files.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "synthetic.hpp"
 
@@ -24,10 +31,11 @@ namespace pipeplan::bench {
 namespace {
 
 struct Instance {
-  std::string name;
+  std::string name;  ///< The family.
   model::Model model;
   topology::Topology topology;
   int micro_batches;
+  std::string which{};  ///< Within the family (the seed when empty).
 };
 
 // GPUs in groups: `groups` groups of `per_group`, `inside` / `between` bandwidths (bytes/s)
@@ -92,6 +100,32 @@ std::vector<Instance> families(int seeds) {
   return out;
 }
 
+// The *.json files of `folder` (not its subfolders), sorted.
+std::vector<std::filesystem::path> json_files(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every example model on every example topology, one family per topology.
+std::vector<Instance> examples(const std::filesystem::path& root) {
+  std::vector<Instance> out;
+  for (const auto& topology_file : json_files(root / "topologies")) {
+    for (const auto& model_file : json_files(root / "models")) {
+      model::Model model = model::read_model(io::read_source(model_file.string(), std::cin));
+      topology::Topology topology = topology::read_topology(
+          io::read_source(topology_file.string(), std::cin), model.profile_device);
+      const int micro_batches = static_cast<int>(model.micro_batches.value_or(1));
+      out.push_back({"examples on " + topology_file.stem().string(), std::move(model),
+                     std::move(topology), micro_batches, model_file.stem().string()});
+    }
+  }
+  return out;
+}
+
 // A plan's stages (layers, GPUs) and its planner's notes, for one instance.
 void describe(const char* who, const Plan& plan) {
   std::printf("%s: %.1f ms, %zu stages\n", who, plan.timeline.iteration_ms, plan.stages.size());
@@ -110,8 +144,11 @@ void describe(const char* who, const Plan& plan) {
 int main(int argc, char** argv) {
   using namespace pipeplan;
   using bench::describe;
-  const int seeds = argc > 1 ? std::stoi(argv[1]) : 3;
-  const int only = argc > 2 ? std::stoi(argv[2]) : 0;
+  const bool on_examples = argc > 2 && std::string(argv[1]) == "examples";
+  const int seeds = argc > 1 && !on_examples ? std::stoi(argv[1]) : 3;
+  const int only = argc > 3 && on_examples    ? std::stoi(argv[3])
+                   : argc > 2 && !on_examples ? std::stoi(argv[2])
+                                              : 0;
   planners::SppSearch thorough;
   thorough.dp_solutions = 32;
   thorough.restarts = 16;
@@ -126,8 +163,8 @@ int main(int argc, char** argv) {
   slow[1].diverse = true;
   slow[2].diverse = true;
   slow[2].min_gain = 1e-4;
-  std::printf(
-      "| family | seed | spp (ms) | slow search (ms) | spp / slow | spp time | slow time |\n");
+  std::printf("| family | %s | spp (ms) | slow search (ms) | spp / slow | spp time | slow time |\n",
+              on_examples ? "model" : "seed");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   struct Tally {
     std::string family;
@@ -137,7 +174,7 @@ int main(int argc, char** argv) {
   std::vector<Tally> tallies;
   Tally all{"all"};
   int index = 0;
-  for (const auto& instance : bench::families(seeds)) {
+  for (const auto& instance : on_examples ? bench::examples(argv[2]) : bench::families(seeds)) {
     const int seed = index / 5 + 1;
     if (++index != only && only > 0) continue;
     const planners::Request request{instance.model, instance.topology, instance.micro_batches};
@@ -160,8 +197,9 @@ int main(int argc, char** argv) {
       describe("slow search", *slow_plan);
     }
     const double ratio = fast_ms / std::min(fast_ms, slow_ms);
-    std::printf("| %s | %d | %.1f | %.1f | %.4f | %.2f s | %.2f s |\n", instance.name.c_str(), seed,
-                fast_ms, slow_ms, fast_ms / slow_ms, fast_s, slow_s);
+    const std::string which = instance.which.empty() ? std::to_string(seed) : instance.which;
+    std::printf("| %s | %s | %.1f | %.1f | %.4f | %.2f s | %.2f s |\n", instance.name.c_str(),
+                which.c_str(), fast_ms, slow_ms, fast_ms / slow_ms, fast_s, slow_s);
     auto it = std::find_if(tallies.begin(), tallies.end(),
                            [&](const auto& t) { return t.family == instance.name; });
     if (it == tallies.end()) it = tallies.insert(tallies.end(), {instance.name});

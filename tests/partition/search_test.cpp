@@ -341,7 +341,7 @@ TEST(SearchTest, FillSplitEvensTheListSchedulesFill) {
 TEST(SearchTest, TheFourthPhaseClimbsFromTheFillSplits) {
   // A value whose only good shape is one re-split proposes (gamma 0.5 with cap 0.85, a point of
   // the coarse grid), far from every start's neighbourhood: phases 1-3 cannot reach it; phase 4
-  // evaluates the re-split and keeps it, and only where phase 2 had more than `work`.
+  // evaluates the re-split and keeps it.
   const model::Model model = make_model(std::vector<L>(40, L{1, 2, 1e3, 1e3, 1e3}));
   const std::vector<int> order{0, 1, 2, 3};
   const ShapeLimits limits{40, 1, 4};
@@ -349,29 +349,77 @@ TEST(SearchTest, TheFourthPhaseClimbsFromTheFillSplits) {
   const auto target = shape({0, 14, 26, 35}, {1, 1, 1, 1}, 40, order);
   ASSERT_LT(position(neighbours(model, start, order, limits, true, true), target), 0);
   const Evaluate value = table_value({{start, 10.0}, {target, 1.0}}, 20.0);
-  std::vector<std::pair<double, double>> asked;
   SearchBudget budget{1, 1e9, 1000};
   budget.resplit = [&](const std::vector<Stage>& stages, double gamma,
                        double cap) -> std::optional<std::vector<Stage>> {
-    asked.emplace_back(gamma, cap);
     if (stages.size() == 4 && gamma == 0.5 && cap == 0.85) return target;
     return start;
   };
   EXPECT_EQ(reached(model, start, order, limits, value, budget), 1.0);
-  EXPECT_FALSE(asked.empty());
-  asked.clear();
   budget.resplit = nullptr;
   EXPECT_EQ(reached(model, start, order, limits, value, budget), 10.0);
-  // No phase 2 beyond `work`: no phase 3 and no phase 4.
-  budget.resplit = [&](const std::vector<Stage>&, double gamma,
-                       double cap) -> std::optional<std::vector<Stage>> {
-    asked.emplace_back(gamma, cap);
-    return target;
+}
+
+TEST(SearchTest, TheFourthPhaseSpendsAQuarterOfTheBudgetWherePhaseTwoHadNoMore) {
+  // Every re-split is a new shape, worth no more than the start. Without more for phase 2
+  // (sweeps 0), phase 4 may spend a quarter of `work` (each evaluation costs 1, and the last
+  // may pass the limit by one); with more, as much again as phase 3 had.
+  const model::Model model = make_model(std::vector<L>(40, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{40, 1, 4};
+  const auto start = shape({0, 10, 20, 30}, {1, 1, 1, 1}, 40, order);
+  int evaluations = 0;
+  const Evaluate value = [&](const std::vector<Stage>& stages) {
+    ++evaluations;
+    return Evaluation{stages_text(stages) == stages_text(start) ? 10.0 : 20.0, 1};
   };
-  EXPECT_EQ(reached(model, start, order, limits, value,
-                    SearchBudget{1, 0, 0, 1e-9, false, budget.resplit}),
-            10.0);
-  EXPECT_TRUE(asked.empty());
+  int calls = 0;
+  const SearchBudget::Resplit distinct = [&](const std::vector<Stage>&, double, double) {
+    ++calls;  // boundaries 1..9 and 21..29: a shape not seen before, every call
+    return std::optional{
+        shape({0, 1 + calls % 9, 21 + calls / 9 % 9, 30}, {1, 1, 1, 1}, 40, order)};
+  };
+  for (const double sweeps : {0.0, 1e9}) {
+    SCOPED_TRACE("sweeps " + std::to_string(sweeps));
+    SearchBudget budget{40, sweeps, 200};
+    evaluations = 0;
+    EXPECT_EQ(reached(model, start, order, limits, value, budget), 10.0);
+    const int without = evaluations;
+    budget.resplit = distinct;
+    evaluations = calls = 0;
+    EXPECT_EQ(reached(model, start, order, limits, value, budget), 10.0);
+    const int fourth = evaluations - without;
+    EXPECT_GT(fourth, 0);
+    if (sweeps == 0) {
+      EXPECT_LE(fourth, 40 / 4 + 1);
+    } else {
+      EXPECT_GT(fourth, 40 / 4 + 1);
+    }
+  }
+}
+
+TEST(SearchTest, TheFourthPhaseSplitsTheWidestStageOfTheBest) {
+  // One stage on 4 GPUs, two fast (speed 2) and two slow. The split move halves the run and cuts
+  // at the middle of compute (6 and 6 layers), which this value makes worse than the start;
+  // phase 4 halves the stage too and lets the fill split balance it by speed, the fast pair
+  // taking more layers (the shape worth 1 here: its first grid point).
+  const model::Model model = make_model(std::vector<L>(12, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{12, 4, 2};
+  const auto topology = uniform_topology(4, 1e12, 0, {2, 2, 1, 1});
+  const auto start = shape({0}, {4}, 12, order);
+  const auto middle = shape({0, 6}, {2, 2}, 12, order);
+  const auto target = fill_split(model, topology, middle, 4, 0.25, 1);
+  ASSERT_TRUE(target);
+  ASSERT_GT((*target)[1].first_layer, 6);
+  ASSERT_GE(position(neighbours(model, start, order, limits), middle), 0);
+  ASSERT_LT(position(neighbours(model, start, order, limits, true, true), *target), 0);
+  const Evaluate value = table_value({{start, 10.0}, {*target, 1.0}}, 20.0);
+  SearchBudget budget{100, 0, 0};
+  budget.resplit = [&](const std::vector<Stage>& stages, double gamma, double cap) {
+    return fill_split(model, topology, stages, 4, gamma, cap);
+  };
+  EXPECT_EQ(reached(model, start, order, limits, value, budget), 1.0);
 }
 
 }  // namespace
