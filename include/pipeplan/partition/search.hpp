@@ -157,13 +157,14 @@ std::optional<std::vector<Stage>> fill_split(const model::Model& model,
 /// slower). Phase 2, within the larger budget (`SearchBudget`): every move, each pass resuming at
 /// the move that improved last (a shift of the work tends to repeat). Phase 3, where phase 2 had
 /// more than `budget.work`, as much again: one climb from the best shape found, with the finer
-/// shifts of `neighbours(..., fine)`, so it only improves. Phase 4, where phase 3 ran and
-/// `budget.resplit` is given, as much again: the re-splits of the best shape and of the best start
-/// of each of a few other stage counts on a coarse grid of (gamma, cap) (`fill_split`), a
-/// pattern search around the best of them, and a climb from it as in phase 3; it too only
-/// improves. Every shape is evaluated once (memoised). Deterministic. Returns the best shape seen,
-/// nothing when every shape seen was infeasible. O(always + max work / work per evaluation)
-/// evaluations.
+/// shifts of `neighbours(..., fine)`, so it only improves. Phase 4, where `budget.resplit` is
+/// given, within as much again as phase 3 had (a quarter of `budget.work` where phase 3 did not
+/// run): the re-splits (`fill_split`) of the best shape, of the best start of each of a few other
+/// stage counts, and of the best with one of its widest stages halved, on a coarse grid of
+/// (gamma, cap); a pattern search around the best of them; and a climb from it as in phase 3. It
+/// too only improves. Every shape is evaluated once (memoised). Deterministic. Returns the best
+/// shape seen, nothing when every shape seen was infeasible. O(always + max work / work per
+/// evaluation) evaluations.
 std::optional<Found> local_search(const model::Model& model,
                                   const std::vector<std::vector<Stage>>& starts, std::size_t always,
                                   const std::vector<int>& order, const ShapeLimits& limits,
