@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -149,6 +150,13 @@ int main(int argc, char** argv) {
   const int only = argc > 3 && on_examples    ? std::stoi(argv[3])
                    : argc > 2 && !on_examples ? std::stoi(argv[2])
                                               : 0;
+  std::vector<bench::Instance> instances;
+  try {
+    instances = on_examples ? bench::examples(argv[2]) : bench::families(seeds);
+  } catch (const std::exception& error) {  // a missing folder or a bad example: one line
+    std::fprintf(stderr, "pipeplan_quality: %s\n", error.what());
+    return 2;
+  }
   planners::SppSearch thorough;
   thorough.dp_solutions = 32;
   thorough.restarts = 16;
@@ -174,7 +182,7 @@ int main(int argc, char** argv) {
   std::vector<Tally> tallies;
   Tally all{"all"};
   int index = 0;
-  for (const auto& instance : on_examples ? bench::examples(argv[2]) : bench::families(seeds)) {
+  for (const auto& instance : instances) {
     const int seed = index / 5 + 1;
     if (++index != only && only > 0) continue;
     const planners::Request request{instance.model, instance.topology, instance.micro_batches};
