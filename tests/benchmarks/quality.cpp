@@ -8,8 +8,9 @@
 // With `examples DIR`, the instances are instead every model of DIR/models on every topology of
 // DIR/topologies (the shipped examples: each model with its own micro-batch count), one family
 // per topology.
-//   pipeplan_quality [SEEDS_PER_FAMILY [INSTANCE]]   (default 3)
-//   pipeplan_quality examples DIR [INSTANCE]
+// With `--schedule POLICY` first, both plan for that schedule policy (default: list).
+//   pipeplan_quality [--schedule POLICY] [SEEDS_PER_FAMILY [INSTANCE]]   (default 3)
+//   pipeplan_quality [--schedule POLICY] examples DIR [INSTANCE]
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,7 @@
 
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/schedule/scheduler.hpp"
 #include "synthetic.hpp"
 
 namespace pipeplan::bench {
@@ -145,6 +147,17 @@ void describe(const char* who, const Plan& plan) {
 int main(int argc, char** argv) {
   using namespace pipeplan;
   using bench::describe;
+  auto policy = schedule::Policy::kList;
+  if (argc > 2 && std::string(argv[1]) == "--schedule") {
+    const auto parsed = schedule::parse_policy(argv[2]);
+    if (!parsed) {
+      std::fprintf(stderr, "pipeplan_quality: unknown schedule policy %s\n", argv[2]);
+      return 2;
+    }
+    policy = *parsed;
+    argc -= 2;
+    argv += 2;
+  }
   const bool on_examples = argc > 2 && std::string(argv[1]) == "examples";
   const int seeds = argc > 1 && !on_examples ? std::stoi(argv[1]) : 3;
   const int only = argc > 3 && on_examples    ? std::stoi(argv[3])
@@ -188,13 +201,13 @@ int main(int argc, char** argv) {
     const planners::Request request{instance.model, instance.topology, instance.micro_batches};
     using Clock = std::chrono::steady_clock;
     auto started = Clock::now();
-    const Plan fast = planners::plan_spp(request);
+    const Plan fast = planners::plan_spp(request, policy, planners::SppSearch{});
     const double fast_ms = fast.timeline.iteration_ms;
     const double fast_s = std::chrono::duration<double>(Clock::now() - started).count();
     started = Clock::now();
     std::optional<Plan> slow_plan;
     for (const planners::SppSearch& variant : slow) {
-      Plan plan = planners::plan_spp(request, schedule::Policy::kList, variant);
+      Plan plan = planners::plan_spp(request, policy, variant);
       if (!slow_plan || plan.timeline.iteration_ms < slow_plan->timeline.iteration_ms)
         slow_plan = std::move(plan);
     }
