@@ -1,7 +1,7 @@
 // Searches over plan shapes measured by replay: enumeration for small instances, greedy
-// memory packing as a seed that always fits when any one-GPU-per-stage packing does, and a
-// budgeted first-improvement local search. See search.hpp; complexity per function there and
-// in docs/algorithms.md.
+// memory packing as a seed that always fits when any one-GPU-per-stage packing does, the fill
+// splits (layers re-split by the list schedule's fill rule), and a budgeted first-improvement
+// local search. See search.hpp; complexity per function there and in docs/algorithms.md.
 
 #include "pipeplan/partition/search.hpp"
 
