@@ -1,18 +1,28 @@
 """python3 -m pipeplan_torch profile|probe|run: see docs/torch.md."""
 
 import argparse
+import os
 import sys
+from typing import NoReturn, Optional
 
 from .common import PROG, Error, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
-def parser():
-    p = _Parser(prog=f"python3 -m {PROG}", description="PyTorch in the loop for pipeplan.")
+def _prog() -> str:
+    """How the command was started: the `pipeplan-torch` entry point or `python3 -m`."""
+    if os.path.basename(sys.argv[0]) == "pipeplan-torch":
+        return "pipeplan-torch"
+    return f"python3 -m {PROG}"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of every subcommand."""
+    p = _Parser(prog=_prog(), description="PyTorch in the loop for pipeplan.")
     commands = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     prof = commands.add_parser("profile", help="per-layer profile of a model -> model.json")
@@ -51,7 +61,9 @@ def parser():
     return p
 
 
-def main(argv=None):
+def main(argv: Optional[list[str]] = None) -> int:
+    """Runs the command line `argv` (default: sys.argv[1:]); returns the exit code. The
+    `pipeplan-torch` entry point and `python3 -m pipeplan_torch` both run it."""
     try:
         args = parser().parse_args(argv)
         if args.command == "profile":

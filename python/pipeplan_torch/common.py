@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from typing import Any, Callable, Optional
 
 PROG = "pipeplan_torch"
 
@@ -32,12 +33,13 @@ class OutputError(Error):
 
 
 class CheckError(Error):
-    """--check found a loss or a gradient that differs from single-process training."""
+    """--check found a loss, a gradient or an updated parameter that differs from
+    single-process training."""
 
     code = 6
 
 
-def load_factory(spec):
+def load_factory(spec: str) -> Callable[[], Any]:
     """Returns the function named by `spec`, "path/to/file.py:build" or "package.module:build"."""
     module_name, sep, function_name = spec.rpartition(":")
     if not sep or not module_name or not function_name:
@@ -63,7 +65,7 @@ def load_factory(spec):
     return factory
 
 
-def build(spec, seed=0):
+def build(spec: str, seed: int = 0) -> tuple[Any, Callable[..., Any], Callable[..., Any]]:
     """Calls the factory of `spec` after seeding torch, so that every process gets the same
     initial weights; checks and returns (model, make_micro_batch, loss_fn)."""
     import torch
@@ -77,11 +79,13 @@ def build(spec, seed=0):
     return result
 
 
-def layer_names(model):
+def layer_names(model: Any) -> list[str]:
+    """The names of the children of a torch.nn.Sequential, in order: the layer names."""
     return [name for name, _ in model.named_children()]
 
 
-def read_json(path, what):
+def read_json(path: str, what: str) -> Any:
+    """The JSON value in `path`; `what` names it in errors ("the plan")."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -91,7 +95,7 @@ def read_json(path, what):
         raise InputError(f"{path}: the {what} is not JSON: {e}") from e
 
 
-def write_json(path, value):
+def write_json(path: Optional[str], value: Any) -> None:
     """Writes `value` as JSON to `path` completely or not at all ("-" or None: standard
     output). Like pipeplan: a symbolic link's target is replaced, not the link, and a device or
     a pipe (/dev/null) is written directly, never renamed over."""
@@ -136,7 +140,7 @@ def write_json(path, value):
         raise OutputError(f"{path}: cannot write: {e.strerror}") from e
 
 
-def pipeplan_binary():
+def pipeplan_binary() -> str:
     """The pipeplan executable: $PIPEPLAN_BIN, else `pipeplan` on PATH."""
     path = os.environ.get("PIPEPLAN_BIN") or shutil.which("pipeplan")
     if not path:
@@ -144,7 +148,7 @@ def pipeplan_binary():
     return path
 
 
-def ranks_export(plan, model, topology):
+def ranks_export(plan: str, model: str, topology: str) -> Any:
     """The per-rank operations of `plan`: `pipeplan export --format ranks`, parsed."""
     binary = pipeplan_binary()
     result = subprocess.run(

@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 import traceback
+from typing import Any, Callable, MutableSequence, Optional
 
 from .common import Error
 
@@ -24,29 +25,37 @@ class Progress:
     """One rank's row of the progress table: the operation index, the state, and since when
     (time.monotonic(), which is one clock for every process of a host)."""
 
-    def __init__(self, table, rank):
+    def __init__(self, table: MutableSequence[float], rank: int) -> None:
         self.table = table
         self.base = rank * _FIELDS
         self.outside()
 
-    def _set(self, index, state):
+    def _set(self, index: int, state: float) -> None:
         # The watchdog reads index, state, then since, while this writes since first and the
         # state last: a state it sees is never paired with an older operation's start.
         self.table[self.base + 2] = time.monotonic()
         self.table[self.base] = float(index)
         self.table[self.base + 1] = state
 
-    def busy(self, index):
+    def busy(self, index: int) -> None:
+        """The rank runs operation `index`."""
         self._set(index, BUSY)
 
-    def wait(self, index):
+    def wait(self, index: int) -> None:
+        """The rank is blocked in operation `index`."""
         self._set(index, WAITING)
 
-    def outside(self):
+    def outside(self) -> None:
+        """The rank is outside the plan's operations."""
         self._set(-1, OUTSIDE)
 
 
-def stuck_message(table, world_size, timeout_s, describe):
+# What a rank runs: target(rank, world_size, progress, payload) -> rank 0's result.
+Target = Callable[[int, int, Progress, dict[str, Any]], Any]
+
+
+def stuck_message(table: MutableSequence[float], world_size: int, timeout_s: float,
+                  describe: Callable[[int, int], str]) -> Optional[str]:
     """None while no rank has waited in one operation for more than `timeout_s`; otherwise the
     watchdog's line naming every rank that waits in an operation, in rank order.
     `describe(rank, index)` names a rank's operation."""
@@ -60,7 +69,7 @@ def stuck_message(table, world_size, timeout_s, describe):
             + "; ".join(f"{describe(r, index)}" for r, index in waiting))
 
 
-def _kill(processes):
+def _kill(processes: list[Any]) -> None:
     for p in processes:
         if p.is_alive():
             p.kill()
@@ -68,7 +77,8 @@ def _kill(processes):
         p.join()
 
 
-def _child(rank, world_size, store_path, table, messages, threads, target, payload):
+def _child(rank: int, world_size: int, store_path: str, table: MutableSequence[float],
+           messages: Any, threads: int, target: Target, payload: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
 
@@ -91,7 +101,8 @@ def _child(rank, world_size, store_path, table, messages, threads, target, paylo
         messages.put(("error", 1, f"rank {rank}: {type(e).__name__}: {first_line}"))
 
 
-def spawn(target, world_size, payload, threads, describe):
+def spawn(target: Target, world_size: int, payload: dict[str, Any], threads: int,
+          describe: Callable[[int, int], str]) -> Any:
     """Runs `target(rank, world_size, progress, payload)` in `world_size` new processes (gloo
     or NCCL over 127.0.0.1) and returns what rank 0's returns. Raises the first error a rank
     reports, or the watchdog's when a rank waits in one operation for more than
@@ -139,11 +150,13 @@ def spawn(target, world_size, payload, threads, describe):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def under_torchrun():
+def under_torchrun() -> bool:
+    """Whether a launcher such as torchrun started this process as one rank."""
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def join_torchrun(target, payload, threads, describe):
+def join_torchrun(target: Target, payload: dict[str, Any], threads: int,
+                  describe: Callable[[int, int], str]) -> Any:
     """Runs `target` as this process's rank of a torchrun launch, with a watchdog thread that
     ends the process (exit 1, one line) when it waits in one operation too long. Returns what
     the target returns (rank 0's result; None on the other ranks)."""
@@ -159,7 +172,7 @@ def join_torchrun(target, payload, threads, describe):
     progress = Progress(table, rank)
     stop = threading.Event()
 
-    def watch():
+    def watch() -> None:
         while not stop.wait(0.05):
             message = stuck_message(table, world_size, payload["timeout"], describe)
             if message:

@@ -1,22 +1,25 @@
 """probe: point-to-point latency and bandwidth of every ordered pair of ranks, fitted from a
 sweep of message sizes, written as a pipeplan topo.json with explicit GPUs and links."""
 
+import argparse
 import socket
 import statistics
 import sys
 import time
+from typing import Any, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
 from . import launch
+from .launch import Progress
 from .common import UsageError, write_json
 from .tensors import rank_device, synchronize
 
 SIZES_BYTES = (4 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20)
 
 
-def fit(sizes, seconds):
+def fit(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
     """Least squares t = a + b * size; returns (a, b)."""
     n = len(sizes)
     mean_x, mean_y = sum(sizes) / n, sum(seconds) / n
@@ -25,7 +28,7 @@ def fit(sizes, seconds):
     return mean_y - b * mean_x, b
 
 
-def one_way(sizes, round_trips):
+def one_way(sizes: Sequence[float], round_trips: Sequence[float]) -> tuple[float, float]:
     """Latency (s) and bandwidth (bytes/s) of one direction from ping-pong round trips of
     size-byte messages answered by a one-element message: the round trip is two latencies and
     one size / bandwidth. A sweep that does not grow with the size (noise) keeps the largest
@@ -36,12 +39,13 @@ def one_way(sizes, round_trips):
     return max(a / 2, 0.0), 1.0 / b
 
 
-def pairs(world_size):
+def pairs(world_size: int) -> list[tuple[int, int]]:
     """The ordered pairs in the order they are measured."""
     return [(src, dst) for src in range(world_size) for dst in range(world_size) if src != dst]
 
 
-def probe_rank(rank, world_size, progress, payload):
+def probe_rank(rank: int, world_size: int, progress: Progress,
+               payload: dict[str, Any]) -> Optional[dict[str, Any]]:
     """Every ordered pair in turn: the sender times `repeat` round trips per size."""
     device = rank_device(payload["backend"], rank)
     ack = torch.zeros(1, device=device)
@@ -82,11 +86,12 @@ def probe_rank(rank, world_size, progress, payload):
     return topology(gathered, payload) if rank == 0 else None
 
 
-def _significant(x, digits=4):
+def _significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def topology(ranks, payload):
+def topology(ranks: list[dict[str, Any]], payload: dict[str, Any]) -> dict[str, Any]:
+    """The topo.json of the measured ranks: explicit GPUs, one link per pair."""
     ids = [f"{r['device']}{i}" for i, r in enumerate(ranks)]
     gpus = []
     for i, r in enumerate(ranks):
@@ -126,15 +131,18 @@ def topology(ranks, payload):
 
 
 class Describe:
-    def __init__(self, world_size):
+    """Names the pair a rank waits in, for the watchdog."""
+
+    def __init__(self, world_size: int) -> None:
         self.pairs = pairs(world_size)
 
-    def __call__(self, rank, index):
+    def __call__(self, rank: int, index: int) -> str:
         src, dst = self.pairs[index]
         return f"rank {rank} waits in measuring rank {src} -> rank {dst}"
 
 
-def probe(args):
+def probe(args: argparse.Namespace) -> None:
+    """`probe --ranks N -o TOPO`: measures every pair and writes topo.json."""
     if args.ranks < 2:
         raise UsageError("--ranks must be >= 2 (a probe measures pairs)")
     if args.backend == "nccl" and not torch.cuda.is_available():
@@ -144,8 +152,7 @@ def probe(args):
     payload = {"backend": args.backend, "memory": args.memory, "repeat": args.repeat,
                "warmup": 2, "timeout": args.timeout, "threads": args.threads}
     if launch.under_torchrun():
-        result = launch.join_torchrun(probe_rank, payload, args.threads,
-                                            Describe(args.ranks))
+        result = launch.join_torchrun(probe_rank, payload, args.threads, Describe(args.ranks))
         if result is None:
             return
     else:

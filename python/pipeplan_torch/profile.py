@@ -4,7 +4,9 @@ model built by a factory, written as a pipeplan model.json."""
 import os
 import statistics
 import sys
+import argparse
 import time
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -12,11 +14,12 @@ from .common import UsageError, build, write_json
 from .tensors import synchronize, to_device
 
 
-def tensor_bytes(t):
+def tensor_bytes(t: torch.Tensor) -> int:
+    """The bytes of a tensor's elements."""
     return t.numel() * t.element_size()
 
 
-def _storage(t):
+def _storage(t: torch.Tensor) -> Any:
     # torch 2.x has untyped_storage(); torch 1.13's storage() is a TypedStorage with the same
     # data_ptr() and nbytes().
     return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -26,12 +29,13 @@ class StashMeter:
     """Counts the bytes autograd saves for backward (saved-tensor hooks), each storage once,
     parameters excluded (they are the layer's parameter_bytes)."""
 
-    def __init__(self, parameters):
+    def __init__(self, parameters: Iterable[torch.Tensor]) -> None:
         self.excluded = {_storage(p).data_ptr() for p in parameters}
-        self.seen = set()
+        self.seen: set[int] = set()
         self.bytes = 0
 
-    def pack(self, t):
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        """The pack hook: counts `t`'s storage, returns `t` unchanged."""
         storage = _storage(t)
         key = storage.data_ptr()
         if key not in self.excluded and key not in self.seen:
@@ -39,11 +43,12 @@ class StashMeter:
             self.bytes += storage.nbytes()
         return t
 
-    def hooks(self):
+    def hooks(self) -> Any:
+        """The context manager that installs the hooks."""
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
-def _leaf(x):
+def _leaf(x: Any) -> Any:
     """The input of a layer as a fresh leaf, so that its backward can be timed alone."""
     x = x.detach()
     if x.is_floating_point():
@@ -51,7 +56,9 @@ def _leaf(x):
     return x
 
 
-def measure(model, make_micro_batch, loss_fn, batch_size, device, warmup, repeat):
+def measure(model: torch.nn.Sequential, make_micro_batch: Callable[[int, int], Any],
+            loss_fn: Callable[[Any, Any], torch.Tensor], batch_size: int,
+            device: torch.device, warmup: int, repeat: int) -> list[dict[str, Any]]:
     """Times every layer's forward and backward (the last layer's include the loss) and
     measures its output, parameter and saved-tensor bytes. Returns one dict per layer."""
     layers = list(model.named_children())
@@ -105,14 +112,15 @@ def measure(model, make_micro_batch, loss_fn, batch_size, device, warmup, repeat
     return out
 
 
-def device_name(device):
+def device_name(device: torch.device) -> str:
+    """The device as profile.device records it: the GPU's name, or `cpu (N threads)`."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     threads = torch.get_num_threads()
     return f"cpu ({threads} thread{'s' if threads > 1 else ''})"
 
 
-def model_name(spec):
+def model_name(spec: str) -> str:
     """gpt for examples/torch/gpt.py:build, mod for package.mod:build."""
     module = spec.rpartition(":")[0]
     if module.endswith(".py") or os.sep in module:
@@ -120,7 +128,8 @@ def model_name(spec):
     return module.rpartition(".")[2]
 
 
-def profile(args):
+def profile(args: argparse.Namespace) -> None:
+    """`profile MODULE:FACTORY -o MODEL`: measures the model and writes model.json."""
     if args.batch_size < 1 or args.warmup < 0 or args.repeat < 1:
         raise UsageError("--batch-size and --repeat must be >= 1, --warmup >= 0")
     if args.device == "cuda" and not torch.cuda.is_available():

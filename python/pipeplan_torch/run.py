@@ -2,12 +2,14 @@
 and torch.distributed, time it against the plan's estimate, and --check it against
 single-process float64 training."""
 
+import argparse
 import collections
 import math
 import os
 import statistics
 import sys
 import time
+from typing import Any, NamedTuple, Optional
 
 import torch
 import torch.distributed as dist
@@ -15,21 +17,27 @@ import torch.distributed as dist
 from . import launch
 from .common import (CheckError, InputError, UsageError, build, layer_names, pipeplan_binary,
                      ranks_export, read_json, write_json)
+from .launch import Progress
 from .tensors import rank_device, synchronize, to_device
 
 CHECK_TOLERANCE = 1e-9
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 _MAX_DIMS = 8
 _KINDS = {"activation": 0, "gradient": 1}
+OPERATIONS = ("forward", "backward", "send", "recv", "allreduce", "update")
+
+# JSON objects as parsed: a rank's entry of the ranks export, one of its operations, the payload
+# every rank receives, a report.
+Json = dict[str, Any]
 
 
-def tag(kind, micro_batch, part):
+def tag(kind: str, micro_batch: int, part: int) -> int:
     """The point-to-point tag of a transfer (part 0: the activation's shape header, 1: the
     data), so that a receive only ever matches the transfer it names."""
     return (2 * micro_batch + _KINDS[kind]) * 2 + part
 
 
-def header(t):
+def header(t: torch.Tensor) -> torch.Tensor:
     """dtype code, number of dimensions, then the shape: what a receiver needs to allocate."""
     if t.dtype not in _DTYPES or t.dim() > _MAX_DIMS:
         raise InputError(f"cannot send a {t.dtype} tensor of {t.dim()} dimensions between stages")
@@ -37,12 +45,13 @@ def header(t):
     return torch.tensor(values + [0] * (2 + _MAX_DIMS - len(values)), dtype=torch.int64)
 
 
-def from_header(h):
+def from_header(h: torch.Tensor) -> tuple[torch.dtype, list[int]]:
+    """The dtype and shape of a header made by `header`."""
     values = h.tolist()
     return _DTYPES[values[0]], values[2:2 + values[1]]
 
 
-def backward_from_received(output, gradient):
+def backward_from_received(output: torch.Tensor, gradient: torch.Tensor) -> None:
     """Backward of a stage from the gradient its successor sent. The gradient is made
     contiguous first: Debian's torch 1.13 computes wrong float32 GELU gradients from a
     non-contiguous incoming gradient."""
@@ -50,14 +59,17 @@ def backward_from_received(output, gradient):
         torch.autograd.backward(output, gradient.contiguous())
 
 
-def _cat(values):
+def _cat(values: list[Any]) -> Any:
     first = values[0]
     if isinstance(first, torch.Tensor):
         return torch.cat(values)
     return type(first)(_cat(list(parts)) for parts in zip(*values))
 
 
-def describe_operation(op):
+def describe_operation(op: Json) -> str:
+    """An operation of the ranks export in words, for the watchdog."""
+    if op["op"] == "update":
+        return "update (the optimizer step)"
     if op["op"] in ("forward", "backward"):
         return f"{op['op']} micro-batch {op['micro_batch']}"
     if op["op"] == "send":
@@ -70,10 +82,10 @@ def describe_operation(op):
 class Describe:
     """Names rank r's operation i for the watchdog."""
 
-    def __init__(self, ranks):
+    def __init__(self, ranks: list[Json]) -> None:
         self.ranks = ranks
 
-    def __call__(self, rank, index):
+    def __call__(self, rank: int, index: int) -> str:
         entry = self.ranks[rank]
         where = f"rank {rank} ({entry['gpu']}, stage {entry['stage']})"
         ops = entry["operations"]
@@ -82,15 +94,25 @@ class Describe:
         return f"{where} waits outside the plan's operations"
 
 
+class Figures(NamedTuple):
+    """What one iteration of a rank measured."""
+
+    elapsed: float  # seconds from the start barrier to the end of its last operation
+    busy: float  # seconds in forwards and backwards
+    update: Optional[float]  # seconds in the optimizer step; None without an update operation
+    loss: Optional[float]  # this rank's share of the loss (last stage), else None
+
+
 class Rank:
     """One rank of the plan: its stage (the factory's model cut to the stage's layers) and the
     execution of its operations."""
 
-    def __init__(self, entry, payload, device, dtype):
+    def __init__(self, entry: Json, payload: Json, device: torch.device,
+                 dtype: torch.dtype) -> None:
         self.entry = entry
-        self.ops = entry["operations"]
-        self.M = payload["micro_batches"]
-        self.batch_size = payload["batch_size"]
+        self.ops: list[Json] = entry["operations"]
+        self.M: int = payload["micro_batches"]
+        self.batch_size: int = payload["batch_size"]
         self.device, self.dtype = device, dtype
         model, self.make_micro_batch, self.loss_fn = build(payload["factory"])
         names = layer_names(model)
@@ -104,9 +126,13 @@ class Rank:
         self.first = entry["stage"] == 0
         self.last = last == len(names) - 1
         self.optimizer = torch.optim.SGD(self.stage.parameters(), lr=payload["lr"])
-        self.groups = {}
+        # A plan with update tasks (spec 8.3) places the optimizer step among the operations;
+        # without them the step follows the iteration, outside the plan.
+        self.steps_in_plan = any(op["op"] == "update" for op in self.ops)
+        self.groups: dict[tuple[int, ...], Any] = {}
 
-    def make_groups(self, ranks):
+    def make_groups(self, ranks: list[Json]) -> None:
+        """Creates the data-parallel groups of every stage with more than one replica."""
         # Every rank creates every group, in the same order (torch.distributed requires it).
         for group in sorted({tuple(e["data_parallel_group"]["ranks"]) for e in ranks}):
             if len(group) > 1:
@@ -114,18 +140,22 @@ class Rank:
                 if self.entry["rank"] in group:
                     self.groups[group] = handle
 
-    def data(self, iteration, m):
+    def data(self, iteration: int, m: int) -> Any:
+        """Micro-batch `m` of `iteration`: (inputs, targets) on this rank's device."""
         return to_device(self.make_micro_batch(self.batch_size, iteration * self.M + m),
                          self.device, self.dtype)
 
-    def iteration(self, iteration, progress):
-        """Runs every operation once; returns (seconds from start to the last operation's end,
-        busy seconds, this rank's share of the loss or None)."""
+    def iteration(self, iteration: int, progress: Progress) -> Figures:
+        """Runs every operation once, in order."""
         self.optimizer.zero_grad(set_to_none=True)
         # Per micro-batch: the stage's input (received, or the data), its output (the loss on
         # the last stage), the gradient received for that output; and the sends in flight.
-        inputs, outputs, gradients, sends = {}, {}, {}, []
+        inputs: dict[int, torch.Tensor] = {}
+        outputs: dict[int, torch.Tensor] = {}
+        gradients: dict[int, torch.Tensor] = {}
+        sends: list[tuple[int, torch.Tensor, Any]] = []
         busy = 0.0
+        update = None
         loss = 0.0 if self.last else None
         progress.outside()
         dist.barrier()
@@ -180,15 +210,28 @@ class Rank:
             elif kind == "allreduce":
                 progress.wait(i)
                 self._allreduce(self.groups[tuple(op["ranks"])])
+            elif kind == "update":
+                progress.busy(i)
+                update = self.step()
+            else:  # check_operations refused it before any rank started
+                raise InputError(f"rank {self.entry['rank']}: operation {i}: unknown op {kind}")
         for i, _, work in sends:
             progress.wait(i)
             work.wait()
         synchronize(self.device)
         elapsed = time.perf_counter() - start
         progress.outside()
-        return elapsed, busy, loss
+        return Figures(elapsed, busy, update, loss)
 
-    def _allreduce(self, group):
+    def step(self) -> float:
+        """The optimizer step on the stage's parameters (their gradients are the global batch's
+        once the stage's AllReduce ran); returns its seconds."""
+        began = time.perf_counter()
+        self.optimizer.step()
+        synchronize(self.device)
+        return time.perf_counter() - began
+
+    def _allreduce(self, group: Any) -> None:
         params = list(self.stage.parameters())
         for p in params:
             if p.grad is None:
@@ -200,30 +243,40 @@ class Rank:
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
 
-    def gradients(self):
+    def gradients(self) -> dict[str, torch.Tensor]:
+        """Every parameter's gradient (zero when it has none), on the CPU."""
         return {name: (p.grad.detach().cpu().clone() if p.grad is not None
                        else torch.zeros_like(p).cpu())
                 for name, p in self.stage.named_parameters()}
 
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """Every parameter's value, on the CPU."""
+        return {name: p.detach().cpu().clone() for name, p in self.stage.named_parameters()}
 
-def rank_main(rank, world_size, progress, payload):
+
+def rank_main(rank: int, world_size: int, progress: Progress, payload: Json) -> Optional[Json]:
     """What every rank runs: K iterations of its operations, then rank 0 gathers the
-    figures (and the gradients of the first iteration, for --check) and makes the report."""
+    figures (and for --check the gradients of the first iteration and the parameters after its
+    optimizer step) and makes the report."""
     ranks = payload["ranks"]
     device = rank_device(payload["backend"], rank)
     dtype = torch.float64 if payload["check"] else torch.float32
     me = Rank(ranks[rank], payload, device, dtype)
     me.make_groups(ranks)
     control = dist.new_group(backend="gloo") if payload["backend"] != "gloo" else None
-    figures = {"elapsed": [], "busy": [], "loss": [], "gradients": None}
+    figures: Json = {"elapsed": [], "busy": [], "update": [], "loss": [], "gradients": None,
+                     "parameters": None}
     for iteration in range(payload["iterations"]):
-        elapsed, busy, loss = me.iteration(iteration, progress)
-        figures["elapsed"].append(elapsed)
-        figures["busy"].append(busy)
-        figures["loss"].append(loss)
+        measured = me.iteration(iteration, progress)
+        if not me.steps_in_plan:
+            me.step()
+        figures["elapsed"].append(measured.elapsed)
+        figures["busy"].append(measured.busy)
+        figures["update"].append(measured.update)
+        figures["loss"].append(measured.loss)
         if iteration == 0 and payload["check"]:
             figures["gradients"] = me.gradients()
-        me.optimizer.step()
+            figures["parameters"] = me.parameters()
     if device.type == "cuda":
         figures["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
     else:
@@ -235,12 +288,20 @@ def rank_main(rank, world_size, progress, payload):
     return report(payload, gathered)
 
 
-def _measured(values):
+def _measured(values: list[float]) -> float:
     # The first iteration warms up (allocations, gloo connections); the median of the rest.
     return statistics.median(values[1:] if len(values) > 1 else values)
 
 
-def report(payload, figures):
+def _update_ms(seconds: list[Optional[float]]) -> Optional[float]:
+    """A rank's measured optimizer step (ms), None when its plan has no update operation."""
+    if any(s is None for s in seconds):
+        return None
+    return round(_measured([s for s in seconds if s is not None]) * 1e3, 4)
+
+
+def report(payload: Json, figures: list[Json]) -> Json:
+    """The run's report (docs/torch.md) from every rank's figures, in rank order."""
     ranks = payload["ranks"]
     iterations = payload["iterations"]
     elapsed = [max(f["elapsed"][k] for f in figures) * 1e3 for k in range(iterations)]
@@ -268,23 +329,34 @@ def report(payload, figures):
                    "operations": len(e["operations"]),
                    "busy_ms": round(_measured(f["busy"]) * 1e3, 4),
                    "planned_busy_ms": payload["planned_busy_ms"].get(e["gpu"]),
+                   "update_ms": _update_ms(f["update"]),
+                   "planned_update_ms": payload["planned_update_ms"].get(e["gpu"]),
                    "peak_memory_bytes": f["peak_memory_bytes"]} for e, f in zip(ranks, figures)],
         "check": check(payload, figures) if payload["check"] else None,
     }
     return out
 
 
-def check(payload, figures):
-    """Compares the first iteration's loss and every gradient of every rank with one
-    single-process float64 iteration on the same global batch (all micro-batches at once)."""
+def _relative(value: torch.Tensor, reference: torch.Tensor) -> float:
+    """max |value - reference| over max |reference| (infinite when only the reference is 0)."""
+    difference = (value - reference).abs().max().item()
+    scale = reference.abs().max().item()
+    return difference / scale if scale > 0 else (math.inf if difference > 0 else 0.0)
+
+
+def check(payload: Json, figures: list[Json]) -> Json:
+    """Compares the first iteration's loss, every gradient of every rank and every parameter
+    after the iteration's optimizer step with one single-process float64 iteration on the same
+    global batch (all micro-batches at once) followed by one SGD step."""
     model, make_micro_batch, loss_fn = build(payload["factory"])
     model.double()
     batches = [to_device(make_micro_batch(payload["batch_size"], m), torch.device("cpu"),
-                   torch.float64) for m in range(payload["micro_batches"])]
+                         torch.float64) for m in range(payload["micro_batches"])]
     inputs = _cat([b[0] for b in batches])
     targets = _cat([b[1] for b in batches])
     reference_loss = loss_fn(model(inputs), targets)
     reference_loss.backward()
+    torch.optim.SGD(model.parameters(), lr=payload["lr"]).step()
     loss = sum(f["loss"][0] for f in figures if f["loss"][0] is not None)
     worst = abs(loss - reference_loss.item()) / max(abs(reference_loss.item()), sys.float_info.min)
     mismatch = None
@@ -293,52 +365,63 @@ def check(payload, figures):
                     f"{reference_loss.item():.12g}")
     count = 0
     for name, parameter in model.named_parameters():
-        reference = parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
-        scale = reference.abs().max().item()
+        gradient = parameter.grad if parameter.grad is not None else torch.zeros_like(parameter)
         for entry, f in zip(payload["ranks"], figures):
             if name not in f["gradients"]:
                 continue
             count += 1
-            difference = (f["gradients"][name] - reference).abs().max().item()
-            relative = difference / scale if scale > 0 else (math.inf if difference > 0 else 0.0)
-            worst = max(worst, relative)
-            if relative > CHECK_TOLERANCE and mismatch is None:
-                mismatch = (f"the gradient of {name} on rank {entry['rank']} ({entry['gpu']}, "
-                            f"stage {entry['stage']}) differs from single-process float64 "
-                            f"training: relative difference {relative:.3g} > "
-                            f"{CHECK_TOLERANCE:g}")
+            where = f"on rank {entry['rank']} ({entry['gpu']}, stage {entry['stage']})"
+            for what, value, reference in (
+                    (f"the gradient of {name}", f["gradients"][name], gradient),
+                    (f"{name} after the optimizer step", f["parameters"][name],
+                     parameter.detach())):
+                relative = _relative(value, reference)
+                worst = max(worst, relative)
+                if relative > CHECK_TOLERANCE and mismatch is None:
+                    mismatch = (f"{what} {where} differs from single-process float64 training: "
+                                f"relative difference {relative:.3g} > {CHECK_TOLERANCE:g}")
     return {"passed": mismatch is None, "loss": loss, "reference_loss": reference_loss.item(),
-            "gradients_compared": count, "max_relative_difference": worst,
-            "tolerance": CHECK_TOLERANCE, "mismatch": mismatch}
+            "gradients_compared": count, "parameters_compared": count,
+            "max_relative_difference": worst, "tolerance": CHECK_TOLERANCE,
+            "mismatch": mismatch}
 
 
-def summary(result):
+def summary(result: Json) -> str:
+    """The report in a few lines, for standard error."""
     ranks, iterations = len(result["ranks"]), result["iterations"]
     lines = [f"pipeplan_torch: {ranks} rank{'s' if ranks > 1 else ''}, {iterations} "
              f"iteration{'s' if iterations > 1 else ''} "
              f"({result['dtype']}): measured {result['measured_ms']:.4g} ms per iteration, "
              f"plan estimate {result['estimate_ms']:.4g} ms"
              + (f" ({100 * result['error']:+.0f}%)" if result["error"] is not None else "")]
+
+    def planned(value: Optional[float]) -> str:
+        return f" (plan {value:.4g} ms)" if value is not None else ""
+
     for r in result["ranks"]:
-        planned = r["planned_busy_ms"]
         lines.append(f"  rank {r['rank']} ({r['gpu']}, stage {r['stage']}): busy "
-                     f"{r['busy_ms']:.4g} ms"
-                     + (f" (plan {planned:.4g} ms)" if planned is not None else "")
+                     f"{r['busy_ms']:.4g} ms" + planned(r["planned_busy_ms"])
+                     + (f", update {r['update_ms']:.4g} ms" + planned(r["planned_update_ms"])
+                        if r["update_ms"] is not None else "")
                      + f", {r['operations']} operations"
                      + (f", peak memory {r['peak_memory_bytes']} bytes"
                         if r["peak_memory_bytes"] is not None else ""))
     c = result["check"]
     if c is not None and c["passed"]:
-        lines.append(f"  check passed: the loss and {c['gradients_compared']} gradients equal "
+        lines.append(f"  check passed: the loss, {c['gradients_compared']} gradients and "
+                     f"{c['parameters_compared']} parameters after the optimizer step equal "
                      f"single-process float64 training (largest relative difference "
                      f"{c['max_relative_difference']:.2g})")
     return "\n".join(lines) + "\n"
 
 
-def check_runnable(plan, path):
-    """run executes v1 plans (spec sections 1-7): a stage with a tensor-parallel degree above 1
-    or with recomputation (spec 8.2) is refused with one line naming the stage."""
-    stages = plan.get("stages") if isinstance(plan, dict) else None
+def check_runnable(plan: Any, path: str) -> None:
+    """run executes v1 plans (spec sections 1-7) and v2 plans with update tasks (spec 8.3): a
+    stage with a tensor-parallel degree above 1 or with recomputation (spec 8.2), and update
+    tasks with a sharded optimizer, are refused with one line naming the field."""
+    if not isinstance(plan, dict):
+        return
+    stages = plan.get("stages")
     for i, stage in enumerate(stages if isinstance(stages, list) else []):
         if not isinstance(stage, dict):
             continue
@@ -350,9 +433,46 @@ def check_runnable(plan, path):
         if stage.get("recompute", False) is not False:
             raise InputError(f"{path}: /stages/{i}/recompute: run executes plans without "
                              f"recomputation, and stage {i} recomputes its forward")
+    schedule = plan.get("schedule")
+    updates = schedule.get("updates") if isinstance(schedule, dict) else None
+    if plan.get("optimizer", "replicated") != "replicated" and updates:
+        raise InputError(f"{path}: /optimizer: run executes update tasks with a replicated "
+                         f"optimizer (every replica steps all its parameters), and the plan's "
+                         f"optimizer is {plan['optimizer']}")
 
 
-def run(args):
+def check_operations(ranks: list[Json], path: str) -> None:
+    """Refuses, with one line naming the rank and operation, an operation run does not know,
+    an update that is not its rank's last operation (spec 8.3: the step follows the stage's
+    AllReduce or last backward, and nothing waits for it), and updates on some ranks only (a
+    stage without its step would drift from the others)."""
+    for entry in ranks:
+        where = f"{path}: ranks export: rank {entry['rank']}"
+        ops = entry["operations"]
+        for i, op in enumerate(ops):
+            if op.get("op") not in OPERATIONS:
+                raise InputError(f"{where}, operation {i}: run does not know the operation "
+                                 f"{op.get('op')!r}")
+            if op["op"] == "update" and i != len(ops) - 1:
+                raise InputError(f"{where}, operation {i}: an update must be the rank's last "
+                                 f"operation (one optimizer step per iteration)")
+    stepping = [e["rank"] for e in ranks if any(op["op"] == "update" for op in e["operations"])]
+    if stepping and len(stepping) != len(ranks):
+        missing = next(e["rank"] for e in ranks if e["rank"] not in stepping)
+        raise InputError(f"{path}: ranks export: rank {missing} has no update operation and "
+                         f"rank {stepping[0]} has one: a plan's optimizer steps are all there "
+                         f"or absent")
+
+
+def _planned_updates(plan: Json) -> dict[str, float]:
+    """Per GPU, the duration of its update task in the plan (spec 8.3); GPUs without one are
+    absent."""
+    updates = plan.get("schedule", {}).get("updates", [])
+    return {u["gpu"]: round(u["end_ms"] - u["start_ms"], 6) for u in updates}
+
+
+def run(args: argparse.Namespace) -> None:
+    """`run PLAN MODEL TOPO`: executes the plan's operations on its ranks and reports."""
     if args.iterations < 1:
         raise UsageError("--iterations must be >= 1")
     if args.timeout <= 0:
@@ -364,6 +484,7 @@ def run(args):
     check_runnable(plan, args.plan)
     model = read_json(args.model, "model")
     ranks = ranks_export(args.plan, args.model, args.topology)
+    check_operations(ranks, args.plan)
     batch_size = model.get("profile", {}).get("batch_size")
     if not isinstance(batch_size, int):
         raise InputError(f"{args.model}: /profile/batch_size: run needs the micro-batch size "
@@ -376,6 +497,7 @@ def run(args):
         "backend": args.backend, "check": args.check, "timeout": args.timeout, "lr": args.lr,
         "threads": args.threads,
         "planned_busy_ms": {g["id"]: g.get("busy_ms") for g in plan.get("gpus", [])},
+        "planned_update_ms": _planned_updates(plan),
     }
     describe = Describe(ranks)
     if launch.under_torchrun():

@@ -1,11 +1,12 @@
 """Devices and tensors: what profile, probe and run share once torch is imported."""
 
 import os
+from typing import Any, Optional
 
 import torch
 
 
-def rank_device(backend, rank):
+def rank_device(backend: str, rank: int) -> torch.device:
     """The device of a rank: a CUDA device for NCCL (LOCAL_RANK under torchrun, else the rank,
     modulo the devices present), the CPU for gloo."""
     if backend == "nccl":
@@ -16,13 +17,13 @@ def rank_device(backend, rank):
     return torch.device("cpu")
 
 
-def synchronize(device):
+def synchronize(device: torch.device) -> None:
     """Waits for the device's queued work, so that a timer measures it (CUDA); nothing on CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def to_device(value, device, dtype=None):
+def to_device(value: Any, device: torch.device, dtype: Optional[torch.dtype] = None) -> Any:
     """A micro-batch (a tensor or nested tuples and lists of them) on `device`, its floating
     tensors converted to `dtype` when given."""
     if isinstance(value, torch.Tensor):

@@ -79,10 +79,21 @@ class EndToEndTest(unittest.TestCase):
                                                           stage["last_layer"] + 1])
                        for stage in plan["stages"])
         self.assertEqual(report["check"]["gradients_compared"], expected)
+        self.assertEqual(report["check"]["parameters_compared"], expected)
         self.assertEqual(report["estimate_ms"], plan["iteration_ms"])
         self.assertEqual([r["gpu"] for r in report["ranks"]],
                          [g for stage in plan["stages"] for g in stage["gpus"]])
-        self.assertIn("check passed: the loss and", result.stderr)
+        # An update task per GPU in the plan (spec 8.3): its measured and planned time.
+        updates = {u["gpu"]: u["end_ms"] - u["start_ms"]
+                   for u in plan["schedule"].get("updates", [])}
+        for r in report["ranks"]:
+            if updates:
+                self.assertGreater(r["update_ms"], 0)
+                self.assertAlmostEqual(r["planned_update_ms"], updates[r["gpu"]], places=5)
+            else:
+                self.assertEqual((r["update_ms"], r["planned_update_ms"]), (None, None))
+        self.assertIn(f"check passed: the loss, {expected} gradients and {expected} parameters "
+                      "after the optimizer step equal", result.stderr)
         return plan
 
     def test_profile_is_a_valid_model(self):
@@ -90,14 +101,14 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         model, _, _ = common.build(support.GPT)
         layers = self.gpt["layers"]
-        self.assertEqual([l["name"] for l in layers], common.layer_names(model))
+        self.assertEqual([layer["name"] for layer in layers], common.layer_names(model))
         hidden = torch.zeros(BATCH_SIZE, 16, 32)  # the example's context and width
         for layer, module in zip(layers, model.children()):
             self.assertEqual(layer["parameter_bytes"],
                              sum(p.numel() * p.element_size() for p in module.parameters()))
             self.assertGreater(layer["forward_ms"], 0)
             self.assertGreater(layer["backward_ms"], 0)
-        self.assertEqual([l["activation_bytes"] for l in layers],
+        self.assertEqual([layer["activation_bytes"] for layer in layers],
                          [hidden.numel() * 4] * 5 + [0])
         # A block saves at least its input (for the first LayerNorm's backward), the embedding
         # only the token indices.
@@ -162,6 +173,30 @@ class EndToEndTest(unittest.TestCase):
                 plan = self.run_checked(f"replicated-{schedule}", model, topology, support.GPT,
                                         "--schedule", schedule)
                 self.assertEqual([len(s["gpus"]) for s in plan["stages"]], [2, 2])
+
+    def test_update_operations(self):
+        """Layers with update times (spec 8.1) give a v2 plan whose ranks end with an update
+        operation (after the AllReduce of a replicated stage): run steps the optimizer there,
+        and --check compares every parameter after the step with single-process SGD, so an
+        update skipped (or a second step) fails it."""
+        pipelined = json.loads(json.dumps(self.gpt))
+        fixed_file, pairs = self.replicated_inputs()
+        with open(fixed_file, encoding="utf-8") as f:
+            replicated = json.load(f)
+        cases = (("update-1f1b", pipelined, self.topo2, ("--planner", "uniform", "--schedule",
+                                                         "1f1b")),
+                 ("update-replicated", replicated, pairs, ()))
+        for name, model, topology, flags in cases:
+            with self.subTest(name=name):
+                for layer in model["layers"]:
+                    layer["update_ms"] = 0.25
+                model_file = support.write_json(self.path(f"{name}.model.json"), model)
+                plan = self.run_checked(name, model_file, topology, support.GPT, *flags)
+                self.assertEqual(plan["schema"], "pipeplan/plan/v2")
+                self.assertEqual(len(plan["schedule"]["updates"]),
+                                 sum(len(stage["gpus"]) for stage in plan["stages"]))
+                self.assertEqual(len(plan["stages"]), 2)
+        self.assertEqual([len(stage["gpus"]) for stage in plan["stages"]], [2, 2])
 
     def test_corrupted_order_meets_the_watchdog(self):
         plan_file = self.path("corrupt.plan.json")

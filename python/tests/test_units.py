@@ -1,13 +1,18 @@
 """pipeplan_torch without processes: factories, transfers, the GELU guard, the probe's fit,
-the watchdog's message and the command line's errors."""
+the watchdog's message, the command line's errors, update operations (one rank in this
+process) and the package's metadata."""
 
+import datetime
+import importlib
 import os
 import shutil
 import stat
 import tempfile
+import tomllib
 import unittest
 
 import torch
+import torch.distributed as dist
 
 from pipeplan_torch import common, launch, probe, run
 
@@ -229,6 +234,142 @@ class CommandLineTest(unittest.TestCase):
         # A v1 plan passes this check (and fails later, for its missing model).
         stages[0]["recompute"] = False
         run.check_runnable({"stages": stages}, plan)
+
+    def test_sharded_updates_are_refused(self):
+        plan = {"optimizer": "sharded", "stages": [{"tensor_parallel": 1, "recompute": False}],
+                "schedule": {"updates": [{"stage": 0, "gpu": "a", "start_ms": 1, "end_ms": 2}]}}
+        with self.assertRaises(common.InputError) as caught:
+            run.check_runnable(plan, "p.json")
+        self.assertEqual(str(caught.exception),
+                         "p.json: /optimizer: run executes update tasks with a replicated "
+                         "optimizer (every replica steps all its parameters), and the plan's "
+                         "optimizer is sharded")
+        self.assertEqual(caught.exception.code, 3)
+        # A sharded optimizer without update tasks changes only the plan's memory; a replicated
+        # optimizer with updates runs.
+        run.check_runnable(dict(plan, schedule={}), "p.json")
+        run.check_runnable(dict(plan, optimizer="replicated"), "p.json")
+
+
+def entry(rank, *ops):
+    return {"rank": rank, "operations": [{"op": op, "micro_batch": 0} for op in ops]}
+
+
+class OperationsTest(unittest.TestCase):
+    """check_operations: what run refuses in a ranks export before any rank starts."""
+
+    def refused(self, ranks, message):
+        with self.assertRaises(common.InputError) as caught:
+            run.check_operations(ranks, "p.json")
+        self.assertEqual(str(caught.exception), message)
+
+    def test_updates_last_on_every_rank_run(self):
+        run.check_operations([entry(0, "forward", "backward", "update"),
+                              entry(1, "forward", "backward", "allreduce", "update")], "p.json")
+        run.check_operations([entry(0, "forward", "backward"), entry(1, "forward")], "p.json")
+
+    def test_unknown_operation(self):
+        self.refused([entry(0, "forward", "backward"), entry(1, "forward", "prefetch")],
+                     "p.json: ranks export: rank 1, operation 1: run does not know the "
+                     "operation 'prefetch'")
+
+    def test_update_not_last(self):
+        self.refused([entry(0, "forward", "update", "backward")],
+                     "p.json: ranks export: rank 0, operation 1: an update must be the rank's "
+                     "last operation (one optimizer step per iteration)")
+        self.refused([entry(0, "forward", "backward", "update", "update")],
+                     "p.json: ranks export: rank 0, operation 2: an update must be the rank's "
+                     "last operation (one optimizer step per iteration)")
+
+    def test_updates_on_some_ranks_only(self):
+        self.refused([entry(0, "forward", "backward", "update"), entry(1, "backward")],
+                     "p.json: ranks export: rank 1 has no update operation and rank 0 has one: "
+                     "a plan's optimizer steps are all there or absent")
+
+
+class UpdateOperationTest(unittest.TestCase):
+    """Rank.iteration in this process, as the only rank of a gloo group: the plan's update
+    operation steps the optimizer where it stands and is timed; without one the iteration
+    leaves the parameters alone (rank_main steps after it)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.mkdtemp(prefix="pipeplan_torch-test-")
+        store = dist.FileStore(os.path.join(cls.folder, "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=60))
+
+    @classmethod
+    def tearDownClass(cls):
+        dist.destroy_process_group()
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
+    def rank(self, *ops):
+        model, _, _ = common.build(support.GPT)
+        names = common.layer_names(model)
+        operations = [{"op": "forward", "micro_batch": 0}, {"op": "backward", "micro_batch": 0}]
+        operations += [{"op": op} for op in ops]
+        entry = {"rank": 0, "gpu": "cpu0", "stage": 0, "operations": operations,
+                 "layers": {"first": 0, "last": len(names) - 1, "names": names},
+                 "data_parallel_group": {"ranks": [0]}}
+        payload = {"micro_batches": 1, "batch_size": 2, "factory": support.GPT,
+                   "model": "m.json", "lr": 0.5}
+        return run.Rank(entry, payload, torch.device("cpu"), torch.float64)
+
+    def run_once(self, rank):
+        before = rank.parameters()
+        figures = rank.iteration(0, launch.Progress([0.0] * 3, 0))
+        return before, figures
+
+    def test_update_steps_at_its_place(self):
+        rank = self.rank("update")
+        self.assertTrue(rank.steps_in_plan)
+        before, figures = self.run_once(rank)
+        self.assertIsNotNone(figures.update)
+        self.assertGreater(figures.update, 0.0)
+        gradients, after = rank.gradients(), rank.parameters()
+        changed = 0
+        for name, value in before.items():
+            torch.testing.assert_close(after[name], value - 0.5 * gradients[name],
+                                       rtol=0, atol=1e-12)
+            changed += bool(gradients[name].abs().max() > 0)
+        self.assertGreater(changed, 0)
+
+    def test_without_update_the_iteration_does_not_step(self):
+        rank = self.rank()
+        self.assertFalse(rank.steps_in_plan)
+        before, figures = self.run_once(rank)
+        self.assertIsNone(figures.update)
+        after = rank.parameters()
+        for name, value in before.items():
+            self.assertTrue(torch.equal(after[name], value), name)
+
+
+class PackageTest(unittest.TestCase):
+    """python/pyproject.toml: the entry point names the command line's main, the package
+    carries its py.typed marker and its version."""
+
+    def setUp(self):
+        with open(os.path.join(support.PYTHON_DIR, "pyproject.toml"), "rb") as f:
+            self.project = tomllib.load(f)
+
+    def test_entry_point_is_main(self):
+        scripts = self.project["project"]["scripts"]
+        self.assertEqual(list(scripts), ["pipeplan-torch"])
+        module_name, _, function = scripts["pipeplan-torch"].partition(":")
+        main = getattr(importlib.import_module(module_name), function)
+        from pipeplan_torch import __main__
+        self.assertIs(main, __main__.main)
+
+    def test_typed_and_versioned(self):
+        import pipeplan_torch
+        folder = os.path.dirname(pipeplan_torch.__file__)
+        self.assertTrue(os.path.isfile(os.path.join(folder, "py.typed")))
+        self.assertIn("py.typed", self.project["tool"]["setuptools"]["package-data"][
+            "pipeplan_torch"])
+        self.assertEqual(self.project["tool"]["setuptools"]["dynamic"]["version"],
+                         {"attr": "pipeplan_torch.__version__"})
+        self.assertRegex(pipeplan_torch.__version__, r"^[0-9]+\.[0-9]+\.[0-9]+$")
 
 
 if __name__ == "__main__":
