@@ -183,10 +183,10 @@ class EndToEndTest(unittest.TestCase):
         fixed_file, pairs = self.replicated_inputs()
         with open(fixed_file, encoding="utf-8") as f:
             replicated = json.load(f)
-        cases = (("update-1f1b", pipelined, self.topo2, ("--planner", "uniform", "--schedule",
-                                                         "1f1b")),
-                 ("update-replicated", replicated, pairs, ()))
-        for name, model, topology, flags in cases:
+        cases = (("update-1f1b", pipelined, self.topo2, [1, 1],
+                  ("--planner", "uniform", "--schedule", "1f1b")),
+                 ("update-replicated", replicated, pairs, [2, 2], ()))
+        for name, model, topology, replicas, flags in cases:
             with self.subTest(name=name):
                 for layer in model["layers"]:
                     layer["update_ms"] = 0.25
@@ -195,8 +195,7 @@ class EndToEndTest(unittest.TestCase):
                 self.assertEqual(plan["schema"], "pipeplan/plan/v2")
                 self.assertEqual(len(plan["schedule"]["updates"]),
                                  sum(len(stage["gpus"]) for stage in plan["stages"]))
-                self.assertEqual(len(plan["stages"]), 2)
-        self.assertEqual([len(stage["gpus"]) for stage in plan["stages"]], [2, 2])
+                self.assertEqual([len(stage["gpus"]) for stage in plan["stages"]], replicas)
 
     def test_corrupted_order_meets_the_watchdog(self):
         plan_file = self.path("corrupt.plan.json")
