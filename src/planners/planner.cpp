@@ -15,6 +15,7 @@
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::planners {
 
@@ -154,11 +155,10 @@ double planning_steps(std::string_view planner, const Request& request) {
 }
 
 double scheduling_steps(const std::vector<Stage>& stages, int micro_batches) {
-  const double S = static_cast<double>(stages.size());
-  const double M = micro_batches;
   double groups = 0;
   for (const Stage& stage : stages) groups += stage.replicas();
-  const double tasks = 4 * S * M - 2 * M;
+  const auto tasks = static_cast<double>(simulate::TaskGraph::chain_task_count(
+      static_cast<std::int64_t>(stages.size()), micro_batches));
   return tasks * std::max(groups, 1.0);
 }
 
@@ -190,9 +190,10 @@ void check_limits(std::string_view planner, const Request& request) {
   }
   if (M < 1) throw InternalError("check_limits: micro_batches must be >= 1");
   // The smallest plan, one stage, has a forward and a backward per micro-batch.
-  if (2 * M > kMaxPlanTasks) {
+  if (const std::int64_t one_stage = simulate::TaskGraph::chain_task_count(1, M);
+      one_stage > kMaxPlanTasks) {
     throw InfeasibleError("cannot plan " + std::to_string(M) +
-                          " micro-batches: even one stage makes " + std::to_string(2 * M) +
+                          " micro-batches: even one stage makes " + std::to_string(one_stage) +
                           " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
                           hint);
   }
@@ -244,7 +245,7 @@ void check_limits(std::string_view planner, const Request& request) {
 void check_task_limit(std::size_t stages, int micro_batches) {
   const auto S = static_cast<std::int64_t>(stages);
   const std::int64_t M = micro_batches;
-  const std::int64_t tasks = 4 * S * M - 2 * M;
+  const std::int64_t tasks = simulate::TaskGraph::chain_task_count(S, M);
   if (tasks > kMaxPlanTasks) {
     throw InfeasibleError("cannot schedule " + std::to_string(S) + " stages with " +
                           std::to_string(M) + " micro-batches: that makes " +

@@ -14,6 +14,7 @@
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/format.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::report {
@@ -48,10 +49,10 @@ ordered_json complete(std::string name, const char* category, int pid, int tid, 
 }
 
 std::string transfer_name(const TransferTask& task) {
-  const int s = task.stage;
-  const bool activation = task.kind == TransferKind::kActivation;
-  return std::string(activation ? "act" : "grad") + " m" + std::to_string(task.micro_batch) + " s" +
-         std::to_string(activation ? s : s + 1) + "->s" + std::to_string(activation ? s + 1 : s);
+  const simulate::TransferEnds ends = simulate::TaskGraph::ends(task);
+  return std::string(task.kind == TransferKind::kActivation ? "act" : "grad") + " m" +
+         std::to_string(task.micro_batch) + " s" + std::to_string(ends.from_stage) + "->s" +
+         std::to_string(ends.to_stage);
 }
 
 // One process per group (spec 8.2), named after all its GPUs and numbered by its leader's rank;
@@ -218,8 +219,7 @@ class TraceWriter {
   void transfers() {
     for (const TimedTransfer& e : plan_.timeline.transfers) {
       const bool activation = e.task.kind == TransferKind::kActivation;
-      const int from_stage = activation ? e.task.stage : e.task.stage + 1;
-      const int to_stage = activation ? e.task.stage + 1 : e.task.stage;
+      const auto [from_stage, to_stage] = simulate::TaskGraph::ends(e.task);
       auto args = [&](int peer) {
         return ordered_json{
             {"micro_batch", e.task.micro_batch}, {"stage", e.task.stage},

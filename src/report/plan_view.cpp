@@ -177,19 +177,8 @@ PlanView read_plan_view(const io::Source& source) {
         {f->forward_ms, f->backward_ms, f->parameter_bytes, f->boundary_bytes, f->allreduce_ms});
   }
 
-  Plan plan;
-  plan.planner = stated.planner;
-  plan.schedule_policy = stated.schedule_policy;
-  plan.stages = stated.stages;
-  plan.optimizer = stated.optimizer;
+  Plan plan = simulate::stated_plan(stated, index, static_cast<int>(N));
   plan.bounds = stated.bounds.value_or(Bounds{});
-  if (stated.gpu_order) {
-    plan.gpu_order = *stated.gpu_order;
-  } else {
-    plan.gpu_order.resize(N);
-    std::iota(plan.gpu_order.begin(), plan.gpu_order.end(), 0);
-  }
-  plan.schedule = simulate::stated_schedule(stated, index, static_cast<int>(N));
   plan.timeline = stated_timeline(stated, index, N);
 
   PlanView view;

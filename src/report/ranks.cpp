@@ -38,7 +38,7 @@ struct Node {
 std::vector<Node> global_order(const PlanView& view) {
   const Plan& plan = view.plan;
   const Timeline& timeline = plan.timeline;
-  const simulate::TaskGraph graph(static_cast<int>(plan.stages.size()), view.micro_batches);
+  const simulate::TaskGraph graph(plan.stages, view.micro_batches);
   const auto T = static_cast<std::size_t>(graph.size());
   // Every task of the graph as a node: its kind, its timeline entry and its start.
   constexpr std::size_t kMissing = static_cast<std::size_t>(-1);
@@ -66,8 +66,8 @@ std::vector<Node> global_order(const PlanView& view) {
     }
   }
 
-  // Edges: the per-GPU and per-channel orders, the data chain, and AllReduces after their
-  // stage's backwards.
+  // Edges: the per-GPU and per-channel orders, and every dependency of the task graph among
+  // the tasks present (the data chain, each AllReduce after its stage's backwards).
   std::vector<std::vector<int>> next(T);
   std::vector<int> waiting(T, 0);
   auto edge = [&](int from, int to) {
@@ -81,13 +81,11 @@ std::vector<Node> global_order(const PlanView& view) {
     for (std::size_t k = 1; k < order.size(); ++k) edge(graph.id(order[k - 1]), graph.id(order[k]));
   }
   for (int id = 0; id < graph.chain_count(); ++id) {
-    if (const int p = graph.data_predecessor(id); p != simulate::TaskGraph::kNone) edge(p, id);
+    for (const int p : graph.predecessors(id)) edge(p, id);
   }
   for (const TimedAllReduce& allreduce : timeline.allreduces) {
-    for (int m = 0; m < graph.micro_batches(); ++m) {
-      edge(graph.id(ComputeTask{Op::kBackward, allreduce.stage, m}),
-           graph.allreduce(allreduce.stage));
-    }
+    const int id = graph.allreduce(allreduce.stage);
+    for (const int p : graph.predecessors(id)) edge(p, id);
   }
 
   // Kahn's algorithm, earliest start first; at equal starts transfers first (a send is
@@ -310,13 +308,19 @@ class RanksWriter {
     ordered_json micro_batches = ordered_json::array();
     for (int m = 0; m < M_; ++m) {
       if (where(s, m) != group.front()) continue;
-      const ordered_json below = s > 0 ? peer_at(where(s - 1, m)) : ordered_json(nullptr);
-      const ordered_json above = s + 1 < S_ ? peer_at(where(s + 1, m)) : ordered_json(nullptr);
-      micro_batches.push_back({{"micro_batch", m},
-                               {"activations_from", below},
-                               {"activations_to", above},
-                               {"gradients_from", above},
-                               {"gradients_to", below}});
+      // The peer at the other end of micro-batch m's transfer across `boundary`, which this
+      // stage sends or receives; none where the boundary does not exist.
+      auto other_end = [&](TransferKind kind, int boundary, bool sends) {
+        if (boundary < 0 || boundary + 1 >= S_) return ordered_json(nullptr);
+        const simulate::TransferEnds ends = simulate::TaskGraph::ends({kind, boundary, m});
+        return peer_at(where(sends ? ends.to_stage : ends.from_stage, m));
+      };
+      micro_batches.push_back(
+          {{"micro_batch", m},
+           {"activations_from", other_end(TransferKind::kActivation, s - 1, false)},
+           {"activations_to", other_end(TransferKind::kActivation, s, true)},
+           {"gradients_from", other_end(TransferKind::kGradient, s, false)},
+           {"gradients_to", other_end(TransferKind::kGradient, s - 1, true)}});
     }
     entry["micro_batches"] = std::move(micro_batches);
     entry["operations"] = std::move(operations);

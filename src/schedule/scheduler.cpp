@@ -109,7 +109,7 @@ class Engine {
         policy_(policy),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
-        graph_(S_, M_),
+        graph_(stages, M_),
         exec_(simulate::execution(model, topology, stages, optimizer)) {
     const auto n = static_cast<std::size_t>(topology.size());
     gpus_.resize(n);
@@ -353,7 +353,7 @@ class Engine {
     Gpu& state = gpu(event.gpu);
     state.busy = false;
     const ComputeTask& task = event.compute;
-    const int s = task.stage, m = task.micro_batch;
+    const int m = task.micro_batch;
     if (task.op == Op::kBackward) {
       --state.in_flight;
       state.outstanding_ms -= work_ms(event.gpu);
@@ -365,7 +365,7 @@ class Engine {
       return;
     }
     const TransferTask transfer = graph_.transfer_task(next);
-    const int peer_stage = transfer.kind == TransferKind::kActivation ? s + 1 : s - 1;
+    const int peer_stage = simulate::TaskGraph::ends(transfer).to_stage;
     if (replica(peer_stage, m) == kNone)
       assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
     enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);

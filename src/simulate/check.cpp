@@ -40,7 +40,7 @@ class StructureCheck {
     if (M_ < 1) fail("/micro_batches", "must be an integer >= 1");
     stages();
     compute_entries();
-    graph_ = TaskGraph(S_, M_);  // the count matches S M: numbering is now bounded
+    graph_ = TaskGraph(stated_.stages, M_);  // the count matches S M: numbering is now bounded
     index_.entry.assign(static_cast<std::size_t>(graph_->chain_count()), kNoEntry);
     compute_once();
     transfer_entries();
@@ -70,9 +70,21 @@ class StructureCheck {
   [[nodiscard]] const StatedCompute& compute_of(const ComputeTask& task) const {
     return stated_.compute[index_.entry[static_cast<std::size_t>(graph_->id(task))]];
   }
+  // The stated end of a compute task, transfer or (indexed) AllReduce of the task graph.
   [[nodiscard]] double end_of(int id) const {
+    if (graph_->is_allreduce(id)) {
+      const auto s = static_cast<std::size_t>(graph_->allreduce_stage(id));
+      return stated_.allreduces[index_.allreduce_entry[s]].end_ms;
+    }
     const std::size_t i = index_.entry[static_cast<std::size_t>(id)];
     return graph_->is_compute(id) ? stated_.compute[i].end_ms : stated_.transfers[i].end_ms;
+  }
+  // Checks that `start` (of the entry at `at`, task `id`) is not before the last of the task's
+  // predecessors in the task graph ends. O(M).
+  void check_after_predecessors(const std::string& at, int id, double start) const {
+    double ready = 0;
+    for (const int p : graph_->predecessors(id)) ready = std::max(ready, end_of(p));
+    check_after(at, graph_->describe(id), start, ready, graph_->describe_predecessors(id));
   }
   void check_times(const std::string& at, const std::string& what, double start, double end) const {
     if (start < 0) fail(at + "/start_ms", "must be >= 0, got " + number(start));
@@ -212,21 +224,19 @@ class StructureCheck {
       if (e.task.micro_batch >= M_) {
         fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
       }
-      const int s = e.task.stage, m = e.task.micro_batch;
-      const int lower = compute_of({Op::kForward, s, m}).gpu;
-      const int upper = compute_of({Op::kForward, s + 1, m}).gpu;
-      const bool activation = e.task.kind == TransferKind::kActivation;
-      const int from = activation ? lower : upper;
-      const int to = activation ? upper : lower;
+      const int m = e.task.micro_batch;
+      const TransferEnds ends = TaskGraph::ends(e.task);
+      const int from = compute_of({Op::kForward, ends.from_stage, m}).gpu;
+      const int to = compute_of({Op::kForward, ends.to_stage, m}).gpu;
       if (e.from != from) {
         fail(at + "/from", describe(e.task) + " must leave from " + gpu_name(from) +
                                ", which runs micro-batch " + std::to_string(m) + " on stage " +
-                               std::to_string(activation ? s : s + 1));
+                               std::to_string(ends.from_stage));
       }
       if (e.to != to) {
         fail(at + "/to", describe(e.task) + " must go to " + gpu_name(to) +
                              ", which runs micro-batch " + std::to_string(m) + " on stage " +
-                             std::to_string(activation ? s + 1 : s));
+                             std::to_string(ends.to_stage));
       }
       if (e.bytes < 0) fail(at + "/bytes", "must be >= 0, got " + number(e.bytes));
       check_times(at, describe(e.task), e.start_ms, e.end_ms);
@@ -286,25 +296,17 @@ class StructureCheck {
   void dependencies() const {
     const TaskGraph& graph = *graph_;
     for (int id = 0; id < graph.chain_count(); ++id) {
-      const int dependency = graph.data_predecessor(id);
-      if (dependency == TaskGraph::kNone) continue;
+      if (graph.data_predecessor(id) == TaskGraph::kNone) continue;
       const std::size_t i = index_.entry[static_cast<std::size_t>(id)];
       const bool compute = graph.is_compute(id);
       const double start = compute ? stated_.compute[i].start_ms : stated_.transfers[i].start_ms;
-      check_after((compute ? kComputeAt : kTransferAt) + std::to_string(i), graph.describe(id),
-                  start, end_of(dependency), graph.describe(dependency));
+      check_after_predecessors((compute ? kComputeAt : kTransferAt) + std::to_string(i), id, start);
     }
   }
 
   // One AllReduce per replicated stage, over its GPUs in ring order, after its backwards.
   void allreduces() {
     const TaskGraph& graph = *graph_;
-    std::vector<double> last_backward_end(static_cast<std::size_t>(S_), 0);
-    for (const auto& e : stated_.compute) {
-      if (e.task.op != Op::kBackward) continue;
-      double& end = last_backward_end[static_cast<std::size_t>(e.task.stage)];
-      end = std::max(end, e.end_ms);
-    }
     index_.allreduce_entry.assign(static_cast<std::size_t>(S_), kNoEntry);
     for (std::size_t i = 0; i < stated_.allreduces.size(); ++i) {
       const auto& e = stated_.allreduces[i];
@@ -314,7 +316,7 @@ class StructureCheck {
              "names stage " + std::to_string(e.stage) + " but the plan has " + std::to_string(S_));
       }
       const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
-      if (stage.replicas() < 2) {
+      if (!graph.has_allreduce(e.stage)) {
         fail(at, "stage " + std::to_string(e.stage) +
                      (stage.tensor_parallel == 1 ? " has one GPU" : " has one replica") +
                      " and no AllReduce");
@@ -327,13 +329,11 @@ class StructureCheck {
              "must list the GPUs of stage " + std::to_string(e.stage) + " in ring order");
       }
       if (e.bytes < 0) fail(at + "/bytes", "must be >= 0, got " + number(e.bytes));
-      const std::string what = graph.describe(graph.allreduce(e.stage));
-      check_times(at, what, e.start_ms, e.end_ms);
-      check_after(at, what, e.start_ms, last_backward_end[static_cast<std::size_t>(e.stage)],
-                  "the last backward of stage " + std::to_string(e.stage));
+      check_times(at, graph.describe(graph.allreduce(e.stage)), e.start_ms, e.end_ms);
+      check_after_predecessors(at, graph.allreduce(e.stage), e.start_ms);
     }
     for (int s = 0; s < S_; ++s) {
-      if (stated_.stages[static_cast<std::size_t>(s)].replicas() >= 2 &&
+      if (graph.has_allreduce(s) &&
           index_.allreduce_entry[static_cast<std::size_t>(s)] == kNoEntry) {
         fail("/schedule/allreduces", graph.describe(graph.allreduce(s)) + " is missing");
       }
@@ -345,12 +345,6 @@ class StructureCheck {
   void updates() const {
     if (stated_.updates.empty()) return;
     const TaskGraph& graph = *graph_;
-    std::vector<double> last_backward_end(static_cast<std::size_t>(S_), 0);
-    for (const auto& e : stated_.compute) {
-      if (e.task.op != Op::kBackward) continue;
-      double& end = last_backward_end[static_cast<std::size_t>(e.task.stage)];
-      end = std::max(end, e.end_ms);
-    }
     std::vector<char> seen(gpu_ids_.size(), 0);
     for (std::size_t i = 0; i < stated_.updates.size(); ++i) {
       const StatedUpdate& e = stated_.updates[i];
@@ -366,18 +360,8 @@ class StructureCheck {
       }
       if (seen[g]) fail(at, "second optimizer step of " + gpu_name(e.gpu) + "'s group");
       seen[g] = 1;
-      const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
-      const std::string what = graph.describe(graph.update(e.stage));
-      check_times(at, what, e.start_ms, e.end_ms);
-      if (TaskGraph::update_waits_for_allreduce(stage.replicas())) {
-        const auto& allreduce =
-            stated_.allreduces[index_.allreduce_entry[static_cast<std::size_t>(e.stage)]];
-        check_after(at, what, e.start_ms, allreduce.end_ms,
-                    graph.describe(graph.allreduce(e.stage)));
-      } else {
-        check_after(at, what, e.start_ms, last_backward_end[static_cast<std::size_t>(e.stage)],
-                    "the last backward of stage " + std::to_string(e.stage));
-      }
+      check_times(at, graph.describe(graph.update(e.stage)), e.start_ms, e.end_ms);
+      check_after_predecessors(at, graph.update(e.stage), e.start_ms);
     }
     for (int s = 0; s < S_; ++s) {
       const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
@@ -466,8 +450,7 @@ class ModelCheck {
       profiles_.push_back(stage_profile(model_, stated_.stages, s));
     }
     exec_ = execution(model_, topology_, stated_.stages, stated_.optimizer);
-    Plan plan;
-    plan.schedule = stated_schedule(stated_, index_, topology_.size());
+    Plan plan = stated_plan(stated_, index_, topology_.size());
     plan.timeline = replay_stated(plan.schedule);
     durations();
     starts(plan.timeline);
@@ -483,16 +466,6 @@ class ModelCheck {
     bounds(plan.bounds);
     stage_figures();
     gpu_figures(plan.timeline);
-    plan.planner = stated_.planner;
-    plan.schedule_policy = stated_.schedule_policy;
-    plan.stages = stated_.stages;
-    plan.optimizer = stated_.optimizer;
-    if (stated_.gpu_order) {
-      plan.gpu_order = *stated_.gpu_order;
-    } else {
-      plan.gpu_order.resize(static_cast<std::size_t>(topology_.size()));
-      std::iota(plan.gpu_order.begin(), plan.gpu_order.end(), 0);
-    }
     return plan;
   }
 
@@ -590,7 +563,7 @@ class ModelCheck {
 
   // Starts equal to the replay of the orders.
   void starts(const Timeline& timeline) const {
-    const TaskGraph graph(static_cast<int>(stated_.stages.size()), stated_.micro_batches);
+    const TaskGraph graph(stated_.stages, stated_.micro_batches);
     std::vector<double> start(static_cast<std::size_t>(graph.chain_count()), 0);
     for (const auto& e : timeline.compute)
       start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
@@ -751,6 +724,22 @@ Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int
     schedule.channel_order[{t.from, t.to}].push_back(t.task);
   }
   return schedule;
+}
+
+Plan stated_plan(const StatedPlan& stated, const StatedIndex& index, int gpu_count) {
+  Plan plan;
+  plan.planner = stated.planner;
+  plan.schedule_policy = stated.schedule_policy;
+  plan.stages = stated.stages;
+  plan.optimizer = stated.optimizer;
+  if (stated.gpu_order) {
+    plan.gpu_order = *stated.gpu_order;
+  } else {
+    plan.gpu_order.resize(static_cast<std::size_t>(gpu_count));
+    std::iota(plan.gpu_order.begin(), plan.gpu_order.end(), 0);
+  }
+  plan.schedule = stated_schedule(stated, index, gpu_count);
+  return plan;
 }
 
 Plan check_plan(const StatedPlan& stated, const model::Model& model,

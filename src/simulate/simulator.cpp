@@ -94,7 +94,7 @@ void reject_missing(const Schedule& schedule, int S, int N) {
   if (M < 1) throw ScheduleError("the schedule has no micro-batches");
   std::int64_t listed = 0;
   for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
-  if (listed < 2 * static_cast<std::int64_t>(S) * M) {
+  if (listed < 2 * static_cast<std::int64_t>(S) * M) {  // fewer than the compute tasks
     if (auto missing = first_missing(schedule, S)) {
       throw ScheduleError(describe(*missing) + " is missing");
     }
@@ -179,10 +179,10 @@ void index_transfer_orders(Replay& r) {
       }
       const int s = task.stage;
       const int m = task.micro_batch;
-      const int lower = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s, m}))];
-      const int upper = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s + 1, m}))];
-      const Channel expected =
-          task.kind == TransferKind::kActivation ? Channel{lower, upper} : Channel{upper, lower};
+      const TransferEnds ends = TaskGraph::ends(task);
+      const Channel expected{
+          r.where[r.slot(graph.id(ComputeTask{Op::kForward, ends.from_stage, m}))],
+          r.where[r.slot(graph.id(ComputeTask{Op::kForward, ends.to_stage, m}))]};
       if (expected != channel) {
         throw ScheduleError(describe(task) + " must go from " + topology.gpu(expected.first).id +
                                 " to " + topology.gpu(expected.second).id + ", not from " +
@@ -347,43 +347,45 @@ void build_timeline(const Replay& r, Timeline& timeline) {
   for (const double e : r.end) timeline.iteration_ms = std::max(timeline.iteration_ms, e);
 }
 
-// The end of stage s's last backward.
-double last_backward_end(const Replay& r, int s) {
+// When task `id` (an AllReduce or update slot) may start: when the last of its predecessors in
+// the task graph ends; `allreduce_end` holds the AllReduces' ends per stage. O(M).
+double ready_at(const Replay& r, const std::vector<double>& allreduce_end, int id) {
   const TaskGraph& graph = r.graph;
-  double last = 0;
-  for (int m = 0; m < graph.micro_batches(); ++m) {
-    last = std::max(last, r.end[r.slot(graph.id(ComputeTask{Op::kBackward, s, m}))]);
+  double ready = 0;
+  for (const int p : graph.predecessors(id)) {
+    ready = std::max(ready, graph.is_allreduce(p)
+                                ? allreduce_end[static_cast<std::size_t>(graph.allreduce_stage(p))]
+                                : r.end[r.slot(p)]);
   }
-  return last;
+  return ready;
 }
 
 // Phase 5: each replicated stage's AllReduce starts when its last backward ends. O(S M).
-void add_allreduces(const Replay& r, const std::vector<Stage>& stages, Timeline& timeline) {
+// Returns the AllReduces' ends per stage (0 for a stage without one).
+std::vector<double> add_allreduces(const Replay& r, Timeline& timeline) {
   const TaskGraph& graph = r.graph;
+  std::vector<double> ends(static_cast<std::size_t>(graph.stages()), 0);
   for (int s = 0; s < graph.stages(); ++s) {
-    if (stages[static_cast<std::size_t>(s)].replicas() < 2) continue;
-    const double last_backward = last_backward_end(r, s);
+    if (!graph.has_allreduce(s)) continue;
+    const double start = ready_at(r, ends, graph.allreduce(s));
     const StageExecution& e = r.exec[static_cast<std::size_t>(s)];
-    const double finish = last_backward + e.allreduce_ms;
-    timeline.allreduces.push_back(TimedAllReduce{s, e.parameter_bytes, last_backward, finish});
+    const double finish = start + e.allreduce_ms;
+    timeline.allreduces.push_back(TimedAllReduce{s, e.parameter_bytes, start, finish});
     timeline.iteration_ms = std::max(timeline.iteration_ms, finish);
+    ends[static_cast<std::size_t>(s)] = finish;
   }
+  return ends;
 }
 
 // Phase 6 (spec 8.3): when the model has update times, every group of every stage runs its
-// optimizer step after the stage's AllReduce (after its last backward when r = 1). O(S M).
-void add_updates(const Replay& r, const std::vector<Stage>& stages, bool updates,
+// optimizer step when the task graph says (after the stage's AllReduce, or after its last
+// backward when r = 1). O(S M).
+void add_updates(const Replay& r, const std::vector<double>& allreduce_end, bool updates,
                  Timeline& timeline) {
   if (!updates) return;
   const TaskGraph& graph = r.graph;
-  std::size_t next_allreduce = 0;
   for (int s = 0; s < graph.stages(); ++s) {
-    double ready = 0;
-    if (TaskGraph::update_waits_for_allreduce(stages[static_cast<std::size_t>(s)].replicas())) {
-      ready = timeline.allreduces[next_allreduce++].end_ms;
-    } else {
-      ready = last_backward_end(r, s);
-    }
+    const double ready = ready_at(r, allreduce_end, graph.update(s));
     for (const GroupExecution& group : r.exec[static_cast<std::size_t>(s)].groups) {
       const double end = ready + group.update_ms;
       timeline.updates.push_back(TimedUpdate{s, group.leader, ready, end});
@@ -551,7 +553,7 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   reject_missing(schedule, S, N);
   Replay r{topology,
            schedule,
-           TaskGraph(S, schedule.micro_batches),
+           TaskGraph(stages, schedule.micro_batches),
            execution(model, topology, stages, optimizer),
            {},
            {},
@@ -589,8 +591,8 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   if (longest_paths(r) != static_cast<int>(T)) explain_deadlock(r);
   Timeline timeline;
   build_timeline(r, timeline);
-  add_allreduces(r, stages, timeline);
-  add_updates(r, stages, model::has_updates(model), timeline);
+  const std::vector<double> allreduce_end = add_allreduces(r, timeline);
+  add_updates(r, allreduce_end, model::has_updates(model), timeline);
   peak_memory(r, timeline);
   return timeline;
 }

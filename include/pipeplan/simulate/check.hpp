@@ -114,6 +114,12 @@ StatedIndex check_structure(const StatedPlan& stated, const std::vector<std::str
 /// ties by position in the file. O(T).
 Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int gpu_count);
 
+/// The plan a structurally checked file states, all but its timeline and bounds: planner,
+/// policy, stages, optimizer, GPU order (the input order when absent) and the per-resource
+/// orders (`stated_schedule`). Both readers of a plan file, `check_plan` and
+/// `report::read_plan_view`, assemble it here. O(T).
+Plan stated_plan(const StatedPlan& stated, const StatedIndex& index, int gpu_count);
+
 /// Checks `stated` against the model, topology and the execution model: first
 /// `check_structure` (with the topology's GPU ids), then the rest in this order: the stages
 /// cover the model's layers, the replay of the stated orders (a deadlock names the tasks),
