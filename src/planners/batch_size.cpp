@@ -115,15 +115,13 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
   return sizes;
 }
 
-GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
-                                  const std::string& model_path, const PlanFunction& plan,
-                                  const EstimateFunction& estimate, int gpus) {
-  if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
-    throw UsageError("--global-batch: must be from 1 to " + std::to_string(kMaxGlobalBatch));
-  }
-  if (!model.transformer) return plan_profiled(model, global_batch, model_path, plan);
-  const model::TransformerConfig& description = *model.transformer;
+namespace {
 
+// The micro-batch sizes to try for a transformer description: its fixed size, or every size
+// dividing `global_batch` within the limits. O(sqrt(global_batch)).
+std::vector<std::int64_t> transformer_sizes(const model::TransformerConfig& description,
+                                            std::int64_t global_batch,
+                                            const std::string& model_path) {
   std::vector<std::int64_t> sizes;
   if (description.micro_batch_size_fixed) {
     const std::int64_t size = description.micro_batch_size;
@@ -152,6 +150,52 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
                           "global batch with fewer divisors (see \"Limits\" in docs/errors.md)");
   }
 
+  return sizes;
+}
+
+// One note per size (planned or not, its time or why it has no plan, its estimate), then the
+// choice.
+std::vector<std::string> search_notes(std::int64_t global_batch,
+                                      const std::vector<Attempt>& attempts, std::int64_t chosen,
+                                      bool work_limited) {
+  std::vector<std::string> notes;
+  notes.reserve(attempts.size() + 1);
+  std::size_t tried = 0;
+  for (const Attempt& attempt : attempts) {
+    std::string note = "batch-size search: micro-batch size " +
+                       std::to_string(attempt.micro_batch_size) + " (" +
+                       micro_batches_text(global_batch / attempt.micro_batch_size) + "): ";
+    if (!attempt.tried) {
+      note += "not planned";
+    } else if (attempt.iteration_ms) {
+      note += report::format_ms(*attempt.iteration_ms);
+    } else {
+      note += "no plan (" + attempt.failure + ")";
+    }
+    if (attempt.estimate_ms) note += ", estimate " + estimate_text(*attempt.estimate_ms);
+    notes.push_back(std::move(note));
+    tried += attempt.tried ? 1 : 0;
+  }
+  notes.push_back("batch-size search: chose micro-batch size " + std::to_string(chosen) + " of " +
+                  std::to_string(tried) + " tried" +
+                  (tried < attempts.size() ? " (" + tried_text(work_limited) + ", of " +
+                                                 std::to_string(attempts.size()) + " sizes)"
+                                           : std::string()));
+  return notes;
+}
+
+}  // namespace
+
+GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
+                                  const std::string& model_path, const PlanFunction& plan,
+                                  const EstimateFunction& estimate, int gpus) {
+  if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
+    throw UsageError("--global-batch: must be from 1 to " + std::to_string(kMaxGlobalBatch));
+  }
+  if (!model.transformer) return plan_profiled(model, global_batch, model_path, plan);
+
+  const std::vector<std::int64_t> sizes =
+      transformer_sizes(*model.transformer, global_batch, model_path);
   // With an estimate: the sizes from the most promising, until kBatchSizePlans have plans or
   // the next would take the work past kBatchSizeWork.
   std::vector<std::size_t> order(sizes.size());
@@ -204,30 +248,8 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
   }
   if (!best) throw InfeasibleError(no_plan_message(global_batch, attempts));
 
-  std::vector<std::string> notes;
-  notes.reserve(attempts.size() + 1);
-  std::size_t tried = 0;
-  for (const Attempt& attempt : attempts) {
-    std::string note = "batch-size search: micro-batch size " +
-                       std::to_string(attempt.micro_batch_size) + " (" +
-                       micro_batches_text(global_batch / attempt.micro_batch_size) + "): ";
-    if (!attempt.tried) {
-      note += "not planned";
-    } else if (attempt.iteration_ms) {
-      note += report::format_ms(*attempt.iteration_ms);
-    } else {
-      note += "no plan (" + attempt.failure + ")";
-    }
-    if (attempt.estimate_ms) note += ", estimate " + estimate_text(*attempt.estimate_ms);
-    notes.push_back(std::move(note));
-    tried += attempt.tried ? 1 : 0;
-  }
-  notes.push_back(
-      "batch-size search: chose micro-batch size " + std::to_string(*best->plan.micro_batch_size) +
-      " of " + std::to_string(tried) + " tried" +
-      (tried < attempts.size()
-           ? " (" + tried_text(work_limited) + ", of " + std::to_string(attempts.size()) + " sizes)"
-           : std::string()));
+  const std::vector<std::string> notes =
+      search_notes(global_batch, attempts, *best->plan.micro_batch_size, work_limited);
   best->plan.notes.insert(best->plan.notes.begin(), notes.begin(), notes.end());
   return std::move(*best);
 }

@@ -97,68 +97,86 @@ struct Launch {
   std::vector<std::string> notes;
 };
 
-Launch launch_of(const PlanView& view, const FrameworkShape& shape) {
+// A GPU's device index (its position among its node's GPUs in topology order), and the nodes
+// in topology order. O(N log N).
+struct Devices {
+  std::vector<int> device;
+  std::vector<std::string> node_order;
+};
+
+Devices devices_of(const PlanView& view) {
   const std::size_t N = view.gpu_ids.size();
   if (view.gpu_nodes.size() != N) throw InternalError("framework export without the topology");
-  // A GPU's device index: its position among its node's GPUs in topology order.
   std::map<std::string, int> on_node;
-  std::vector<std::string> node_order;  // nodes in topology order
-  std::vector<int> device(N, 0);
+  Devices out;
+  out.device.assign(N, 0);
   for (std::size_t g = 0; g < N; ++g) {
     const auto [it, added] = on_node.emplace(view.gpu_nodes[g], 0);
-    if (added) node_order.push_back(view.gpu_nodes[g]);
-    device[g] = it->second++;
+    if (added) out.node_order.push_back(view.gpu_nodes[g]);
+    out.device[g] = it->second++;
   }
+  return out;
+}
 
-  Launch out;
-  const std::vector<int> ranks = rank_order(view);
+// Every rank's GPU, host, device and pipeline, data- and tensor-parallel ranks.
+ordered_json rank_entries(const PlanView& view, const FrameworkShape& shape,
+                          const std::vector<int>& ranks, const Devices& devices) {
+  ordered_json out = ordered_json::array();
   const int per_stage = shape.data * shape.tensor;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const int g = ranks[r];
     const int in_stage = static_cast<int>(r) % per_stage;
-    out.ranks.push_back({{"rank", static_cast<int>(r)},
-                         {"gpu", detail::gpu_id(view, g)},
-                         {"host", view.gpu_nodes[static_cast<std::size_t>(g)]},
-                         {"device", device[static_cast<std::size_t>(g)]},
-                         {"pipeline_rank", static_cast<int>(r) / per_stage},
-                         {"data_parallel_rank", in_stage / shape.tensor},
-                         {"tensor_parallel_rank", in_stage % shape.tensor}});
+    out.push_back({{"rank", static_cast<int>(r)},
+                   {"gpu", detail::gpu_id(view, g)},
+                   {"host", view.gpu_nodes[static_cast<std::size_t>(g)]},
+                   {"device", devices.device[static_cast<std::size_t>(g)]},
+                   {"pipeline_rank", static_cast<int>(r) / per_stage},
+                   {"data_parallel_rank", in_stage / shape.tensor},
+                   {"tensor_parallel_rank", in_stage % shape.tensor}});
   }
+  return out;
+}
 
-  // Hosts: the blocks of consecutive ranks on one node.
-  struct Host {
-    std::string node;
-    int first_rank = 0;
-    std::vector<int> devices;
-  };
-  std::vector<Host> hosts;
-  std::optional<std::pair<std::string, std::pair<int, int>>> split;  // node, two apart ranks
+// Hosts: the blocks of consecutive ranks on one node; `split` names the first node whose ranks
+// are not one block (and two of its ranks with others between them).
+struct Host {
+  std::string node;
+  int first_rank = 0;
+  std::vector<int> devices;
+};
+struct Hosts {
+  std::vector<Host> blocks;
+  std::optional<std::pair<std::string, std::pair<int, int>>> split;
+  std::vector<std::string> used_in_topology_order;  // the nodes with ranks, in topology order
+};
+
+Hosts hosts_of(const PlanView& view, const std::vector<int>& ranks, const Devices& devices) {
+  Hosts out;
   std::map<std::string, int> last_rank;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const std::string& node = view.gpu_nodes[static_cast<std::size_t>(ranks[r])];
-    if (hosts.empty() || hosts.back().node != node) {
-      if (last_rank.count(node) && !split) {
-        split = {node, {last_rank[node], static_cast<int>(r)}};
+    if (out.blocks.empty() || out.blocks.back().node != node) {
+      if (last_rank.count(node) && !out.split) {
+        out.split = {node, {last_rank[node], static_cast<int>(r)}};
       }
-      hosts.push_back({node, static_cast<int>(r), {}});
+      out.blocks.push_back({node, static_cast<int>(r), {}});
     }
-    hosts.back().devices.push_back(device[static_cast<std::size_t>(ranks[r])]);
+    out.blocks.back().devices.push_back(devices.device[static_cast<std::size_t>(ranks[r])]);
     last_rank[node] = static_cast<int>(r);
   }
-  const bool contiguous = !split.has_value();
-  std::vector<std::string> used_in_topology_order;
-  for (const std::string& node : node_order) {
-    if (last_rank.count(node)) used_in_topology_order.push_back(node);
+  for (const std::string& node : devices.node_order) {
+    if (last_rank.count(node)) out.used_in_topology_order.push_back(node);
   }
-  std::vector<std::string> host_order;
-  host_order.reserve(hosts.size());
-  for (const Host& host : hosts) host_order.push_back(host.node);
-  const bool order_matters = contiguous && host_order != used_in_topology_order;
+  return out;
+}
 
-  ordered_json host_list = ordered_json::array();
-  std::vector<std::string> visible_notes;
-  for (std::size_t k = 0; k < hosts.size(); ++k) {
-    const Host& host = hosts[k];
+// The launch's host list, and the CUDA_VISIBLE_DEVICES settings it needs (when the hosts are
+// contiguous).
+ordered_json host_list(const Hosts& hosts, std::vector<std::string>& visible_notes) {
+  const bool contiguous = !hosts.split.has_value();
+  ordered_json out = ordered_json::array();
+  for (std::size_t k = 0; k < hosts.blocks.size(); ++k) {
+    const Host& host = hosts.blocks[k];
     bool identity = true;
     std::vector<std::string> devices;
     for (std::size_t i = 0; i < host.devices.size(); ++i) {
@@ -172,39 +190,63 @@ Launch launch_of(const PlanView& view, const FrameworkShape& shape) {
     entry["first_rank"] = host.first_rank;
     entry["processes"] = static_cast<int>(host.devices.size());
     entry["cuda_visible_devices"] = identity ? ordered_json(nullptr) : ordered_json(visible);
-    host_list.push_back(std::move(entry));
+    out.push_back(std::move(entry));
     if (contiguous && !identity) {
       visible_notes.push_back("CUDA_VISIBLE_DEVICES=" + visible + " on " + host.node);
     }
   }
-  out.launch["matches_plan"] = contiguous;
-  out.launch["host_order_matters"] = order_matters;
-  out.launch["hosts"] = std::move(host_list);
-  if (!contiguous) {
-    out.notes.push_back(
-        "the plan's placement puts ranks " + std::to_string(split->second.first) + " and " +
-        std::to_string(split->second.second) + " on host " + split->first +
+  return out;
+}
+
+// What a launcher must do to put every rank on the plan's GPU, in words.
+std::vector<std::string> launch_notes(const Hosts& hosts, const std::vector<std::string>& order,
+                                      bool order_matters,
+                                      const std::vector<std::string>& visible_notes) {
+  std::vector<std::string> notes;
+  if (hosts.split) {
+    notes.push_back(
+        "the plan's placement puts ranks " + std::to_string(hosts.split->second.first) + " and " +
+        std::to_string(hosts.split->second.second) + " on host " + hosts.split->first +
         " with ranks of other hosts between them, but torchrun and the deepspeed launcher give "
         "each host one contiguous block of ranks: start every process yourself with the RANK, "
         "LOCAL_RANK and device rank_order lists, or plan on a GPU order that keeps hosts "
         "together");
-    return out;
+    return notes;
   }
   if (order_matters) {
-    out.notes.push_back(
+    notes.push_back(
         "start the hosts in this order (node rank 0 first), which is not the "
         "topology's: " +
-        join(host_order, ", "));
+        join(order, ", "));
   }
   if (!visible_notes.empty()) {
-    out.notes.push_back("set " + join(visible_notes, ", ") +
-                        ", so that local rank k runs on the plan's k-th GPU of the host");
+    notes.push_back("set " + join(visible_notes, ", ") +
+                    ", so that local rank k runs on the plan's k-th GPU of the host");
   }
   if (!order_matters && visible_notes.empty()) {
-    out.notes.push_back(
+    notes.push_back(
         "a launch with the hosts in the topology's order, each running its processes on its GPUs "
         "in device order, puts every rank on the plan's GPU");
   }
+  return notes;
+}
+
+Launch launch_of(const PlanView& view, const FrameworkShape& shape) {
+  const Devices devices = devices_of(view);
+  const std::vector<int> ranks = rank_order(view);
+  Launch out;
+  out.ranks = rank_entries(view, shape, ranks, devices);
+  const Hosts hosts = hosts_of(view, ranks, devices);
+  const bool contiguous = !hosts.split.has_value();
+  std::vector<std::string> host_order;
+  host_order.reserve(hosts.blocks.size());
+  for (const Host& host : hosts.blocks) host_order.push_back(host.node);
+  const bool order_matters = contiguous && host_order != hosts.used_in_topology_order;
+  std::vector<std::string> visible_notes;
+  out.launch["matches_plan"] = contiguous;
+  out.launch["host_order_matters"] = order_matters;
+  out.launch["hosts"] = host_list(hosts, visible_notes);
+  out.notes = launch_notes(hosts, host_order, order_matters, visible_notes);
   return out;
 }
 

@@ -469,18 +469,27 @@ class PathFiller {
         }
       }
       if (remaining == 0) break;
-      // Paths to the new layer in lexicographic order: the parent's, then the GPU's own id.
-      std::sort(next.begin(), next.end(), [&](const Found& a, const Found& b) {
-        if (a.parent_rank != b.parent_rank) return a.parent_rank < b.parent_rank;
-        return id_rank_[at(a.first)] < id_rank_[at(b.first)];
-      });
-      layer.clear();
-      for (std::size_t r = 0; r < next.size(); ++r) {
-        rank_[at(next[r].first)] = static_cast<int>(r);
-        layer.push_back(next[r].first);
-      }
+      advance(next, layer);
     }
+    record_paths(source, width, targets);
+  }
 
+  // The next layer of the search: the GPUs found, ranked by their paths in lexicographic order
+  // (the parent's, then the GPU's own id). O(F log F) for F found.
+  void advance(std::vector<Found>& next, std::vector<int>& layer) {
+    std::sort(next.begin(), next.end(), [&](const Found& a, const Found& b) {
+      if (a.parent_rank != b.parent_rank) return a.parent_rank < b.parent_rank;
+      return id_rank_[at(a.first)] < id_rank_[at(b.first)];
+    });
+    layer.clear();
+    for (std::size_t r = 0; r < next.size(); ++r) {
+      rank_[at(next[r].first)] = static_cast<int>(r);
+      layer.push_back(next[r].first);
+    }
+  }
+
+  // Stores the widest paths found from `source` at bottleneck `width` to `targets`.
+  void record_paths(int source, double width, const std::vector<int>& targets) {
     for (int t : targets) {
       if (!std::isfinite(path_latency_[at(t)])) {
         throw InputError(file_ + ": the latency along the path between " +
