@@ -414,12 +414,12 @@ struct Entry {
   bool recompute;  // whether this entry's stage recomputes
 };
 
-// Most entries a front keeps. Real profiles (memory-tight stages, whose round trips trade
-// against their steady state) can grow fronts into the thousands and the DP by as much; beyond
-// this size the entry of largest sum is dropped (ties: the latest), so the DP is exact while
-// fronts stay below it (every test instance and shipped example) and a fast proposal for the
-// replayed search otherwise.
-constexpr std::size_t kMaxFront = 32;
+// Most entries a front keeps (tuning::kMaxFront). Real profiles (memory-tight stages, whose
+// round trips trade against their steady state) can grow fronts into the thousands and the DP
+// by as much; beyond this size the entry of largest sum is dropped (ties: the latest), so the DP
+// is exact while fronts stay below it (every test instance and shipped example) and a fast
+// proposal for the replayed search otherwise.
+using tuning::kMaxFront;
 
 // Adds `e` unless an entry is at least as good in all three (and, when the stage count is
 // capped, has no more stages: fewer stages leave more room in front); drops entries it
@@ -524,10 +524,12 @@ struct Grid {
   int lengths = 0;        // run lengths: unit, 2 unit, ..., lengths * unit <= min(N, M t_max)
 };
 
-constexpr int kMaxBlocks = 192;    // layer blocks the DP sees at most
-constexpr int kMaxPositions = 32;  // run starts at most
-constexpr int kMaxLengths = 16;    // run lengths at most
-constexpr double kBudget = 80e6;   // blocks^2 x starts x lengths^2 x choices: about a second
+// The grid's limits (search_constants.hpp): layer blocks, run starts and run lengths at most,
+// and blocks^2 x starts x lengths^2 x choices within kGridBudget (about a second).
+using tuning::kGridBudget;
+using tuning::kMaxBlocks;
+using tuning::kMaxLengths;
+using tuning::kMaxPositions;
 
 // The longest run a stage may have: min(N, M t_max) GPUs (at most M groups).
 int longest_run(int gpus, int micro_batches, const StageChoices& choices) {
@@ -1064,7 +1066,7 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
   const int max_stages =
       options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
   const int N = static_cast<int>(order.size());
-  double budget = full_grid ? unlimited : kBudget;
+  double budget = full_grid ? unlimited : kGridBudget;
   Grid grid = make_grid(model, N, micro_batches, budget, choices);
   while (true) {
     // Large fronts can make a grid within the budget slow: a pass that passes max_pass_work
@@ -1098,7 +1100,7 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
     if (!gave_up && result.empty() && grid.unit > 1 && !options.full_grid) {
       // Nothing fits on runs of whole units: memory may need more, narrower stages than the
       // units allow (a unit of 2 GPUs halves the stages). Try runs of single GPUs once.
-      Grid narrow = make_grid(model, N, micro_batches, kBudget, choices, true);
+      Grid narrow = make_grid(model, N, micro_batches, kGridBudget, choices, true);
       if (narrow.unit == 1) {
         grid = narrow;
         result = [&]() -> std::vector<Solution> {

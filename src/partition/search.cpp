@@ -20,11 +20,11 @@ namespace {
 
 constexpr double kSaturated = 1e18;
 
-// The shapes phase 4 of the local search re-splits (resplit_bases): the best found and the best
-// start of each of up to 5 other stage counts, then the best with one of its 2 widest stages
-// halved.
-constexpr std::size_t kResplitBases = 6;
-constexpr std::size_t kHalvedStages = 2;
+// The tuning constants of the local search and the fill splits (the table, with where each
+// value came from: search_constants.hpp).
+using tuning::kAnyGain;
+using tuning::kHalvedStages;
+using tuning::kResplitBases;
 
 // A shape as numbers: the first layer of each stage, the length of each run (GPUs), and each
 // stage's tensor-parallel degree and recomputation (spec 8.2).
@@ -552,7 +552,7 @@ std::optional<std::vector<Stage>> fill_split(const model::Model& model,
   for (std::size_t s = 0; s < stages.size(); ++s) high += (gamma + load[s]) * tau(s, 0, L);
   double low = 0;
   std::vector<int> firsts;
-  for (int step = 0; step < 60; ++step) {
+  for (int step = 0; step < tuning::kFillBisections; ++step) {
     const double middle = (low + high) / 2;
     (split(middle, firsts) ? high : low) = middle;
   }
@@ -667,8 +667,9 @@ std::vector<std::vector<Stage>> resplit_bases(const std::vector<Stage>& best,
 }
 
 // Phase 4 of local_search: the fill splits (SearchBudget::resplit) of `resplit_bases` on a
-// coarse grid of (gamma, cap), then a pattern search on (gamma, cap) around the best point,
-// halving its step from 0.125 to 0.03125 in gamma (half as much in cap). `value` replays a
+// coarse grid of (gamma, cap) (tuning::kFillGammas x kFillCaps), then a pattern search on
+// (gamma, cap) around the best point, halving its step from kPatternFirstStep to kPatternLastStep
+// in gamma (half as much in cap). `value` replays a
 // shape (nothing: infeasible, outside the limits or beyond the budget). Returns the fastest
 // split replayed. O(B x 9 + 4 x pattern steps) splits of O(L + S) each (fill_split) for the B
 // bases, and as many replays.
@@ -692,11 +693,12 @@ std::optional<Found> best_fill_split(
     top = Point{base, gamma, cap};
   };
   for (std::size_t base = 0; base < bases.size(); ++base) {
-    for (const double cap : {1.0, 0.85, 0.75}) {
-      for (const double gamma : {0.25, 0.5, 0.75}) at(base, gamma, cap);
+    for (const double cap : tuning::kFillCaps) {
+      for (const double gamma : tuning::kFillGammas) at(base, gamma, cap);
     }
   }
-  for (double step = 0.125; step > 0.02 && found; step /= 2) {
+  for (double step = tuning::kPatternFirstStep; step >= tuning::kPatternLastStep && found;
+       step /= 2) {
     for (bool moved = true; moved;) {
       const double from = found->iteration_ms;
       const Point centre = top;
@@ -709,122 +711,188 @@ std::optional<Found> best_fill_split(
   return found;
 }
 
-}  // namespace
+// How a climb moves. `compound`: the compound moves too, each scan of a new neighbourhood
+// resuming at the move that improved last (first the same move again), wrapping around; else
+// the single moves, each scan from the first. `fine`: the compound moves' finer shifts. A move
+// is taken when it replays faster by more than `min_gain`.
+struct Moves {
+  bool compound = false;
+  bool fine = false;
+  double min_gain = kAnyGain;
+};
 
-std::optional<Found> local_search(const model::Model& model,
-                                  const std::vector<std::vector<Stage>>& starts, std::size_t always,
-                                  const std::vector<int>& order, const ShapeLimits& limits,
-                                  const Evaluate& evaluate, const SearchBudget& budget) {
-  std::map<std::vector<int>, std::optional<double>> seen;
-  double work = 0;
-  auto value = [&](const std::vector<Stage>& stages) -> std::optional<double> {
+// What the phases of local_search share: every shape evaluated so far (each once: memoised by
+// its layout), the work those evaluations cost, and the best shape seen. O(S log shapes) per
+// lookup.
+class SearchState {
+ public:
+  SearchState(const model::Model& model, const std::vector<int>& order, const ShapeLimits& limits,
+              const Evaluate& evaluate)
+      : model_(model), order_(order), limits_(limits), evaluate_(evaluate) {}
+
+  double work() const { return work_; }
+  const std::optional<Found>& best() const { return best_; }
+  bool allowed(const std::vector<Stage>& stages) const {
+    return valid(layout_of(stages), order_, limits_);
+  }
+
+  // The value of `stages` (nothing: does not fit), evaluated on first sight only.
+  std::optional<double> value(const std::vector<Stage>& stages) {
     const Layout layout = layout_of(stages);
     std::vector<int> key = layout.firsts;
     key.insert(key.end(), layout.runs.begin(), layout.runs.end());
     key.insert(key.end(), layout.degrees.begin(), layout.degrees.end());
     key.insert(key.end(), layout.recompute.begin(), layout.recompute.end());
-    if (auto it = seen.find(key); it != seen.end()) return it->second;
-    const Evaluation evaluation = evaluate(stages);
-    work += evaluation.work;
-    seen.emplace(std::move(key), evaluation.iteration_ms);
+    if (auto it = seen_.find(key); it != seen_.end()) return it->second;
+    const Evaluation evaluation = evaluate_(stages);
+    work_ += evaluation.work;
+    seen_.emplace(std::move(key), evaluation.iteration_ms);
     return evaluation.iteration_ms;
-  };
-  std::optional<Found> best;
-  auto consider = [&](const std::vector<Stage>& stages, double ms) {
-    if (!best || ms < best->iteration_ms) best = Found{stages, ms};
-  };
-  // Evaluate every start, then search from the best first (stable: ties keep start order).
-  std::vector<Ranked> ranked;
-  for (std::size_t x = 0; x < starts.size(); ++x) {
-    if (x >= always && work > budget.work) break;
-    if (!valid(layout_of(starts[x]), order, limits)) continue;  // outside the allowed shapes
-    const double before = work;
-    if (auto ms = value(starts[x])) {
-      ranked.push_back({*ms, x, work - before});
-      consider(starts[x], *ms);
-    }
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
-  double second_limit = budget.work;  // phase 2's
-  // More only where it buys at least one whole pass (a local optimum confirmed); the single
-  // moves are counted first, which spares making the compound ones of a large plan.
-  if (!ranked.empty() && budget.sweeps > 0 && work < budget.max_work) {
-    const auto& best_start = starts[ranked.front().start];
-    auto pass = [&](bool compound) {
-      return static_cast<double>(neighbours(model, best_start, order, limits, compound).size()) *
-             ranked.front().work;
-    };
-    if (pass(false) <= budget.max_work) {
-      const double sweep = pass(true);
-      if (sweep <= budget.max_work) {
-        second_limit = std::max(second_limit, std::min(budget.sweeps * sweep, budget.max_work));
-      }
-    }
+
+  // Keeps `stages` if it is the fastest yet (the first of equal ones).
+  void consider(const std::vector<Stage>& stages, double ms) {
+    if (!best_ || ms < best_->iteration_ms) best_ = Found{stages, ms};
   }
-  // One climb from `start` while the work is within `limit`. `resume`: the scan of each new
-  // neighbourhood resumes at the move that improved (first the same move again), wrapping
-  // around; else it restarts at the first move (the single moves first). Either way a whole
-  // pass without improvement ends it.
-  auto climb = [&](std::vector<Stage> current, double current_ms, bool resume, double limit,
-                   bool fine, double min_gain) {
+
+  // One climb from `current` by first improvement while the work is within `limit`; a whole
+  // scan of the neighbourhood without improvement ends it. O(neighbours) evaluations per step.
+  void climb(std::vector<Stage> current, double current_ms, const Moves& moves, double limit) {
     std::size_t from = 0;
     bool improved = true;
-    while (improved && work <= limit) {
+    while (improved && work_ <= limit) {
       improved = false;
-      auto candidates = neighbours(model, current, order, limits, resume, fine);
+      auto candidates = neighbours(model_, current, order_, limits_, moves.compound, moves.fine);
       const std::size_t n = candidates.size();
-      for (std::size_t k = 0; k < n && work <= limit; ++k) {
+      for (std::size_t k = 0; k < n && work_ <= limit; ++k) {
         const std::size_t at = (from + k) % n;
         const auto ms = value(candidates[at]);
-        if (ms && *ms < current_ms * (1 - min_gain)) {
+        if (ms && *ms < current_ms * (1 - moves.min_gain)) {
           current = std::move(candidates[at]);
           current_ms = *ms;
           consider(current, current_ms);
           improved = true;
-          from = resume ? at : 0;
+          from = moves.compound ? at : 0;
           break;
         }
       }
     }
-  };
-  // Phase 1 is the search as it was before the compound moves, within the same budget, so a
-  // plan never gets slower; phase 2 adds them and resumes with what is left of the larger one.
-  const std::vector<Ranked> second = budget.diverse ? each_depth_first(ranked, starts) : ranked;
-  for (const bool resume : {false, true}) {
-    const double limit = resume ? second_limit : budget.work;
-    const std::vector<Ranked>& order_of_climbs = resume ? second : ranked;
-    for (std::size_t x = 0; x < order_of_climbs.size() && work <= limit; ++x) {
-      climb(starts[order_of_climbs[x].start], order_of_climbs[x].ms, resume, limit, false,
-            resume ? budget.min_gain : 1e-9);
+  }
+
+ private:
+  const model::Model& model_;
+  const std::vector<int>& order_;
+  const ShapeLimits& limits_;
+  const Evaluate& evaluate_;
+  std::map<std::vector<int>, std::optional<double>> seen_;
+  double work_ = 0;
+  std::optional<Found> best_;
+};
+
+// The starts that `limits` allow, evaluated in order: the first `always` whatever the budget,
+// the others while the work is within `budget`. Those that fit, best first (stable: ties keep
+// the start order). O(starts) evaluations.
+std::vector<Ranked> evaluate_starts(SearchState& state,
+                                    const std::vector<std::vector<Stage>>& starts,
+                                    std::size_t always, double budget) {
+  std::vector<Ranked> ranked;
+  for (std::size_t x = 0; x < starts.size(); ++x) {
+    if (x >= always && state.work() > budget) break;
+    if (!state.allowed(starts[x])) continue;  // outside the allowed shapes
+    const double before = state.work();
+    if (auto ms = state.value(starts[x])) {
+      ranked.push_back({*ms, x, state.work() - before});
+      state.consider(starts[x], *ms);
     }
   }
-  // Phase 3, from the best shape found: the compound moves with the finer shifts too (a GPU
-  // moved with 3 layers where 2 and 4 both replay slower), with as much again as phase 2 had
-  // beyond phase 1 (none where phase 2 had no more). It starts from the best, so it can only
-  // improve on phases 1 and 2.
-  if (best && second_limit > budget.work) {
-    const double limit = work + (second_limit - budget.work);
-    climb(best->stages, best->iteration_ms, true, limit, true, 1e-9);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  return ranked;
+}
+
+// Phase 2's work limit (SearchBudget): `budget.work`, or more where it buys at least one whole
+// pass over the best start's neighbourhood (a local optimum confirmed). Sized before any climb;
+// the single moves are counted first, which spares making the compound ones of a large plan.
+// O(neighbours) to count them.
+double phase_two_limit(const SearchState& state, const model::Model& model,
+                       const std::vector<std::vector<Stage>>& starts,
+                       const std::vector<Ranked>& ranked, const std::vector<int>& order,
+                       const ShapeLimits& limits, const SearchBudget& budget) {
+  double limit = budget.work;
+  const bool may_grow = !ranked.empty() && budget.sweeps > 0 && state.work() < budget.max_work;
+  if (!may_grow) return limit;
+  const auto& best_start = starts[ranked.front().start];
+  auto pass = [&](bool compound) {
+    return static_cast<double>(neighbours(model, best_start, order, limits, compound).size()) *
+           ranked.front().work;
+  };
+  if (pass(false) <= budget.max_work) {
+    const double sweep = pass(true);
+    if (sweep <= budget.max_work) {
+      limit = std::max(limit, std::min(budget.sweeps * sweep, budget.max_work));
+    }
   }
-  // Phase 4: the fill splits, then a climb from the best of them as in phase 3, within as much
-  // again as phase 3 had, or a quarter of `work` where phase 3 had nothing (small instances,
-  // whose climbs end in a local optimum before the budget does, and large ones).
-  if (best && budget.resplit) {
-    const double limit =
-        work + (second_limit > budget.work ? second_limit - budget.work : budget.work / 4);
-    const auto split =
-        best_fill_split(best->stages, starts, ranked, budget.resplit,
-                        [&](const std::vector<Stage>& stages) -> std::optional<double> {
-                          if (work > limit || !valid(layout_of(stages), order, limits))
-                            return std::nullopt;
-                          const auto ms = value(stages);
-                          if (ms) consider(stages, *ms);
-                          return ms;
-                        });
-    if (split) climb(split->stages, split->iteration_ms, true, limit, true, 1e-9);
+  return limit;
+}
+
+// Phases 1 and 2: one climb from each of `climbs` in turn while the work is within `limit`.
+void climb_each(SearchState& state, const std::vector<std::vector<Stage>>& starts,
+                const std::vector<Ranked>& climbs, const Moves& moves, double limit) {
+  for (std::size_t x = 0; x < climbs.size() && state.work() <= limit; ++x) {
+    state.climb(starts[climbs[x].start], climbs[x].ms, moves, limit);
   }
-  return best;
+}
+
+// Phase 4: the fill splits of the best shape and its kin (best_fill_split), every one allowed
+// and replayed while the work is within `limit`, then a climb from the fastest as in phase 3.
+void fill_split_phase(SearchState& state, const std::vector<std::vector<Stage>>& starts,
+                      const std::vector<Ranked>& ranked, const SearchBudget::Resplit& resplit,
+                      double limit) {
+  const auto split =
+      best_fill_split(state.best()->stages, starts, ranked, resplit,
+                      [&](const std::vector<Stage>& stages) -> std::optional<double> {
+                        if (state.work() > limit || !state.allowed(stages)) return std::nullopt;
+                        const auto ms = state.value(stages);
+                        if (ms) state.consider(stages, *ms);
+                        return ms;
+                      });
+  if (split) state.climb(split->stages, split->iteration_ms, {true, true}, limit);
+}
+
+}  // namespace
+
+// The recipe (docs/algorithms.md, "the final choice", step 3b): the starts, then four phases,
+// each with its work limit.
+std::optional<Found> local_search(const model::Model& model,
+                                  const std::vector<std::vector<Stage>>& starts, std::size_t always,
+                                  const std::vector<int>& order, const ShapeLimits& limits,
+                                  const Evaluate& evaluate, const SearchBudget& budget) {
+  SearchState state(model, order, limits, evaluate);
+  // The starts: the first `always` whatever the budget, the others within budget.work.
+  const std::vector<Ranked> ranked = evaluate_starts(state, starts, always, budget.work);
+  // Phase 2's limit, sized on the best start before any climb: budget.work or more.
+  const double second_limit = phase_two_limit(state, model, starts, ranked, order, limits, budget);
+  // Phase 1, within budget.work: single moves from every start, best first (the search as it
+  // was before the compound moves, so that no plan gets slower).
+  climb_each(state, starts, ranked, {false, false}, budget.work);
+  // Phase 2, within second_limit: every move, each scan resuming at the move that improved last.
+  climb_each(state, starts, budget.diverse ? each_depth_first(ranked, starts) : ranked,
+             {true, false, budget.min_gain}, second_limit);
+  // Phase 3, with as much again as phase 2 had beyond phase 1 (none where it had no more): one
+  // climb from the best with the finer shifts. It starts from the best, so it only improves.
+  const bool phase_two_had_more = second_limit > budget.work;
+  if (state.best() && phase_two_had_more) {
+    state.climb(state.best()->stages, state.best()->iteration_ms, {true, true},
+                state.work() + (second_limit - budget.work));
+  }
+  // Phase 4, with as much again as phase 3 had (or a share of budget.work where it had none):
+  // the fill splits, then a climb. It too only improves.
+  if (state.best() && budget.resplit) {
+    fill_split_phase(state, starts, ranked, budget.resplit,
+                     state.work() + (phase_two_had_more ? second_limit - budget.work
+                                                        : budget.work * tuning::kFillShareOfWork));
+  }
+  return state.best();
 }
 
 }  // namespace pipeplan::partition

@@ -2,13 +2,16 @@
 // replayed time.
 //
 // Reference: Luo et al., "Efficient Pipeline Planning for Expedited Distributed DNN Training",
-// INFOCOM 2022. Per candidate GPU order (three, on parallel threads): the DP (dp.hpp) proposes
-// its best few solutions by its estimate; with the greedy memory packing (search.hpp) they seed
-// a local search whose every move is scheduled and replayed under the requested policy, so the
-// plan kept is the fastest the replay found. When an order allows few enough shapes
-// (`SppSearch::exhaustive_shapes`), every one is replayed instead: exact on small instances.
+// INFOCOM 2022. The recipe is `spp_recipe` below, one line per step (docs/algorithms.md, "The
+// recipe"): the candidate GPU orders, the DP's schedule models, every order searched (every
+// shape replayed where few, else the DP's proposals and five other sources of starts refined by
+// the four-phase replayed local search of search.hpp), the uniform search beside it, the notes.
+// Every tuning constant is in partition/search_constants.hpp. "Does not fit" is a value
+// (std::nullopt) everywhere below the boundary wrappers `fitted_plan`, `baseline_shape` and
+// `megatron_shape`, the only places that catch InfeasibleError.
 // Complexity: the ordering (mincut_order.hpp), the DP runs (dp.hpp), then at most
-// `SppSearch::work` tasks scheduled and replayed per order, O(T log T) per shape of T tasks.
+// `SppSearch::max_work` (and as much again for phases 3 and 4) tasks scheduled and replayed per
+// order and schedule model, O(T log T) per shape of T tasks.
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +25,7 @@
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/partition/search.hpp"
+#include "pipeplan/partition/search_constants.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -31,6 +35,16 @@
 namespace pipeplan::planners {
 namespace {
 
+namespace tuning = partition::tuning;
+
+// SppSearch's defaults (planner.hpp) are the table's (search_constants.hpp).
+static_assert(SppSearch{}.exhaustive_shapes == tuning::kExhaustiveShapes);
+static_assert(SppSearch{}.dp_solutions == tuning::kDpSolutions);
+static_assert(SppSearch{}.work == tuning::kWork);
+static_assert(SppSearch{}.sweeps == tuning::kSweeps);
+static_assert(SppSearch{}.max_work == tuning::kMaxWork);
+static_assert(SppSearch{}.min_gain == tuning::kAnyGain);
+
 // What replaying a shape of `stages` stages costs the search budget: its 4 S M tasks and the
 // N GPUs of `request` (SppSearch::work is counted in these units).
 double replay_work(const Request& request, std::size_t stages) {
@@ -38,9 +52,43 @@ double replay_work(const Request& request, std::size_t stages) {
          request.topology.size();
 }
 
-// Megatron configurations seeding spp (models with tensor-parallel layers) are replayed
-// whatever the search budget while their replays cost at most this many budgets.
-constexpr double kMegatronSeedWork = 16;
+// --- "Does not fit" as a value. finish_plan (planner.cpp), the baselines' partitions and
+// megatron_partition refuse by throwing InfeasibleError; spp asks them only through these three
+// wrappers, so every step below sees std::nullopt for a shape or seed that does not fit. (To
+// push down: once finish_plan returns its refusal as a value, `fitted_plan` becomes a call.)
+
+// `partition` scheduled under `policy` and replayed, or nothing where it does not fit (memory,
+// the task or scheduling limits).
+std::optional<Plan> fitted_plan(const Partition& partition, const Request& request,
+                                schedule::Policy policy) {
+  try {
+    return finish_plan("spp", partition, request, policy);
+  } catch (const InfeasibleError&) {
+    return std::nullopt;
+  }
+}
+
+// The partition of a baseline planner, or nothing where it refuses the request.
+std::optional<Partition> baseline_shape(const PlannerRow& baseline, const Request& request,
+                                        schedule::Policy policy) {
+  try {
+    return baseline.partition(request, policy);
+  } catch (const InfeasibleError&) {
+    return std::nullopt;
+  }
+}
+
+// Megatron-LM's stages for one configuration, or nothing for a depth or degree the model or
+// GPUs cannot take (megatron_partition refuses some as usage errors).
+std::optional<std::vector<Stage>> megatron_shape(const Request& fixed, schedule::Policy policy) {
+  try {
+    return megatron_partition(fixed, policy).stages;
+  } catch (const InfeasibleError&) {
+    return std::nullopt;
+  } catch (const UsageError&) {
+    return std::nullopt;
+  }
+}
 
 // Megatron-LM's own placements as starts of spp's search on the input order, so that the search
 // never ends slower than a megatron configuration it could reach. Under --uniform: every degree
@@ -55,31 +103,29 @@ struct MegatronSeeds {
   std::size_t budgeted = 0;
 };
 
-MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageChoices& choices,
-                                 schedule::Policy policy, double search_work) {
+std::vector<Request> megatron_configurations_for(const Request& request,
+                                                 const partition::StageChoices& choices) {
+  if (!request.uniform) return megatron_candidates(request, choices);
   const int N = request.topology.size();
   const int L = static_cast<int>(request.model.layers.size());
   std::vector<Request> configurations;
-  if (request.uniform) {
-    for (const int t : choices.degrees) {
-      for (int P = 1;
-           P <= std::min({L, N / t, max_stages_within_task_limit(request.micro_batches)}); ++P) {
-        Request fixed = request;
-        fixed.tensor_parallel = {t};
-        fixed.pipeline_parallel = P;
-        configurations.push_back(std::move(fixed));
-      }
+  for (const int t : choices.degrees) {
+    for (int P = 1; P <= std::min({L, N / t, max_stages_within_task_limit(request.micro_batches)});
+         ++P) {
+      Request fixed = request;
+      fixed.tensor_parallel = {t};
+      fixed.pipeline_parallel = P;
+      configurations.push_back(std::move(fixed));
     }
-  } else {
-    configurations = megatron_candidates(request, choices);
   }
+  return configurations;
+}
+
+MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageChoices& choices,
+                                 schedule::Policy policy, double search_work) {
   MegatronSeeds out;
-  for (const Request& fixed : configurations) {
-    try {
-      out.shapes.push_back(megatron_partition(fixed, policy).stages);
-    } catch (const InfeasibleError&) {  // a depth the model or GPUs cannot take
-    } catch (const UsageError&) {
-    }
+  for (const Request& fixed : megatron_configurations_for(request, choices)) {
+    if (auto shape = megatron_shape(fixed, policy)) out.shapes.push_back(std::move(*shape));
   }
   if (request.uniform) return out;
   std::vector<std::pair<double, std::size_t>> ranked;
@@ -95,14 +141,12 @@ MegatronSeeds megatron_seeds_for(const Request& request, const partition::StageC
   double cost = 0;
   for (const auto& seed : out.shapes) {
     cost += replay_work(request, seed.size());
-    if (out.budgeted > 0 && cost > kMegatronSeedWork * search_work) break;  // the first always
+    // The first always, whatever it costs.
+    if (out.budgeted > 0 && cost > tuning::kMegatronSeedWork * search_work) break;
     ++out.budgeted;
   }
   return out;
 }
-
-// Baselines whose search takes at most this many steps (`planning_steps`) seed spp's search.
-constexpr double kMaxSeedSteps = 2e5;
 
 // The partitions that seed the search: the planner table's rows marked `seeds_spp`, in order.
 std::vector<const PlannerRow*> baseline_partitions() {
@@ -143,7 +187,7 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Step 1's candidate GPU orders: the min-cut order, its reverse and the input order, without
+// Step 1, the candidate GPU orders: the min-cut order, its reverse and the input order, without
 // repeats. O(ordering) (mincut_order.hpp).
 struct CandidateOrders {
   std::vector<std::vector<int>> orders;
@@ -166,7 +210,7 @@ CandidateOrders candidate_orders(const topology::Topology& topology) {
   return out;
 }
 
-// What the DP assumes of the schedule: the list scheduler splits micro-batches by speed
+// Step 2, what the DP assumes of the schedule: the list scheduler splits micro-batches by speed
 // and throttles when memory is short; the fixed orders place micro-batch m on replica
 // m mod r and need their stashes to fit. GPipe keeps all of a replica's micro-batches;
 // 1F1B's depth depends on the stages after each one, so the DP runs with 1, 2, 4, ... stashes
@@ -192,8 +236,22 @@ struct Outcome {
   double dp_ms = 0;
   double scheduling_ms = 0;
   std::string note;
-  std::exception_ptr failure;  // anything but infeasibility: rethrown on the calling thread
+  std::exception_ptr failure;  // an error (never "does not fit"): rethrown on the calling thread
 };
+
+// The starting points of the local search on one order, and how many of them (the first) are
+// evaluated whatever the budget.
+struct Starts {
+  std::vector<std::vector<Stage>> shapes;
+  std::size_t always = 0;
+};
+
+bool is_identity(const std::vector<int>& order) {
+  for (std::size_t x = 0; x < order.size(); ++x) {
+    if (order[x] != static_cast<int>(x)) return false;
+  }
+  return true;
+}
 
 // The context every (order, schedule model) evaluation shares; evaluations are independent
 // and run on parallel threads (`evaluate` is const and touches no shared state).
@@ -222,8 +280,8 @@ class SppRun {
 
   bool exhaustive() const { return exhaustive_; }
 
-  // Order `c` under `model` (`first_model`: the first of the schedule models, the one the
-  // Megatron seeds are tried under).
+  // Step 3 on order `c` under `model` (`first_model`: the first of the schedule models, the one
+  // the Megatron seeds are tried under): every shape replayed where few, else `search`.
   Outcome evaluate(std::size_t c, const partition::ScheduleModel& model, bool first_model) const {
     static const char* const kCandidateNames[] = {"min-cut order", "reversed min-cut order",
                                                   "input order"};
@@ -262,24 +320,21 @@ class SppRun {
   }
 
  private:
-  // Every shape is measured the same way: scheduled under the policy and replayed. The fastest
-  // plan made so far is kept in `fastest` (the first of equal ones), so that the shape the
-  // search returns need not be scheduled and replayed again.
+  // Every shape is measured the same way: scheduled under the policy and replayed (nothing
+  // where it does not fit). The fastest plan made so far is kept in `fastest` (the first of
+  // equal ones), so that the shape the search returns need not be scheduled and replayed again.
   partition::Evaluation replayed(const std::vector<int>& order, const std::vector<Stage>& stages,
                                  std::optional<Plan>& fastest) const {
     const double work = replay_work(request_, stages.size());
-    try {
-      Plan plan = finish_plan("spp", Partition{order, stages}, request_, policy_);
-      const double ms = plan.timeline.iteration_ms;
-      if (!fastest || ms < fastest->timeline.iteration_ms) fastest = std::move(plan);
-      return {ms, work};
-    } catch (const InfeasibleError&) {
-      return {std::nullopt, work};
-    }
+    std::optional<Plan> plan = fitted_plan(Partition{order, stages}, request_, policy_);
+    if (!plan) return {std::nullopt, work};
+    const double ms = plan->timeline.iteration_ms;
+    if (!fastest || ms < fastest->timeline.iteration_ms) fastest = std::move(plan);
+    return {ms, work};
   }
 
-  // Few enough shapes: replay them all (exact for the replayed time on this order); the
-  // fastest is the one `replayed` kept.
+  // Few enough shapes (at most SppSearch::exhaustive_shapes): replay them all (exact for the
+  // replayed time on this order); the fastest is the one `replayed` kept.
   std::optional<partition::Found> replay_every_shape(const std::vector<int>& order,
                                                      std::string& how,
                                                      std::optional<Plan>& fastest) const {
@@ -291,6 +346,64 @@ class SppRun {
     how = "all " + std::to_string(shapes) + " shapes replayed";
     if (!fastest) return std::nullopt;
     return partition::Found{fastest->stages, fastest->timeline.iteration_ms};
+  }
+
+  // Otherwise: the DP's proposals and the other starts (`starts_for`), refined by the replayed
+  // local search within the budget of `budget()`.
+  std::optional<partition::Found> search(std::size_t c, const partition::ScheduleModel& model,
+                                         bool first_model, Outcome& out, std::string& how,
+                                         std::optional<Plan>& fastest) const {
+    const auto& order = orders_[c];
+    const auto started = Clock::now();
+    partition::SolveOptions options;
+    options.solutions = search_.dp_solutions;
+    options.max_stages = limits_.max_stages;
+    options.choices = choices_;
+    const auto solutions = partition::solve_several(request_.model, request_.topology, order,
+                                                    request_.micro_batches, model, options);
+    out.dp_ms = ms_since(started);
+    const auto search_started = Clock::now();
+    const Starts starts = starts_for(c, model, first_model, solutions);
+    auto found = partition::local_search(
+        request_.model, starts.shapes, starts.always, order, limits_,
+        [&](const std::vector<Stage>& stages) { return replayed(order, stages, fastest); },
+        budget());
+    out.scheduling_ms = ms_since(search_started);
+    how = solutions.empty()
+              ? std::string("DP found nothing")
+              : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) + " (" +
+                    std::to_string(solutions.size()) + " solutions)";
+    return found;
+  }
+
+  // The six sources of starting points, in this order; the first four are replayed whatever
+  // the budget (the Megatron seeds only their first `budgeted`), the rest while it lasts:
+  //   1. the DP's best solution;
+  //   2. the greedy packings (`add_packings`);
+  //   3. on the input order, the cheap baselines' shapes (`add_baselines`);
+  //   4. on the input order, under the first schedule model or --uniform, the Megatron seeds
+  //      (`megatron_seeds_for`, kMegatronSeedWork);
+  //   5. the DP's other solutions (SppSearch::dp_solutions in all);
+  //   6. SppSearch::restarts random shapes (none for spp; the slow reference search's).
+  Starts starts_for(std::size_t c, const partition::ScheduleModel& model, bool first_model,
+                    const std::vector<partition::Solution>& solutions) const {
+    const auto& order = orders_[c];
+    const bool input_order = is_identity(order);  // the orders are distinct: one is the input's
+    Starts starts;
+    if (!solutions.empty()) starts.shapes.push_back(solutions.front().stages);
+    add_packings(order, model, starts.shapes);
+    if (input_order) add_baselines(starts.shapes);
+    const bool seeded = (request_.uniform || first_model) && input_order;
+    auto [megatron_seeds, first_budgeted] =
+        seeded ? megatron_seeds_for(request_, choices_, policy_, search_.work) : MegatronSeeds{};
+    starts.always = starts.shapes.size() + first_budgeted;
+    for (auto& seed : megatron_seeds) starts.shapes.push_back(std::move(seed));
+    for (std::size_t x = 1; x < solutions.size(); ++x) starts.shapes.push_back(solutions[x].stages);
+    std::mt19937 rng(search_.seed + static_cast<unsigned>(c));
+    for (int x = 0; x < search_.restarts; ++x) {
+      starts.shapes.push_back(partition::random_shape(rng, order, limits_));
+    }
+    return starts;
   }
 
   // Greedy packing at every degree and recomputation choice (one group per stage): at t = 1
@@ -314,77 +427,33 @@ class SppRun {
     }
   }
 
-  // The baselines' shapes (when cheap to make and to replay): on the input order the search
-  // then never ends slower than such a baseline rescheduled with the same policy.
+  // The baselines' shapes when cheap to make (kMaxSeedSteps) and to replay: on the input order
+  // the search then never ends slower than such a baseline rescheduled with the same policy.
   void add_baselines(std::vector<std::vector<Stage>>& starts) const {
     for (const PlannerRow* baseline : baseline_partitions()) {
-      if (baseline->steps(request_) > kMaxSeedSteps) continue;
-      try {
-        Partition partition = baseline->partition(request_, policy_);
-        // Within the stage cap, and no dearer to replay than the whole search budget.
-        if (static_cast<int>(partition.stages.size()) <= limits_.max_stages &&
-            replay_work(request_, partition.stages.size()) <= search_.work) {
-          starts.push_back(std::move(partition.stages));
-        }
-      } catch (const InfeasibleError&) {
+      if (baseline->steps(request_) > tuning::kMaxSeedSteps) continue;
+      std::optional<Partition> partition = baseline_shape(*baseline, request_, policy_);
+      // Within the stage cap, and no dearer to replay than the whole search budget.
+      if (partition && static_cast<int>(partition->stages.size()) <= limits_.max_stages &&
+          replay_work(request_, partition->stages.size()) <= search_.work) {
+        starts.push_back(std::move(partition->stages));
       }
     }
   }
 
-  // Steps 2 and 3 on one order: the DP's solutions and the other starts, refined by the
-  // replayed local search. Starts: the DP's best, the greedy packings, the baselines and the
-  // budgeted Megatron seeds whatever the budget; then the other seeds, the DP's other solutions
-  // and the random starts while the budget lasts.
-  std::optional<partition::Found> search(std::size_t c, const partition::ScheduleModel& model,
-                                         bool first_model, Outcome& out, std::string& how,
-                                         std::optional<Plan>& fastest) const {
-    const auto& order = orders_[c];
-    const bool input_order = is_identity(order);  // the orders are distinct: one is the input's
-    const auto started = Clock::now();
-    partition::SolveOptions options;
-    options.solutions = search_.dp_solutions;
-    options.max_stages = limits_.max_stages;
-    options.choices = choices_;
-    const auto solutions = partition::solve_several(request_.model, request_.topology, order,
-                                                    request_.micro_batches, model, options);
-    out.dp_ms = ms_since(started);
-    const auto search_started = Clock::now();
-    std::vector<std::vector<Stage>> starts;
-    if (!solutions.empty()) starts.push_back(solutions.front().stages);
-    add_packings(order, model, starts);
-    if (input_order) add_baselines(starts);
-    const bool seeded = (request_.uniform || first_model) && input_order;
-    auto [megatron_seeds, first_budgeted] =
-        seeded ? megatron_seeds_for(request_, choices_, policy_, search_.work) : MegatronSeeds{};
-    const std::size_t always = starts.size() + first_budgeted;
-    for (auto& seed : megatron_seeds) starts.push_back(std::move(seed));
-    for (std::size_t x = 1; x < solutions.size(); ++x) starts.push_back(solutions[x].stages);
-    std::mt19937 rng(search_.seed + static_cast<unsigned>(c));
-    for (int x = 0; x < search_.restarts; ++x) {
-      starts.push_back(partition::random_shape(rng, order, limits_));
-    }
-    auto found = partition::local_search(
-        request_.model, starts, always, order, limits_,
-        [&](const std::vector<Stage>& stages) { return replayed(order, stages, fastest); },
-        partition::SearchBudget{
-            search_.work, search_.sweeps, search_.max_work, search_.min_gain, search_.diverse,
-            [&](const std::vector<Stage>& stages, double gamma, double cap) {
-              return partition::fill_split(request_.model, request_.topology, stages,
-                                           request_.micro_batches, gamma, cap);
-            }});
-    out.scheduling_ms = ms_since(search_started);
-    how = solutions.empty()
-              ? std::string("DP found nothing")
-              : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) + " (" +
-                    std::to_string(solutions.size()) + " solutions)";
-    return found;
-  }
-
-  static bool is_identity(const std::vector<int>& order) {
-    for (std::size_t x = 0; x < order.size(); ++x) {
-      if (order[x] != static_cast<int>(x)) return false;
-    }
-    return true;
+  // The local search's budget (partition::SearchBudget): SppSearch's work, sweeps and maximum,
+  // and phase 4's fill splits on this request.
+  partition::SearchBudget budget() const {
+    return partition::SearchBudget{
+        search_.work,
+        search_.sweeps,
+        search_.max_work,
+        search_.min_gain,
+        search_.diverse,
+        [this](const std::vector<Stage>& stages, double gamma, double cap) {
+          return partition::fill_split(request_.model, request_.topology, stages,
+                                       request_.micro_batches, gamma, cap);
+        }};
   }
 
   const Request& request_;
@@ -397,16 +466,145 @@ class SppRun {
   bool exhaustive_ = false;
 };
 
+// What step 3 gathered over every order and schedule model.
+struct Merged {
+  std::optional<Plan> best;
+  std::vector<std::string> notes;
+  double dp_ms = 0, scheduling_ms = 0;
+};
+
+// Step 3: every order under every schedule model. Per model the orders are evaluated on
+// parallel threads, then merged in order, so the result does not depend on the number of
+// threads; the fastest replayed plan over all of them wins (ties: the earlier). Rethrows an
+// evaluation's error.
+Merged search_every_order(const SppRun& run, std::size_t orders,
+                          const std::vector<partition::ScheduleModel>& models) {
+  Merged merged;
+  for (const partition::ScheduleModel& model : models) {
+    const bool first_model = &model == &models.front();
+    std::vector<Outcome> outcomes(orders);
+    std::vector<std::thread> workers;
+    for (std::size_t c = 1; c < orders; ++c) {
+      workers.emplace_back([&, c] { outcomes[c] = run.evaluate(c, model, first_model); });
+    }
+    outcomes[0] = run.evaluate(0, model, first_model);
+    for (auto& worker : workers) worker.join();
+    for (Outcome& out : outcomes) {
+      if (out.failure) std::rethrow_exception(out.failure);
+      merged.notes.push_back(out.note);
+      merged.dp_ms += out.dp_ms;
+      merged.scheduling_ms += out.scheduling_ms;
+      if (out.plan &&
+          (!merged.best || out.plan->timeline.iteration_ms < merged.best->timeline.iteration_ms))
+        merged.best = std::move(out.plan);
+    }
+  }
+  return merged;
+}
+
+std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
+                               const SppSearch& search, const partition::StageChoices& choices);
+
+// Step 4: spp's shapes include --uniform's, but its search can miss them where the uniform
+// search, whose moves change every stage at once, finds them (bert-48 on geo-distributed: 3163
+// ms against 2875 ms). For a model without tensor-parallel layers (where no Megatron seeds start
+// the search) the uniform search (this recipe under --uniform) runs too, on a thread of its own
+// beside step 3, and its plan is kept when strictly faster, so spp is never slower than `spp
+// --uniform`. About 1.6 times the work; plans it does not beat are unchanged. (Where every shape
+// was replayed, none can be faster: it does not run, and the future is empty.)
+std::future<std::optional<Plan>> start_uniform_search(const Request& request,
+                                                      schedule::Policy policy,
+                                                      const SppSearch& search,
+                                                      const partition::StageChoices& choices,
+                                                      const SppRun& run) {
+  if (request.uniform || run.exhaustive() || model::has_tensor_parallel_layers(request.model)) {
+    return {};
+  }
+  return std::async(std::launch::async, [&request, policy, &search, &choices] {
+    Request uniform = request;
+    uniform.uniform = true;
+    partition::StageChoices uniform_choices = choices;
+    uniform_choices.uniform = true;
+    return spp_recipe(uniform, policy, search, uniform_choices);
+  });
+}
+
+// Step 4, after step 3: the uniform search's plan replaces the best where faster by more than
+// kUniformMargin; its DP and scheduling times count either way.
+void keep_uniform_if_faster(Merged& merged, std::future<std::optional<Plan>>& uniform_search) {
+  if (!uniform_search.valid()) return;
+  std::optional<Plan> uniform_plan = uniform_search.get();
+  if (!uniform_plan) {
+    merged.notes.push_back("uniform search: no plan");
+    return;
+  }
+  for (const auto& [phase, ms] : uniform_plan->phase_ms) {
+    if (phase == "DP") merged.dp_ms += ms;
+    if (phase == "scheduling") merged.scheduling_ms += ms;
+  }
+  const bool kept =
+      !merged.best || uniform_plan->timeline.iteration_ms <
+                          merged.best->timeline.iteration_ms * (1 - tuning::kUniformMargin);
+  merged.notes.push_back("uniform search: replayed " +
+                         report::format_ms(uniform_plan->timeline.iteration_ms) +
+                         (kept ? ", kept" : ", not kept"));
+  if (kept) {
+    uniform_plan->notes.clear();
+    uniform_plan->warnings.clear();
+    uniform_plan->phase_ms.clear();
+    merged.best = std::move(uniform_plan);
+  }
+}
+
+// Step 5: the best plan with the notes, the phase times and the ordering's warning.
+Plan annotated(Merged merged, const CandidateOrders& candidates) {
+  Plan best = std::move(*merged.best);
+  if (candidates.stats.spanning_tree_groups > 0) {
+    best.warnings.push_back(
+        "min-cut order: " + std::to_string(candidates.stats.spanning_tree_gpus) + " GPUs in " +
+        std::to_string(candidates.stats.spanning_tree_groups) +
+        " group(s) without structure were ordered by maximum spanning tree, the "
+        "minimum cuts' work budget being spent (docs/algorithms.md)");
+  }
+  best.notes = std::move(merged.notes);
+  best.phase_ms = {{"ordering", candidates.ordering_ms},
+                   {"DP", merged.dp_ms},
+                   {"scheduling", merged.scheduling_ms}};
+  return best;
+}
+
+// The recipe: spp's steps in order, each a named function with its budget (the constants:
+// partition/search_constants.hpp; the steps: docs/algorithms.md, "The final choice"). Nothing
+// where no placement fits.
+std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
+                               const SppSearch& search, const partition::StageChoices& choices) {
+  // 1. The candidate GPU orders: min-cut, reversed, input (the ordering's own work limit).
+  const CandidateOrders candidates = candidate_orders(request.topology);
+  // 2. What the DP assumes of the schedule: one model, or 1, 2, 4, ... stashes under 1F1B.
+  std::vector<partition::ScheduleModel> models = schedule_models(policy, request.micro_batches);
+  const SppRun run(request, policy, search, choices, candidates);
+  if (run.exhaustive()) models.resize(1);  // every shape is replayed: one model is enough
+  // 4. The uniform search (this recipe under --uniform), started on a thread beside step 3.
+  auto uniform_search = start_uniform_search(request, policy, search, choices, run);
+  // 3. Every order under every model: a) at most SppSearch::exhaustive_shapes shapes, all
+  //    replayed; b) else the DP's proposals and the other starts, then the four-phase local
+  //    search (SppSearch::work, up to SppSearch::max_work, per order and model).
+  Merged merged = search_every_order(run, candidates.orders.size(), models);
+  // 4. (continued) The uniform search's plan where strictly faster (kUniformMargin).
+  keep_uniform_if_faster(merged, uniform_search);
+  if (!merged.best) return std::nullopt;
+  // 5. The notes, the phase times and the ordering's warning.
+  return annotated(std::move(merged), candidates);
+}
+
 // Why spp found no plan: under a fixed schedule, whether the list schedule has one (which
 // plans again under it); else the binding memory constraint (infeasibility_message).
-[[noreturn]] void refuse(const Request& request, schedule::Policy policy, const SppSearch& search) {
+[[noreturn]] void refuse(const Request& request, schedule::Policy policy, const SppSearch& search,
+                         const partition::StageChoices& choices) {
   if (policy != schedule::Policy::kList) {
-    bool list_fits = false;
-    try {
-      list_fits = plan_spp(request, schedule::Policy::kList, search).timeline.iteration_ms > 0;
-    } catch (const InfeasibleError&) {
-    }
-    if (list_fits) {
+    const std::optional<Plan> list_plan =
+        spp_recipe(request, schedule::Policy::kList, search, choices);
+    if (list_plan && list_plan->timeline.iteration_ms > 0) {
       throw InfeasibleError("no placement fits in GPU memory under the " +
                             std::string(schedule::policy_name(policy)) + " schedule, which keeps " +
                             (policy == schedule::Policy::kGpipe
@@ -432,88 +630,9 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   // no recomputation, so the search is that of sections 1-7).
   const partition::StageChoices choices = stage_choices(request);
   if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
-  const CandidateOrders candidates = candidate_orders(request.topology);
-  std::vector<partition::ScheduleModel> models = schedule_models(policy, request.micro_batches);
-  const SppRun run(request, policy, search, choices, candidates);
-  if (run.exhaustive()) models.resize(1);
-  // spp's shapes include --uniform's, but its search can miss them where the uniform search,
-  // whose moves change every stage at once, finds them (bert-48 on geo-distributed: 3163 ms
-  // against 2875 ms). For a model without tensor-parallel layers (where no Megatron seeds start
-  // the search) the uniform search runs too, on a thread of its own beside the main search, and
-  // its plan is kept when strictly faster, so spp is never slower than `spp --uniform`. About
-  // 1.6 times the work; plans it does not beat are unchanged. (Where every shape was replayed,
-  // none can be faster.)
-  const bool uniform_search_ran =
-      !request.uniform && !run.exhaustive() && !model::has_tensor_parallel_layers(request.model);
-  std::future<std::optional<Plan>> uniform_search;  // waits in its destructor: exception-safe
-  if (uniform_search_ran) {
-    uniform_search = std::async(std::launch::async, [&request, policy, &search] {
-      Request uniform = request;
-      uniform.uniform = true;
-      try {
-        return std::optional<Plan>(plan_spp(uniform, policy, search));
-      } catch (const InfeasibleError&) {
-        return std::optional<Plan>();
-      }
-    });
-  }
-
-  std::optional<Plan> best;
-  std::vector<std::string> notes;
-  double dp_ms = 0, scheduling_ms = 0;
-  for (const partition::ScheduleModel& model : models) {
-    // The candidates are independent: evaluate them on parallel threads, then merge in
-    // candidate order, so the result does not depend on the number of threads.
-    const bool first_model = &model == &models.front();
-    std::vector<Outcome> outcomes(candidates.orders.size());
-    std::vector<std::thread> workers;
-    for (std::size_t c = 1; c < candidates.orders.size(); ++c) {
-      workers.emplace_back([&, c] { outcomes[c] = run.evaluate(c, model, first_model); });
-    }
-    outcomes[0] = run.evaluate(0, model, first_model);
-    for (auto& worker : workers) worker.join();
-    for (Outcome& out : outcomes) {
-      if (out.failure) std::rethrow_exception(out.failure);
-      notes.push_back(out.note);
-      dp_ms += out.dp_ms;
-      scheduling_ms += out.scheduling_ms;
-      if (out.plan && (!best || out.plan->timeline.iteration_ms < best->timeline.iteration_ms))
-        best = std::move(out.plan);
-    }
-    // Every memory model proposes shapes; the fastest replayed plan over all of them wins.
-  }
-  std::optional<Plan> uniform_plan = uniform_search.valid() ? uniform_search.get() : std::nullopt;
-  if (uniform_plan) {
-    for (const auto& [phase, ms] : uniform_plan->phase_ms) {
-      if (phase == "DP") dp_ms += ms;
-      if (phase == "scheduling") scheduling_ms += ms;
-    }
-    const bool kept =
-        !best || uniform_plan->timeline.iteration_ms < best->timeline.iteration_ms * (1 - 1e-9);
-    notes.push_back("uniform search: replayed " +
-                    report::format_ms(uniform_plan->timeline.iteration_ms) +
-                    (kept ? ", kept" : ", not kept"));
-    if (kept) {
-      uniform_plan->notes.clear();
-      uniform_plan->warnings.clear();
-      uniform_plan->phase_ms.clear();
-      best = std::move(uniform_plan);
-    }
-  } else if (uniform_search_ran) {
-    notes.push_back("uniform search: no plan");
-  }
-  if (!best) refuse(request, policy, search);
-  if (candidates.stats.spanning_tree_groups > 0) {
-    best->warnings.push_back(
-        "min-cut order: " + std::to_string(candidates.stats.spanning_tree_gpus) + " GPUs in " +
-        std::to_string(candidates.stats.spanning_tree_groups) +
-        " group(s) without structure were ordered by maximum spanning tree, the "
-        "minimum cuts' work budget being spent (docs/algorithms.md)");
-  }
-  best->notes = notes;
-  best->phase_ms = {
-      {"ordering", candidates.ordering_ms}, {"DP", dp_ms}, {"scheduling", scheduling_ms}};
-  return std::move(*best);
+  std::optional<Plan> plan = spp_recipe(request, policy, search, choices);
+  if (!plan) refuse(request, policy, search, choices);
+  return std::move(*plan);
 }
 
 }  // namespace pipeplan::planners

@@ -256,6 +256,32 @@ TEST(SearchTest, TheFirstStartsAreEvaluatedWhateverTheBudget) {
   }
 }
 
+TEST(SearchTest, ShapesThatDoNotFitAreValuesThatCostTheirWork) {
+  // "Does not fit" is an Evaluation without a time, not an error: such a shape is never the
+  // result, and what evaluating it cost counts against the budget like any other (so the same
+  // candidates are evaluated whether they fit or not). Only the start fits; its neighbourhood
+  // (about 27 single moves) is larger than the budget of 20 evaluations of work 1.
+  const model::Model model = make_model(std::vector<L>(40, L{1, 2, 1e3, 1e3, 1e3}));
+  const std::vector<int> order{0, 1, 2, 3};
+  const ShapeLimits limits{40, 1, 4};
+  const auto start = shape({0, 10, 20, 30}, {1, 1, 1, 1}, 40, order);
+  ASSERT_GT(neighbours(model, start, order, limits, false).size(), 21U);
+  int evaluations = 0;
+  const Evaluate only_the_start = [&](const std::vector<Stage>& stages) {
+    ++evaluations;
+    if (stages_text(stages) == stages_text(start)) return Evaluation{10.0, 1};
+    return Evaluation{std::nullopt, 1};
+  };
+  EXPECT_EQ(reached(model, start, order, limits, only_the_start, SearchBudget{20, 0, 0}), 10.0);
+  EXPECT_GT(evaluations, 1);
+  EXPECT_LE(evaluations, 21);  // the work is checked before each evaluation: one past 20 at most
+  const Evaluate nothing_fits = [&](const std::vector<Stage>&) {
+    ++evaluations;
+    return Evaluation{std::nullopt, 1};
+  };
+  EXPECT_FALSE(local_search(model, {start}, 1, order, limits, nothing_fits, {20, 0, 0}));
+}
+
 TEST(SearchTest, PhaseTwoTakesOnlyMovesThatGainMinGain) {
   // Two stages of 16 layers on 2 GPUs, valued by where the boundary is: the first move tried (one
   // layer earlier) gains 1e-7 and leads into a trap; the boundary 4 layers later is far better.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/partition/search_constants.hpp"
 #include "pipeplan/plan.hpp"
 #include "pipeplan/topology/topology.hpp"
 
@@ -62,8 +63,9 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
                                    const ScheduleModel& schedule = {},
                                    Optimizer optimizer = Optimizer::kReplicated);
 
-/// Work one DP pass may do before the grid is made coarser (about a second).
-inline constexpr double kMaxPassWork = 2e9;
+/// Work one DP pass may do before the grid is made coarser (about a second; the value and its
+/// origin: search_constants.hpp).
+inline constexpr double kMaxPassWork = tuning::kMaxPassWork;
 
 /// The plan minimising `objective` among all plans whose stages are contiguous layer ranges
 /// on consecutive runs of `order` starting at its first GPU, with `1 <= r <= micro_batches`

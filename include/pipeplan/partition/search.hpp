@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/partition/search_constants.hpp"
 #include "pipeplan/plan.hpp"
 #include "pipeplan/topology/topology.hpp"
 
@@ -114,11 +115,11 @@ struct SearchBudget {
   double work = 0;
   double sweeps = 0;
   double max_work = 0;
-  /// The relative improvement a move must make to be taken in phase 2 (phases 1 and 3 take any
-  /// beyond 1e-9). Larger values skip the long runs of tiny gains a flat landscape offers and
-  /// spend the budget on larger moves; the slow reference search of the quality benchmark uses
-  /// them as a variant, spp keeps 1e-9.
-  double min_gain = 1e-9;
+  /// The relative improvement a move must make to be taken in phase 2 (phases 1, 3 and 4 take
+  /// any beyond tuning::kAnyGain). Larger values skip the long runs of tiny gains a flat landscape
+  /// offers and spend the budget on larger moves; the slow reference search of the quality
+  /// benchmark uses them as a variant, spp keeps 1e-9.
+  double min_gain = tuning::kAnyGain;
   /// Phase 2 climbs first from the best start of each stage count, then from the others: more
   /// depths explored where the DP's solutions share one (a reference-search variant; spp: off).
   bool diverse = false;
@@ -162,7 +163,9 @@ std::optional<std::vector<Stage>> fill_split(const model::Model& model,
 /// run): the re-splits (`fill_split`) of the best shape, of the best start of each of a few other
 /// stage counts, and of the best with one of its widest stages halved, on a coarse grid of
 /// (gamma, cap); a pattern search around the best of them; and a climb from it as in phase 3. It
-/// too only improves. Every shape is evaluated once (memoised). Deterministic. Returns the best
+/// too only improves. Every shape is evaluated once (memoised); a shape that does not fit is an
+/// Evaluation without a time, whose work counts like any other. The phases' constants:
+/// search_constants.hpp. Deterministic. Returns the best
 /// shape seen, nothing when every shape seen was infeasible. O(always + max work / work per
 /// evaluation) evaluations.
 std::optional<Found> local_search(const model::Model& model,
