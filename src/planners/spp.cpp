@@ -31,6 +31,7 @@
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -620,9 +621,12 @@ std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
 }  // namespace
 
 int max_stages_within_task_limit(int micro_batches) {
-  // 4 S M - 2 M <= kMaxPlanTasks.
+  // The largest S with TaskGraph::chain_task_count(S, M) <= kMaxPlanTasks: the count grows by
+  // the same number of tasks per stage.
   const std::int64_t M = micro_batches;
-  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks + 2 * M) / (4 * M), 1 << 30));
+  const std::int64_t none = simulate::TaskGraph::chain_task_count(0, M);
+  const std::int64_t per_stage = simulate::TaskGraph::chain_task_count(1, M) - none;
+  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks - none) / per_stage, 1 << 30));
 }
 
 Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& search) {
