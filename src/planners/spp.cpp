@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
@@ -25,7 +26,6 @@
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 
 namespace pipeplan::planners {
@@ -252,9 +252,9 @@ class SppRun {
                      ? std::move(fastest)
                      : finish_plan("spp", Partition{order, found->stages}, request_, policy_);
       out.note = name + ": " + how + ", replayed " +
-                 report::format_ms(out.plan->timeline.iteration_ms) + ", " +
-                 std::to_string(found->stages.size()) + " stages, DP " +
-                 report::format_ms(out.dp_ms) + ", search " + report::format_ms(out.scheduling_ms);
+                 io::format_ms(out.plan->timeline.iteration_ms) + ", " +
+                 std::to_string(found->stages.size()) + " stages, DP " + io::format_ms(out.dp_ms) +
+                 ", search " + io::format_ms(out.scheduling_ms);
     } catch (...) {
       out.failure = std::current_exception();
     }
@@ -373,10 +373,9 @@ class SppRun {
                                            request_.micro_batches, gamma, cap);
             }});
     out.scheduling_ms = ms_since(search_started);
-    how = solutions.empty()
-              ? std::string("DP found nothing")
-              : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) + " (" +
-                    std::to_string(solutions.size()) + " solutions)";
+    how = solutions.empty() ? std::string("DP found nothing")
+                            : "DP estimate " + io::format_ms(solutions.front().objective.total_ms) +
+                                  " (" + std::to_string(solutions.size()) + " solutions)";
     return found;
   }
 
@@ -491,7 +490,7 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
     const bool kept =
         !best || uniform_plan->timeline.iteration_ms < best->timeline.iteration_ms * (1 - 1e-9);
     notes.push_back("uniform search: replayed " +
-                    report::format_ms(uniform_plan->timeline.iteration_ms) +
+                    io::format_ms(uniform_plan->timeline.iteration_ms) +
                     (kept ? ", kept" : ", not kept"));
     if (kept) {
       uniform_plan->notes.clear();

@@ -11,12 +11,15 @@
 
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::report {
+
+using io::format_ms;
+
 namespace {
 
 using nlohmann::ordered_json;
