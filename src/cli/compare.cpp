@@ -9,8 +9,8 @@
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/planners/planner.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -35,9 +35,8 @@ int run_compare(const CompareOptions& options, Context& context) {
   apply_planning_options(options.planning, request);
   std::vector<report::CompareRow> rows =
       report::compare_planners(request, [&](const report::CompareRow& row) {
-        context.log->debug(
-            "{} ({}): {}", row.label(), schedule::policy_name(row.policy),
-            row.plan ? report::format_ms(row.plan->timeline.iteration_ms) : row.error);
+        context.log->debug("{} ({}): {}", row.label(), schedule::policy_name(row.policy),
+                           row.plan ? io::format_ms(row.plan->timeline.iteration_ms) : row.error);
       });
   const report::Comparison comparison = report::score_comparison(std::move(rows), topology);
 

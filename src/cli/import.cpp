@@ -12,10 +12,10 @@
 
 #include "commands.hpp"
 #include "pipeplan/io/files.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/model/pipedream_import.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -30,8 +30,8 @@ struct ImportPipedreamOptions {
 };
 
 int run_import_pipedream(const ImportPipedreamOptions& options, Context& context) {
-  using report::format_bytes;
-  using report::format_ms;
+  using io::format_bytes;
+  using io::format_ms;
   context.declare(
       {{"GRAPH", options.graph}},
       {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});

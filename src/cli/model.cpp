@@ -13,9 +13,9 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/transformer.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -108,12 +108,11 @@ int run_transformer(const TransformerOptions& options, Context& context) {
     parameter_bytes += layer.parameter_bytes;
   }
   std::string line = "model \"" + model.name + "\": " + std::to_string(config.layers) +
-                     " decoder layers, " + report::format_bytes(parameter_bytes) + " of " +
+                     " decoder layers, " + io::format_bytes(parameter_bytes) + " of " +
                      std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
-                     report::format_ms(forward_ms) + " and backward " +
-                     report::format_ms(backward_ms) + " per micro-batch of " +
-                     std::to_string(config.micro_batch_size) + " on one " + config.gpu +
-                     ", tensor-parallel degrees " + join_degrees(config.degrees);
+                     io::format_ms(forward_ms) + " and backward " + io::format_ms(backward_ms) +
+                     " per micro-batch of " + std::to_string(config.micro_batch_size) + " on one " +
+                     config.gpu + ", tensor-parallel degrees " + join_degrees(config.degrees);
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
   context.say(line);
   return 0;
@@ -158,8 +157,8 @@ int run_gpus(bool json, Context& context) {
   out << row;
   for (const hardware::GpuType& gpu : catalogue) {
     std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", gpu.name.c_str(),
-                  report::format_bytes(gpu.memory_bytes).c_str(),
-                  report::format_bandwidth(gpu.memory_bandwidth_bytes_per_s).c_str(),
+                  io::format_bytes(gpu.memory_bytes).c_str(),
+                  io::format_bandwidth(gpu.memory_bandwidth_bytes_per_s).c_str(),
                   tflops(gpu.fp32_tflops).c_str(), tflops(gpu.tf32_tflops).c_str(),
                   tflops(gpu.bf16_tflops).c_str(), tflops(gpu.fp16_tflops).c_str(),
                   tflops(gpu.fp8_tflops).c_str());

@@ -6,12 +6,12 @@
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_diff.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
@@ -115,15 +115,15 @@ int run_plan(const PlanOptions& options, Context& context) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   // Reading and writing are wall time; the planner's phases may run on several threads at once
   // (spp's candidates), so theirs are summed over threads and can add up to more than the total.
-  std::string phases = "reading " + report::format_ms(reading_ms) + ", writing " +
-                       report::format_ms(total_ms - elapsed_ms);
+  std::string phases =
+      "reading " + io::format_ms(reading_ms) + ", writing " + io::format_ms(total_ms - elapsed_ms);
   std::string planner_phases;
   for (const auto& [phase, ms] : plan.phase_ms) {
-    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + report::format_ms(ms);
+    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + io::format_ms(ms);
   }
   if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
   context.say(report::plan_summary(plan, model, topology) + "\n  planned in " +
-              report::format_ms(total_ms) + " (" + phases + ")");
+              io::format_ms(total_ms) + " (" + phases + ")");
   return 0;
 }
 

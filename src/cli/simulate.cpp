@@ -3,7 +3,6 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
 #include "pipeplan/simulate/check.hpp"

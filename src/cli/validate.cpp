@@ -5,8 +5,8 @@
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/model.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::cli {
@@ -57,9 +57,9 @@ std::string v2_summary(const model::Model& model) {
             std::to_string(split_layers) + " of " + std::to_string(model.layers.size()) +
             (model.layers.size() == 1 ? " layer" : " layers");
   }
-  if (update_ms > 0) line += ", optimizer step " + report::format_ms(update_ms);
-  if (model.input_bytes > 0) line += ", input " + report::format_bytes(model.input_bytes);
-  line += ", sharded memory factor " + report::format_number(model::sharded_factor(model));
+  if (update_ms > 0) line += ", optimizer step " + io::format_ms(update_ms);
+  if (model.input_bytes > 0) line += ", input " + io::format_bytes(model.input_bytes);
+  line += ", sharded memory factor " + io::format_number(model::sharded_factor(model));
   if (!model.sharded_memory_factor) line += " (default)";
   return line;
 }
@@ -76,9 +76,8 @@ std::string model_summary(const std::string& file, const model::Model& model) {
   std::size_t layers = model.layers.size();
   std::string line = file + ": model" + quoted_name(model.name) + ", " + std::to_string(layers) +
                      (layers == 1 ? " layer" : " layers") + ", forward " +
-                     report::format_ms(forward_ms) + " and backward " +
-                     report::format_ms(backward_ms) + " per micro-batch, " +
-                     report::format_bytes(parameter_bytes) + " of parameters";
+                     io::format_ms(forward_ms) + " and backward " + io::format_ms(backward_ms) +
+                     " per micro-batch, " + io::format_bytes(parameter_bytes) + " of parameters";
   if (model.micro_batches) {
     line += ", " + std::to_string(*model.micro_batches) +
             (*model.micro_batches == 1 ? " micro-batch" : " micro-batches");
@@ -103,8 +102,8 @@ std::string topology_summary(const std::string& file, const topology::Topology& 
         fastest = std::max(fastest, bandwidth);
       }
     }
-    line += ", pair bandwidth " +
-            range(report::format_bandwidth(slowest), report::format_bandwidth(fastest));
+    line +=
+        ", pair bandwidth " + range(io::format_bandwidth(slowest), io::format_bandwidth(fastest));
   }
   double slow = std::numeric_limits<double>::infinity(), fast = 0;
   double least = std::numeric_limits<double>::infinity(), most = 0;
@@ -120,13 +119,13 @@ std::string topology_summary(const std::string& file, const topology::Topology& 
       any_unlimited = true;
     }
   }
-  line += ", speed " + range(report::format_number(slow), report::format_number(fast));
+  line += ", speed " + range(io::format_number(slow), io::format_number(fast));
   line += ", memory ";
   if (!any_limited) {
     line += "unlimited";
   } else {
-    line += range(report::format_bytes(least),
-                  any_unlimited ? std::string("unlimited") : report::format_bytes(most));
+    line += range(io::format_bytes(least),
+                  any_unlimited ? std::string("unlimited") : io::format_bytes(most));
   }
   return line;
 }

@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/transformer.hpp"
 #include "pipeplan/planners/planner.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -39,7 +39,7 @@ struct Attempt {
 
 // An estimate in a note: its time, or that no megatron configuration fits.
 std::string estimate_text(double ms) {
-  return std::isfinite(ms) ? report::format_ms(ms) : std::string("none (no configuration fits)");
+  return std::isfinite(ms) ? io::format_ms(ms) : std::string("none (no configuration fits)");
 }
 
 // Which sizes a ranked search planned: `the 3 with plans of the smallest estimates`, or, when
@@ -50,7 +50,7 @@ std::string tried_text(bool work_limited) {
     return "the " + std::to_string(kBatchSizePlans) + " with plans of the smallest estimates";
   }
   return "from the smallest estimate on, until the next would pass the work limit (" +
-         report::format_number(kBatchSizeWork / 1e6) + "e6 micro-batches x GPUs)";
+         io::format_number(kBatchSizeWork / 1e6) + "e6 micro-batches x GPUs)";
 }
 
 GlobalBatchPlan plan_profiled(const model::Model& model, std::int64_t global_batch,
@@ -168,7 +168,7 @@ std::vector<std::string> search_notes(std::int64_t global_batch,
     if (!attempt.tried) {
       note += "not planned";
     } else if (attempt.iteration_ms) {
-      note += report::format_ms(*attempt.iteration_ms);
+      note += io::format_ms(*attempt.iteration_ms);
     } else {
       note += "no plan (" + attempt.failure + ")";
     }

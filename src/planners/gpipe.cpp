@@ -17,9 +17,9 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/planners/baselines.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::planners {
@@ -143,7 +143,7 @@ Partition gpipe_partition(const Request& request, schedule::Policy policy) {
         " stages, one per GPU in input order, fits in memory with " +
         stash_rule(request.micro_batches, policy) + "; with " + std::to_string(stashes) +
         (stashes == 1 ? " stash" : " stashes") + ", layer " + std::to_string(worst_layer) +
-        " alone needs " + report::format_bytes(worst));
+        " alone needs " + io::format_bytes(worst));
   }
   partition.stages = std::move(split->stages);
   return partition;

@@ -29,7 +29,6 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/planners/baselines.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::planners {

@@ -10,10 +10,10 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -369,10 +369,10 @@ std::optional<std::string> memory_shortfall(const model::Model& model,
       stage.first_layer == stage.last_layer
           ? "layer " + std::to_string(stage.first_layer)
           : "layers " + std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer);
-  return "stage " + std::to_string(s) + " (" + layers + ") needs " + report::format_bytes(need) +
-         " (" + report::format_number(model.parameter_memory_factor) + " x parameters + " +
+  return "stage " + std::to_string(s) + " (" + layers + ") needs " + io::format_bytes(need) + " (" +
+         io::format_number(model.parameter_memory_factor) + " x parameters + " +
          std::to_string(stashes) + (stashes == 1 ? " stash" : " stashes") + ") but GPU \"" +
-         topology.gpu(gpu).id + "\" has " + report::format_bytes(*topology.gpu(gpu).memory_bytes);
+         topology.gpu(gpu).id + "\" has " + io::format_bytes(*topology.gpu(gpu).memory_bytes);
 }
 
 std::string infeasibility_message(const Request& request) {
@@ -470,10 +470,10 @@ std::string infeasibility_reason(const Request& request) {
                                      : "layer " + std::to_string(worst_layer) + " (\"" +
                                            model.layers[worst_layer].name + "\")";
   if (!unlimited && worst > largest) {
-    return layer_name + " alone needs " + report::format_bytes(worst) + " (" +
-           report::format_number(model.parameter_memory_factor) +
+    return layer_name + " alone needs " + io::format_bytes(worst) + " (" +
+           io::format_number(model.parameter_memory_factor) +
            " x parameters + one stash) but the largest GPU, \"" + largest_gpu + "\", has " +
-           report::format_bytes(largest);
+           io::format_bytes(largest);
   }
   // Packed in input order, one stage per GPU, each GPU holding as many layers as fit beside
   // one stash (optimal for contiguous packing along an order): how many GPUs that takes.
@@ -483,16 +483,15 @@ std::string infeasibility_reason(const Request& request) {
   partition::greedy_packing(model, topology, order, 1, std::numeric_limits<int>::max(), &needed);
   if (!unlimited && needed > topology.size()) {
     return "packed in order with one micro-batch in flight (" +
-           report::format_number(model.parameter_memory_factor) +
-           " x parameters + one stash per layer, " + report::format_bytes(static_total) +
+           io::format_number(model.parameter_memory_factor) +
+           " x parameters + one stash per layer, " + io::format_bytes(static_total) +
            " in all), the layers need " + std::to_string(needed) + " GPUs and there are " +
-           std::to_string(topology.size()) + " (" + report::format_bytes(total_memory) +
-           " in total)";
+           std::to_string(topology.size()) + " (" + io::format_bytes(total_memory) + " in total)";
   }
-  return "the model needs at least " + report::format_bytes(static_total) + " (" +
-         report::format_number(model.parameter_memory_factor) +
+  return "the model needs at least " + io::format_bytes(static_total) + " (" +
+         io::format_number(model.parameter_memory_factor) +
          " x parameters + one stash per layer) spread over contiguous runs of GPUs; the " +
-         std::to_string(topology.size()) + " GPUs have " + report::format_bytes(total_memory) +
+         std::to_string(topology.size()) + " GPUs have " + io::format_bytes(total_memory) +
          (unlimited ? " plus unlimited ones that cannot take the rest in order" : " in total");
 }
 

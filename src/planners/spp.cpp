@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
@@ -29,7 +30,6 @@
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -311,9 +311,9 @@ class SppRun {
                      ? std::move(fastest)
                      : finish_plan("spp", Partition{order, found->stages}, request_, policy_);
       out.note = name + ": " + how + ", replayed " +
-                 report::format_ms(out.plan->timeline.iteration_ms) + ", " +
-                 std::to_string(found->stages.size()) + " stages, DP " +
-                 report::format_ms(out.dp_ms) + ", search " + report::format_ms(out.scheduling_ms);
+                 io::format_ms(out.plan->timeline.iteration_ms) + ", " +
+                 std::to_string(found->stages.size()) + " stages, DP " + io::format_ms(out.dp_ms) +
+                 ", search " + io::format_ms(out.scheduling_ms);
     } catch (...) {
       out.failure = std::current_exception();
     }
@@ -370,10 +370,9 @@ class SppRun {
         [&](const std::vector<Stage>& stages) { return replayed(order, stages, fastest); },
         budget());
     out.scheduling_ms = ms_since(search_started);
-    how = solutions.empty()
-              ? std::string("DP found nothing")
-              : "DP estimate " + report::format_ms(solutions.front().objective.total_ms) + " (" +
-                    std::to_string(solutions.size()) + " solutions)";
+    how = solutions.empty() ? std::string("DP found nothing")
+                            : "DP estimate " + io::format_ms(solutions.front().objective.total_ms) +
+                                  " (" + std::to_string(solutions.size()) + " solutions)";
     return found;
   }
 
@@ -547,7 +546,7 @@ void keep_uniform_if_faster(Merged& merged, std::future<std::optional<Plan>>& un
       !merged.best || uniform_plan->timeline.iteration_ms <
                           merged.best->timeline.iteration_ms * (1 - tuning::kUniformMargin);
   merged.notes.push_back("uniform search: replayed " +
-                         report::format_ms(uniform_plan->timeline.iteration_ms) +
+                         io::format_ms(uniform_plan->timeline.iteration_ms) +
                          (kept ? ", kept" : ", not kept"));
   if (kept) {
     uniform_plan->notes.clear();

@@ -11,9 +11,9 @@
 
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 #include "pipeplan/version.hpp"
 

@@ -10,13 +10,16 @@
 #include <utility>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::report {
+
+using io::format_bytes;
+using io::format_ms;
 
 PeakMemory peak_memory(const Plan& plan, const topology::Topology& topology) {
   PeakMemory best;

@@ -7,11 +7,14 @@
 
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::report {
+
+using io::format_ms;
+using io::format_number;
 
 namespace detail {
 

@@ -4,12 +4,17 @@
 #include <algorithm>
 
 #include "export_util.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::report {
+
+using io::format_bytes;
+using io::format_ms;
+using io::format_number;
+
 namespace {
 
 using detail::xml_escape;

@@ -7,9 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "pipeplan/report/format.hpp"
+#include "pipeplan/io/format.hpp"
 
 namespace pipeplan::report {
+
+using io::format_ms;
 
 namespace {
 

@@ -8,7 +8,6 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"

@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::report {
+
+using io::format_bytes;
+using io::format_ms;
+using io::format_number;
 
 std::optional<double> bound_ratio(double value, double bound) {
   if (!(bound > 0)) return std::nullopt;

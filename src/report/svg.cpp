@@ -10,10 +10,15 @@
 #include <cstdio>
 
 #include "export_util.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/report/export.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::report {
+
+using io::format_bytes;
+using io::format_ms;
+using io::format_number;
+
 namespace {
 
 using detail::coordinate;

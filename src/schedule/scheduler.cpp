@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include "pipeplan/error.hpp"
-#include "pipeplan/report/format.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -128,9 +128,9 @@ class Engine {
           throw InfeasibleError(
               "stage " + std::to_string(s) + " (layers " + std::to_string(stage.first_layer) +
               ".." + std::to_string(stage.last_layer) + ") needs " +
-              report::format_bytes(fixed + e.stash_bytes) +
+              io::format_bytes(fixed + e.stash_bytes) +
               " with one micro-batch in flight but GPU \"" + topology.gpu(group.tightest_gpu).id +
-              "\" has " + report::format_bytes(*group.capacity_bytes));
+              "\" has " + io::format_bytes(*group.capacity_bytes));
         }
         gpu.max_in_flight = static_cast<int>(fit);
       }

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
-#include "pipeplan/report/format.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
@@ -17,8 +17,8 @@
 namespace pipeplan::simulate {
 namespace {
 
-std::string ms(double value) { return report::format_number(value, 12) + " ms"; }
-std::string number(double value) { return report::format_number(value, 15); }
+std::string ms(double value) { return io::format_number(value, 12) + " ms"; }
+std::string number(double value) { return io::format_number(value, 15); }
 
 const std::string kComputeAt = "/schedule/compute/";
 const std::string kTransferAt = "/schedule/transfers/";
@@ -540,7 +540,7 @@ class ModelCheck {
         fail(kComputeAt + std::to_string(i),
              describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " +
                  ms(expected) + " on " + gpu_name(e.gpu) + " (speed " +
-                 report::format_number(group.speed, 6) + ")");
+                 io::format_number(group.speed, 6) + ")");
       }
     }
     for (std::size_t i = 0; i < stated_.transfers.size(); ++i) {

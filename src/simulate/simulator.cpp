@@ -16,8 +16,8 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/model.hpp"
-#include "pipeplan/report/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -617,8 +617,8 @@ std::optional<std::string> memory_violation(const topology::Topology& topology,
     const auto& capacity = topology.gpu(g).memory_bytes;
     const double peak = timeline.gpus[static_cast<std::size_t>(g)].peak_memory_bytes;
     if (capacity && peak > *capacity * (1 + 1e-9)) {
-      return gpu_name(topology, g) + " needs " + report::format_bytes(peak) +
-             " at its peak but has " + report::format_bytes(*capacity);
+      return gpu_name(topology, g) + " needs " + io::format_bytes(peak) + " at its peak but has " +
+             io::format_bytes(*capacity);
     }
   }
   return std::nullopt;

@@ -230,7 +230,21 @@ std::string read_header(const io::ObjectReader& object) {
   return name;
 }
 
-// One entry of `nodes`: `count` nodes of `gpus` GPUs each, named `<name><i>/gpu<j>`.
+// The name of node `index` of a shorthand entry named `base` that makes `count` nodes: `base`
+// alone when it makes one, else `<base><index>`, with a `-` between when `base` ends in a digit
+// (`node` gives `node0`, `dgx-h100` gives `dgx-h100-0`, never `dgx-h1000`), so that no name
+// reads as another entry's node: two entries that would still make the same name are refused
+// by the caller. O(length of the name).
+std::string shorthand_node_name(const std::string& base, std::int64_t count, std::int64_t index) {
+  if (count == 1) return base;
+  std::string name = base;
+  if (!name.empty() && name.back() >= '0' && name.back() <= '9') name += '-';
+  name += std::to_string(index);
+  return name;
+}
+
+// One entry of `nodes`: `count` nodes of `gpus` GPUs each, named `<node>/gpu<j>` where `<node>`
+// is `shorthand_node_name`.
 void read_shorthand(const io::Node& entry, const std::optional<std::string>& profiled_device,
                     Cluster& cluster) {
   io::ObjectReader shorthand(entry, {"name", "count", "gpus", "memory", "speed", "type", "link"});
@@ -250,7 +264,7 @@ void read_shorthand(const io::Node& entry, const std::optional<std::string>& pro
     link = read_link_spec(*link_node, {"bandwidth", "latency"});
   }
   for (std::int64_t i = 0; i < count; ++i) {
-    std::string node_name = count == 1 ? base : base + std::to_string(i);
+    std::string node_name = shorthand_node_name(base, count, i);
     auto [it, inserted] =
         cluster.node_index.emplace(node_name, static_cast<int>(cluster.nodes.size()));
     if (!inserted) {

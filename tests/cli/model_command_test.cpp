@@ -10,9 +10,9 @@
 
 #include "../support/cli_run.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
-#include "pipeplan/report/format.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -128,8 +128,8 @@ TEST_F(ModelCommandTest, TopologyTypesTakeTheirSpeedFromTheModelsGpu) {
     "network": {"bandwidth": "50 GB/s", "latency": "5 us"}})";
   auto validate = run_cli({"validate", model, topo});
   ASSERT_EQ(validate.code, 0) << validate.err;
-  EXPECT_NE(validate.err.find(", speed " + report::format_number(989.4 / 312) + ", memory " +
-                              report::format_bytes(80.0 * (1 << 30))),
+  EXPECT_NE(validate.err.find(", speed " + io::format_number(989.4 / 312) + ", memory " +
+                              io::format_bytes(80.0 * (1 << 30))),
             std::string::npos)
       << validate.err;
   EXPECT_NE(validate.err.find(", tensor-parallel up to degree 8 on 26 of 26 layers, optimizer "
@@ -157,10 +157,9 @@ TEST_F(ModelCommandTest, TheShippedDgxA100TopologyTakesSpeedAndMemoryFromItsType
                          hardware::training_peak_flops_per_s(*hardware::find_gpu(gpu));
     EXPECT_NE(validate.err.find(": topology \"8x DGX A100 (64 A100-80GB), NVSwitch inside, 8x HDR "
                                 "InfiniBand between\", 64 GPUs on 8 nodes, pair bandwidth " +
-                                report::format_bandwidth(25e9) + " to " +
-                                report::format_bandwidth(300e9) + ", speed " +
-                                report::format_number(speed) + ", memory " +
-                                report::format_bytes(80.0 * (1 << 30)) + "\n"),
+                                io::format_bandwidth(25e9) + " to " + io::format_bandwidth(300e9) +
+                                ", speed " + io::format_number(speed) + ", memory " +
+                                io::format_bytes(80.0 * (1 << 30)) + "\n"),
               std::string::npos)
         << validate.err;
   }

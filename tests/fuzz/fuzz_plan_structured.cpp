@@ -51,7 +51,10 @@ model::Model make_model(Bytes& bytes) {
   const int layers = 1 + bytes.next() % 8;
   for (int l = 0; l < layers; ++l) {
     model::Layer layer;
-    layer.name = "l" + std::to_string(l);
+    // Appended, not `"l" + std::to_string(l)`: GCC 12 at -O3 warns -Wrestrict on a literal plus
+    // a temporary string (a false positive, GCC bug 105329; Build.NoRestrictWarningAtO3).
+    layer.name = "l";
+    layer.name += std::to_string(l);
     layer.forward_ms = bytes.pick(kTimes);
     layer.backward_ms = bytes.pick(kTimes);
     layer.activation_bytes = bytes.pick(kSizes);
@@ -69,7 +72,8 @@ topology::Topology make_topology(Bytes& bytes) {
   std::vector<topology::Gpu> gpus;
   for (int g = 0; g < n; ++g) {
     topology::Gpu gpu;
-    gpu.id = "g" + std::to_string(g);
+    gpu.id = "g";
+    gpu.id += std::to_string(g);  // not `"g" + std::to_string(g)`: see make_model
     gpu.node = gpu.id;
     gpu.speed = bytes.pick<double>({1, 0.5, 2, 0.25, 1e-3});
     const double memory = bytes.pick<double>({0, 16e9, 4e9, 1e9, 1e8, 24e9});

@@ -74,6 +74,49 @@ TEST(TopologyTest, ShorthandNamesNodesAndGpus) {
   EXPECT_FALSE(topo.gpu(0).memory_bytes.has_value());
 }
 
+// A name ending in a digit gets a `-` before the node index: `dgx-h100` with 8 nodes would
+// otherwise give `dgx-h1000` .. `dgx-h1007`, which read as node 0 of `dgx-h100` or of `dgx-h10`.
+TEST(TopologyTest, ShorthandSeparatesTheIndexFromANameEndingInADigit) {
+  Topology topo = read(R"({"nodes": [{"name": "dgx-h100", "count": 8, "gpus": 2},
+                                      {"name": "a100", "gpus": 1}, {"name": "n", "count": 2, "gpus": 1}],
+    "network": {"bandwidth": "100 Gbit/s", "latency": "10 us"}})");
+  ASSERT_EQ(topo.size(), 19);
+  for (int node = 0; node < 8; ++node) {
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      const std::string node_name = "dgx-h100-" + std::to_string(node);
+      EXPECT_EQ(topo.gpu(2 * node + gpu).id, node_name + "/gpu" + std::to_string(gpu));
+      EXPECT_EQ(topo.gpu(2 * node + gpu).node, node_name);
+    }
+  }
+  // One node keeps its name as it is, and a name ending in a letter gets no separator.
+  EXPECT_EQ(topo.gpu(16).id, "a100/gpu0");
+  EXPECT_EQ(topo.gpu(17).id, "n0/gpu0");
+  EXPECT_EQ(topo.gpu(18).id, "n1/gpu0");
+  EXPECT_EQ(topo.node_count(), 11);
+}
+
+// Names that still come out the same from two entries are refused, naming the second entry.
+TEST(TopologyTest, ShorthandRefusesEntriesWhoseNamesCollide) {
+  const std::string network = R"("network": {"bandwidth": 1, "latency": 0})";
+  // `a1` with two nodes gives `a1-0` and `a1-1`; so does `a1-`, which ends in no digit.
+  EXPECT_EQ(read_error(R"({"nodes": [{"name": "a1", "count": 2, "gpus": 1},
+                                     {"name": "a1-", "count": 2, "gpus": 1}], )" +
+                       network + "}"),
+            "topo.json: /nodes/1/name: generated node name \"a1-0\" collides with the one from "
+            "/nodes/0");
+  // Node 1 of `a` and a single node named `a1` are both `a1`.
+  EXPECT_EQ(read_error(R"({"nodes": [{"name": "a", "count": 2, "gpus": 1},
+                                     {"name": "a1", "gpus": 1}], )" +
+                       network + "}"),
+            "topo.json: /nodes/1/name: generated node name \"a1\" collides with the one from "
+            "/nodes/0");
+  // With the separator, `a` with 12 nodes (`a11`) and `a1` with 2 (`a1-0`, `a1-1`) are apart.
+  EXPECT_EQ(read_error(R"({"nodes": [{"name": "a", "count": 12, "gpus": 1},
+                                     {"name": "a1", "count": 2, "gpus": 1}], )" +
+                       network + "}"),
+            "no error");
+}
+
 TEST(TopologyTest, ShorthandUsesNodeLinkInsideAndNetworkOutside) {
   Topology topo = read(R"({"nodes": [{"name": "n", "count": 2, "gpus": 2, "memory": "32 GiB",
       "speed": 0.5, "link": {"bandwidth": "25 GB/s", "latency": "2 us"}}],

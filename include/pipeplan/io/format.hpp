@@ -1,10 +1,11 @@
 #pragma once
 /// \file
-/// Human-readable formatting of quantities for summaries and messages.
+/// Human-readable formatting of quantities for summaries and messages: below every module
+/// that writes a message (simulate, schedule, planners) as well as the reports.
 
 #include <string>
 
-namespace pipeplan::report {
+namespace pipeplan::io {
 
 /// Bytes with a binary prefix: `512 B`, `1.5 KiB`, `32 GiB`.
 std::string format_bytes(double bytes);
@@ -15,4 +16,4 @@ std::string format_ms(double ms);
 /// A number with up to `significant` significant digits, trailing zeros removed.
 std::string format_number(double value, int significant = 4);
 
-}  // namespace pipeplan::report
+}  // namespace pipeplan::io

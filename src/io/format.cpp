@@ -1,11 +1,11 @@
 // Human-readable quantities.
 
-#include "pipeplan/report/format.hpp"
+#include "pipeplan/io/format.hpp"
 
 #include <cmath>
 #include <cstdio>
 
-namespace pipeplan::report {
+namespace pipeplan::io {
 
 std::string format_number(double value, int significant) {
   char buffer[64];
@@ -52,4 +52,4 @@ std::string format_ms(double ms) {
   return format_number(ms, 4) + " ms";
 }
 
-}  // namespace pipeplan::report
+}  // namespace pipeplan::io
