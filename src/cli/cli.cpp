@@ -15,6 +15,7 @@
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {

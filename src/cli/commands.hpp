@@ -92,7 +92,8 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
 
 /// The planners of `planners::planner_table()` for a command's help, one line each: for `plan`
 /// each planner's default schedule, for `compare` (`compare_rows`) the schedules it runs each
-/// under, leaving out the planners it does not run; then what the planner does.
+/// under (`compare_policies`), leaving out the planners without any (megatron, which compare
+/// runs only in its `compare_variants`); then what the planner does.
 std::string planners_help(bool compare_rows);
 
 /// The policies of `schedule::policy_table()` for `plan`'s help, one line each: the

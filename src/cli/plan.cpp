@@ -15,6 +15,7 @@
 #include "pipeplan/report/plan_diff.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
+#include "pipeplan/schedule/policy.hpp"
 
 namespace pipeplan::cli {
 namespace {
