@@ -14,8 +14,8 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/model/transformer.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {
@@ -123,9 +123,9 @@ int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
     throw UsageError("no micro-batch count: pass --micro-batches or set \"micro_batches\" in " +
                      model_path);
   }
-  if (*model.micro_batches > kMaxMicroBatches) {
+  if (*model.micro_batches > model::kMaxMicroBatches) {
     throw InputError(model_path, "/micro_batches",
-                     "must be at most " + std::to_string(kMaxMicroBatches));
+                     "must be at most " + std::to_string(model::kMaxMicroBatches));
   }
   return static_cast<int>(*model.micro_batches);
 }
@@ -164,18 +164,19 @@ std::string planners_help(bool compare_rows) {
   return out + "\n";
 }
 
-model::Model model_for_plan(model::Model model, const io::Source& plan) {
-  if (!model.transformer) return model;
-  const nlohmann::json root = nlohmann::json::parse(plan.text, nullptr, false);
-  if (!root.is_object()) return model;
-  auto size = root.find("micro_batch_size");
-  if (size == root.end() || !size->is_number_integer()) return model;
-  const auto b = size->get<std::int64_t>();
-  if (b < 1 || b > model::kMaxTransformerMicroBatchSize ||
-      b == model.transformer->micro_batch_size) {
-    return model;
+std::string schedules_help() {
+  std::size_t name_width = 0;
+  for (const schedule::PolicyRow& row : schedule::policy_table()) {
+    name_width = std::max(name_width, row.name.size());
   }
-  return model::transformer_model_at(model, static_cast<int>(b));
+  std::string out = "Schedules (--schedule; what each does):";
+  for (const schedule::PolicyRow& row : schedule::policy_table()) {
+    out += "\n  ";
+    out += row.name;
+    out += std::string(name_width - row.name.size() + 2, ' ');
+    out += row.description;
+  }
+  return out + "\n";
 }
 
 void Context::say(const std::string& line) const {

@@ -92,8 +92,13 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
 
 /// The planners of `planners::planner_table()` for a command's help, one line each: for `plan`
 /// each planner's default schedule, for `compare` (`compare_rows`) the schedules it runs each
-/// under, leaving out the planners it does not run; then what the planner does.
+/// under (`compare_policies`), leaving out the planners without any (megatron, which compare
+/// runs only in its `compare_variants`); then what the planner does.
 std::string planners_help(bool compare_rows);
+
+/// The policies of `schedule::policy_table()` for `plan`'s help, one line each: the
+/// `--schedule` name, then what it does.
+std::string schedules_help();
 
 /// What a parsed subcommand runs; returns the exit code.
 using Action = std::function<int(Context&)>;
@@ -107,20 +112,10 @@ void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_model_command(CLI::App& app, Action& action);
 
-/// Most micro-batches a plan may have: keeps the task count (4 S M) within int range and the
-/// schedule within memory.
-inline constexpr int kMaxMicroBatches = 1 << 20;
-
 /// The micro-batch count: the `--micro-batches` flag, else the model's `micro_batches`
-/// (checked against kMaxMicroBatches, an input error naming `model_path`), else a usage error.
+/// (checked against model::kMaxMicroBatches, an input error naming `model_path`), else a usage
+/// error.
 int micro_batch_count(const std::optional<int>& flag, const model::Model& model,
                       const std::string& model_path);
-
-/// `model` at the micro-batch size the plan in `plan` records: a model read from a transformer
-/// description is regenerated at the plan's `micro_batch_size` (what `plan --global-batch`
-/// chose), so that `simulate` and `export --model` check the plan against the model it was made
-/// for. Any other model, or a plan without a valid `micro_batch_size`, is returned as it is (the
-/// plan reader reports a broken plan).
-model::Model model_for_plan(model::Model model, const io::Source& plan);
 
 }  // namespace pipeplan::cli

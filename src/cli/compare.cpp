@@ -1,7 +1,6 @@
 // `pipeplan compare MODEL TOPO [--micro-batches M] [--format table|json|csv] [--no-timing]
-// [-o FILE]`: every planner of the planner table under each policy its row lists (spp under
-// list, 1f1b and gpipe, each baseline under its default), scored by the same execution model
-// (report/compare.hpp), one row each.
+// [-o FILE]`: every planner of the planner table under each policy its row lists, and its
+// variants, scored by the same execution model (report::compare_planners), one row each.
 
 #include "pipeplan/report/compare.hpp"
 
@@ -20,7 +19,7 @@ struct CompareOptions {
   std::string topology;
   std::optional<std::string> output;
   std::optional<int> micro_batches;
-  std::string format = "table";
+  std::string format{report::comparison_format_names().front()};
   bool no_timing = false;
   PlanningOptions planning;  // spec 8.4
 };
@@ -40,15 +39,8 @@ int run_compare(const CompareOptions& options, Context& context) {
       });
   const report::Comparison comparison = report::score_comparison(std::move(rows), topology);
 
-  const bool timing = !options.no_timing;
-  std::string text;
-  if (options.format == "json") {
-    text = report::comparison_json(comparison, timing, topology);
-  } else if (options.format == "csv") {
-    text = report::comparison_csv(comparison, timing);
-  } else {
-    text = report::comparison_table(comparison, timing);
-  }
+  const std::string text =
+      report::comparison_text(comparison, options.format, !options.no_timing, topology);
   // Without any plan the run fails (exit 4): the rows still explain why on standard output,
   // but an output file is left as it was, like every failed run leaves its output.
   const bool to_file = options.output && *options.output != "-";
@@ -81,9 +73,15 @@ void add_compare_command(CLI::App& app, Action& action) {
       ->check(output_path, "FILE");
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
-      ->transform(decimal_integer(1, kMaxMicroBatches));
-  sub->add_option("-f,--format", options->format, "Output format: table (default), json or csv")
-      ->check(CLI::IsMember({"table", "json", "csv"}));
+      ->transform(decimal_integer(1, model::kMaxMicroBatches));
+  std::string formats;
+  const std::vector<std::string>& names = report::comparison_format_names();
+  for (std::size_t x = 0; x < names.size(); ++x) {
+    if (x > 0) formats += x + 1 == names.size() ? " or " : ", ";
+    formats += names[x] + (x == 0 ? " (default)" : "");
+  }
+  sub->add_option("-f,--format", options->format, "Output format: " + formats)
+      ->check(CLI::IsMember(names));
   sub->footer([] { return planners_help(true); });
   add_planning_options(*sub, options->planning);
   sub->add_flag(

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/simulate/check.hpp"
 
 namespace pipeplan::cli {
@@ -46,7 +47,7 @@ int run_export(const ExportOptions& options, Context& context) {
     const topology::Topology topology =
         topology::read_topology(context.read("--topology"), model.profile_device);
     const io::Source plan_source = context.read("PLAN");
-    model = model_for_plan(std::move(model), plan_source);
+    model = report::model_for_plan(std::move(model), plan_source);
     const Plan plan =
         simulate::check_plan(report::read_plan(plan_source, topology), model, topology);
     view = report::make_view(plan, model, topology, *options.model);

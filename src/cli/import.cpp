@@ -12,10 +12,10 @@
 
 #include "commands.hpp"
 #include "pipeplan/io/files.hpp"
-#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/model/pipedream_import.hpp"
+#include "pipeplan/report/input_summary.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -30,8 +30,6 @@ struct ImportPipedreamOptions {
 };
 
 int run_import_pipedream(const ImportPipedreamOptions& options, Context& context) {
-  using io::format_bytes;
-  using io::format_ms;
   context.declare(
       {{"GRAPH", options.graph}},
       {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
@@ -41,29 +39,12 @@ int run_import_pipedream(const ImportPipedreamOptions& options, Context& context
   context.emit("-o", io::dump_json(model::model_to_json(model)));
   context.commit();
 
-  double forward_ms = 0, backward_ms = 0, parameter_bytes = 0, largest_cut_bytes = 0;
-  for (const model::Layer& layer : model.layers) {
-    forward_ms += layer.forward_ms;
-    backward_ms += layer.backward_ms;
-    parameter_bytes += layer.parameter_bytes;
-    largest_cut_bytes = std::max(largest_cut_bytes, layer.activation_bytes);
-  }
-  std::string line = source.name + ": imported " + std::to_string(model.layers.size()) + " layers";
-  if (!model.name.empty()) line += " as model \"" + model.name + "\"";
-  line += ", forward " + format_ms(forward_ms) + " and backward " + format_ms(backward_ms) +
-          " per micro-batch of " + std::to_string(options.batch_size) + ", " +
-          format_bytes(parameter_bytes) + " of parameters, largest cut " +
-          format_bytes(largest_cut_bytes);
-  if (options.micro_batches) {
-    line += ", " + std::to_string(*options.micro_batches) + " micro-batches";
-  }
+  std::string line =
+      report::import_summary(source.name, model, options.batch_size, options.micro_batches);
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
   context.say(line);
   return 0;
 }
-
-// The CLI layer's flag bound and the model reader's are one limit.
-static_assert(kMaxMicroBatches == model::kMaxMicroBatches);
 
 }  // namespace
 

@@ -3,19 +3,18 @@
 
 #include "pipeplan/model/model.hpp"
 
-#include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
-#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/transformer.hpp"
+#include "pipeplan/report/catalogue.hpp"
+#include "pipeplan/report/input_summary.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -86,12 +85,6 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   return completed;
 }
 
-std::string join_degrees(const std::vector<int>& degrees) {
-  std::string out;
-  for (int t : degrees) out += (out.empty() ? "" : ", ") + std::to_string(t);
-  return out;
-}
-
 int run_transformer(const TransformerOptions& options, Context& context) {
   const model::TransformerConfig config = config_from(options);
   model::Model model = model::transformer_model(config);
@@ -101,72 +94,17 @@ int run_transformer(const TransformerOptions& options, Context& context) {
       {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
   context.emit("-o", io::dump_json(model::model_to_json(model)));
 
-  double forward_ms = 0, backward_ms = 0, parameter_bytes = 0;
-  for (const model::Layer& layer : model.layers) {
-    forward_ms += layer.forward_ms;
-    backward_ms += layer.backward_ms;
-    parameter_bytes += layer.parameter_bytes;
-  }
-  std::string line = "model \"" + model.name + "\": " + std::to_string(config.layers) +
-                     " decoder layers, " + io::format_bytes(parameter_bytes) + " of " +
-                     std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
-                     io::format_ms(forward_ms) + " and backward " + io::format_ms(backward_ms) +
-                     " per micro-batch of " + std::to_string(config.micro_batch_size) + " on one " +
-                     config.gpu + ", tensor-parallel degrees " + join_degrees(config.degrees);
+  std::string line = report::transformer_summary(model, config);
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;
   context.say(line);
   return 0;
 }
 
-std::string tflops(double value) {
-  if (value <= 0) return "-";
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.1f", value);
-  return buffer;
-}
-
 int run_gpus(bool json, Context& context) {
   context.declare({}, {{"standard output", std::nullopt}});
   const auto& catalogue = hardware::gpu_catalogue();
-  if (json) {
-    std::vector<nlohmann::ordered_json> entries;
-    for (const hardware::GpuType& gpu : catalogue) {
-      nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-      entry["name"] = gpu.name;
-      std::vector<nlohmann::ordered_json> aliases(gpu.aliases.begin(), gpu.aliases.end());
-      entry["aliases"] = io::json_array(std::move(aliases));
-      entry["memory_bytes"] = io::json_number(gpu.memory_bytes);
-      entry["memory_bandwidth_bytes_per_s"] = io::json_number(gpu.memory_bandwidth_bytes_per_s);
-      nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
-      peaks["fp32"] = io::json_number(gpu.fp32_tflops);
-      peaks["tf32"] = io::json_number(gpu.tf32_tflops);
-      peaks["bf16"] = io::json_number(gpu.bf16_tflops);
-      peaks["fp16"] = io::json_number(gpu.fp16_tflops);
-      peaks["fp8"] = io::json_number(gpu.fp8_tflops);
-      entry["dense_tflops"] = peaks;
-      entry["source"] = gpu.source;
-      entries.push_back(std::move(entry));
-    }
-    context.emit("standard output", io::dump_json(io::json_array(std::move(entries))));
-    return 0;
-  }
-  std::ostringstream out;
-  char row[160];
-  std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", "gpu", "memory",
-                "bandwidth", "fp32", "tf32", "bf16", "fp16", "fp8");
-  out << row;
-  for (const hardware::GpuType& gpu : catalogue) {
-    std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", gpu.name.c_str(),
-                  io::format_bytes(gpu.memory_bytes).c_str(),
-                  io::format_bandwidth(gpu.memory_bandwidth_bytes_per_s).c_str(),
-                  tflops(gpu.fp32_tflops).c_str(), tflops(gpu.tf32_tflops).c_str(),
-                  tflops(gpu.bf16_tflops).c_str(), tflops(gpu.fp16_tflops).c_str(),
-                  tflops(gpu.fp8_tflops).c_str());
-    out << row;
-  }
-  out << "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
-         "--json.\n";
-  context.emit("standard output", out.str());
+  context.emit("standard output", json ? report::gpu_catalogue_json(catalogue)
+                                       : report::gpu_catalogue_table(catalogue));
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "pipeplan/report/plan_diff.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
+#include "pipeplan/schedule/policy.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -139,21 +140,20 @@ void add_plan_command(CLI::App& app, Action& action) {
       ->check(output_path, "FILE");
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
-      ->transform(decimal_integer(1, kMaxMicroBatches));
+      ->transform(decimal_integer(1, model::kMaxMicroBatches));
   sub->add_option("--global-batch", options->global_batch,
                   "Sequences per iteration: M = N / micro-batch size (a transformer description "
                   "tries every size that divides N and keeps the fastest)")
       ->transform(decimal_integer(1, planners::kMaxGlobalBatch))
       ->excludes("--micro-batches");
-  std::string planners;
-  for (const auto& name : planners::planner_names())
-    planners += (planners.empty() ? "" : ", ") + name;
-  sub->add_option("-p,--planner", options->planner,
-                  "Planner: " + planners + " (default " + options->planner + ")")
+  sub->add_option(
+         "-p,--planner", options->planner,
+         "Planner: " + planners::planner_names_text() + " (default " + options->planner + ")")
       ->check(CLI::IsMember(planners::planner_names()));
-  sub->footer([] { return planners_help(false); });
-  sub->add_option("-s,--schedule", options->policy, "Re-schedule with list, 1f1b or gpipe")
-      ->check(CLI::IsMember({"list", "1f1b", "gpipe"}));
+  sub->footer([] { return planners_help(false) + "\n" + schedules_help(); });
+  sub->add_option("-s,--schedule", options->policy,
+                  "Re-schedule with " + schedule::policy_names_text())
+      ->check(CLI::IsMember(schedule::policy_names()));
   // Files only: standard output carries the plan.
   const auto file_name = [](const std::string& path) {
     return path.empty() || path == "-"

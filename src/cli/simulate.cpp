@@ -4,6 +4,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/report/summary.hpp"
 #include "pipeplan/simulate/check.hpp"
 
@@ -23,7 +24,7 @@ int run_simulate(const SimulateOptions& options, Context& context) {
   model::Model model = model::read_model(context.read("MODEL"));
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);
   const io::Source plan_source = context.read("PLAN");
-  model = model_for_plan(std::move(model), plan_source);
+  model = report::model_for_plan(std::move(model), plan_source);
   simulate::StatedPlan stated = report::read_plan(plan_source, topology);
   Plan plan = simulate::check_plan(stated, model, topology);
   if (options.json) {

@@ -71,6 +71,24 @@ double linear_steps(const Request& request) {
 
 Plan spp_plan(const Request& request, schedule::Policy policy) { return plan_spp(request, policy); }
 
+// megatron in compare: megatron_configurations at every degree the request allows, each labelled
+// `t{T} p{P} d{D}`. O(configurations).
+std::vector<CompareVariant> megatron_variants(const Request& request) {
+  std::vector<CompareVariant> variants;
+  for (Request& fixed : megatron_configurations(request, candidate_degrees(request))) {
+    // Appended piece by piece: `" p" + std::string&&` draws a false -Wrestrict from GCC 12 at
+    // -O3 (GCC bug 105329).
+    std::string label = "t";
+    label += std::to_string(fixed.tensor_parallel.front());
+    label += " p";
+    label += std::to_string(*fixed.pipeline_parallel);
+    label += " d";
+    label += std::to_string(*fixed.data_parallel);
+    variants.push_back({std::move(label), std::move(fixed)});
+  }
+  return variants;
+}
+
 // The one list of planners (PlannerRow). The baselines shape their stages by the memory rule of
 // the policy that schedules them, so `make_plan` hands them the policy it schedules with.
 std::vector<PlannerRow> make_planner_table() {
@@ -80,7 +98,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .description = "the paper's: min-cut GPU order, DP partition and placement, "
                                  "list scheduling",
                   .default_policy = Policy::kList,
-                  .compare_policies = {Policy::kList, Policy::kOneFOneB, Policy::kGpipe},
+                  .compare_policies = schedule::all_policies(),
+                  .compare_uniform = true,
                   .steps = spp_steps,
                   .plan = spp_plan,
                   .baseline = false});
@@ -114,12 +133,13 @@ std::vector<PlannerRow> make_planner_table() {
                   .partition = data_parallel_partition,
                   .seeds_spp = true});
   // A configuration the user gives (--tensor-parallel T --pipeline-parallel P): compare runs it
-  // for the configurations it lists itself, not as a row of its own.
+  // in the configurations that use every GPU (megatron_variants), not as a row of its own.
   rows.push_back({.name = "megatron",
                   .description = "Megatron-LM's placement for --tensor-parallel T "
                                  "--pipeline-parallel P [--data-parallel D]",
                   .default_policy = Policy::kOneFOneB,
                   .compare_policies = {},
+                  .compare_variants = megatron_variants,
                   .steps = linear_steps,
                   .partition = megatron_partition});
   return rows;
@@ -141,13 +161,36 @@ const std::vector<std::string>& planner_names() {
   return kNames;
 }
 
+std::string planner_names_text() {
+  std::string text;
+  for (const std::string& name : planner_names()) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
+
 const PlannerRow& find_planner(std::string_view name) {
   for (const PlannerRow& row : planner_table()) {
     if (row.name == name) return row;
   }
-  std::string known;
-  for (const auto& planner : planner_names()) known += (known.empty() ? "" : ", ") + planner;
-  throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + known + ")");
+  throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + planner_names_text() +
+                   ")");
+}
+
+std::vector<CompareVariant> compare_variants(const PlannerRow& row, const Request& request) {
+  std::vector<CompareVariant> variants;
+  if (row.compare_uniform && !request.uniform) {
+    CompareVariant uniform{"--uniform", request};
+    uniform.request.uniform = true;
+    variants.push_back(std::move(uniform));
+  }
+  if (row.compare_variants) {
+    for (CompareVariant& variant : row.compare_variants(request)) {
+      variants.push_back(std::move(variant));
+    }
+  }
+  return variants;
 }
 
 double planning_steps(std::string_view planner, const Request& request) {

@@ -7,8 +7,8 @@
 // shape replayed where few, else the DP's proposals and five other sources of starts refined by
 // the four-phase replayed local search of search.hpp), the uniform search beside it, the notes.
 // Every tuning constant is in partition/search_constants.hpp. "Does not fit" is a value
-// (std::nullopt) everywhere below the boundary wrappers `fitted_plan`, `baseline_shape` and
-// `megatron_shape`, the only places that catch InfeasibleError.
+// (std::nullopt): `try_finish_plan` returns it per candidate, and `baseline_shape` and
+// `megatron_shape`, the only places that catch InfeasibleError, turn the seeds' refusals into it.
 // Complexity: the ordering (mincut_order.hpp), the DP runs (dp.hpp), then at most
 // `SppSearch::max_work` (and as much again for phases 3 and 4) tasks scheduled and replayed per
 // order and schedule model, O(T log T) per shape of T tasks.
@@ -53,10 +53,11 @@ double replay_work(const Request& request, std::size_t stages) {
          request.topology.size();
 }
 
-// --- "Does not fit" as a value. finish_plan (planner.cpp), the baselines' partitions and
-// megatron_partition refuse by throwing InfeasibleError; spp asks them only through these three
-// wrappers, so every step below sees std::nullopt for a shape or seed that does not fit. (To
-// push down: once finish_plan returns its refusal as a value, `fitted_plan` becomes a call.)
+// --- "Does not fit" as a value. A partition that does not fit is `try_finish_plan`'s value
+// (planner.cpp), asked per candidate; the baselines' partitions and megatron_partition, asked a
+// few times per order for seeds, refuse by throwing InfeasibleError, which `baseline_shape` and
+// `megatron_shape` turn into values. Every step below sees std::nullopt for a shape or seed that
+// does not fit.
 
 // `partition` scheduled under `policy` and replayed, or nothing where it does not fit (memory,
 // the task or scheduling limits).

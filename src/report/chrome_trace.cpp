@@ -320,7 +320,7 @@ class TraceWriter {
     other["planner"] = plan_.planner;
     other["schedule_policy"] = plan_.schedule_policy;
     other["micro_batches"] = std::to_string(view_.micro_batches);
-    other["iteration"] = format_ms(plan_.timeline.iteration_ms);
+    other["iteration"] = io::format_ms(plan_.timeline.iteration_ms);
     if (v2_) other["optimizer"] = plan_.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
     return other;
   }
@@ -346,7 +346,7 @@ std::string chrome_trace_text(const PlanView& view) {
   // Every time lies within the iteration (the readers check it): when its end is finite in
   // microseconds, so is every figure written below, never `null`.
   if (!std::isfinite(to_us(view.plan.timeline.iteration_ms))) {
-    throw InputError("the plan's iteration of " + format_ms(view.plan.timeline.iteration_ms) +
+    throw InputError("the plan's iteration of " + io::format_ms(view.plan.timeline.iteration_ms) +
                      " is too long for a Chrome trace: its times in microseconds would overflow");
   }
   return TraceWriter(view).write();

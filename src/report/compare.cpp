@@ -12,14 +12,9 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
-#include "pipeplan/planners/baselines.hpp"
-#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::report {
-
-using io::format_bytes;
-using io::format_ms;
 
 PeakMemory peak_memory(const Plan& plan, const topology::Topology& topology) {
   PeakMemory best;
@@ -59,27 +54,9 @@ std::string stages_text(const Plan& plan) {
   return out;
 }
 
-namespace {
-
-// The megatron configurations compare lists (planners::megatron_configurations at every degree
-// the request allows), each with its label `t{T} p{P} d{D}`.
-std::vector<std::pair<std::string, planners::Request>> megatron_runs(
-    const planners::Request& request) {
-  std::vector<std::pair<std::string, planners::Request>> runs;
-  for (planners::Request& fixed :
-       planners::megatron_configurations(request, planners::candidate_degrees(request))) {
-    std::string label = "t" + std::to_string(fixed.tensor_parallel.front()) + " p" +
-                        std::to_string(*fixed.pipeline_parallel) + " d" +
-                        std::to_string(*fixed.data_parallel);
-    runs.emplace_back(std::move(label), std::move(fixed));
-  }
-  return runs;
-}
-
-}  // namespace
-
 std::vector<CompareRow> compare_planners(const planners::Request& request,
                                          const std::function<void(const CompareRow&)>& done) {
+  // Every row of the planner table: its plain runs, then its variants (planners::PlannerRow).
   std::vector<std::pair<CompareRow, planners::Request>> runs;
   for (const planners::PlannerRow& planner : planners::planner_table()) {
     for (const schedule::Policy policy : planner.compare_policies) {
@@ -87,18 +64,16 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
           CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},
           request);
     }
-    if (planner.name == "spp" && !request.uniform) {
-      planners::Request uniform = request;
-      uniform.uniform = true;
-      runs.emplace_back(
-          CompareRow{"spp", "--uniform", planner.default_policy, false, std::nullopt, {}, 0},
-          uniform);
+    for (planners::CompareVariant& variant : planners::compare_variants(planner, request)) {
+      runs.emplace_back(CompareRow{std::string(planner.name),
+                                   std::move(variant.label),
+                                   planner.default_policy,
+                                   planner.baseline,
+                                   std::nullopt,
+                                   {},
+                                   0},
+                        std::move(variant.request));
     }
-  }
-  for (auto& [options, fixed] : megatron_runs(request)) {
-    const planners::PlannerRow& megatron = planners::find_planner("megatron");
-    runs.emplace_back(
-        CompareRow{"megatron", options, megatron.default_policy, true, std::nullopt, {}, 0}, fixed);
   }
   std::vector<CompareRow> rows;
   for (auto& [row, run] : runs) {
@@ -285,19 +260,19 @@ std::string comparison_table(const Comparison& comparison, bool timing) {
     };
     if (row.plan) {
       line.push_back(stages_text(*row.plan));
-      line.push_back(format_ms(row.plan->timeline.iteration_ms));
+      line.push_back(io::format_ms(row.plan->timeline.iteration_ms));
       line.push_back(ratio(f.speedup, "x"));
       line.push_back(ratio(f.partition_ratio, ""));
       line.push_back(ratio(f.any_plan_ratio, ""));
-      std::string memory = format_bytes(f.memory.peak_bytes) + " / ";
-      memory += f.memory.capacity_bytes ? format_bytes(*f.memory.capacity_bytes)
+      std::string memory = io::format_bytes(f.memory.peak_bytes) + " / ";
+      memory += f.memory.capacity_bytes ? io::format_bytes(*f.memory.capacity_bytes)
                                         : std::string("unlimited");
       if (auto fraction = f.memory.fraction()) memory += " (" + fixed(100 * *fraction, 1) + "%)";
       line.push_back(memory);
     } else {
       line.insert(line.end(), 6, "-");
     }
-    if (timing) line.push_back(format_ms(row.planning_ms));
+    if (timing) line.push_back(io::format_ms(row.planning_ms));
     line.push_back(row.plan ? "feasible" : "infeasible: " + row.error);
     cells.push_back(std::move(line));
   }
@@ -328,12 +303,25 @@ std::string comparison_table(const Comparison& comparison, bool timing) {
   return out;
 }
 
+const std::vector<std::string>& comparison_format_names() {
+  static const std::vector<std::string> kNames{"table", "json", "csv"};
+  return kNames;
+}
+
+std::string comparison_text(const Comparison& comparison, std::string_view format, bool timing,
+                            const topology::Topology& topology) {
+  if (format == "table") return comparison_table(comparison, timing);
+  if (format == "json") return comparison_json(comparison, timing, topology);
+  if (format == "csv") return comparison_csv(comparison, timing);
+  throw UsageError("unknown comparison format \"" + std::string(format) + "\"");
+}
+
 std::optional<std::string> comparison_summary(const Comparison& comparison) {
   if (!comparison.fastest) return std::nullopt;
   auto run = [&](std::size_t x) {
     const CompareRow& row = comparison.rows[x];
     return row.label() + " (" + std::string(schedule::policy_name(row.policy)) + ") " +
-           format_ms(row.plan->timeline.iteration_ms);
+           io::format_ms(row.plan->timeline.iteration_ms);
   };
   std::string summary = "fastest: " + run(*comparison.fastest);
   if (comparison.fastest_baseline)

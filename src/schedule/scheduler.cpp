@@ -24,25 +24,6 @@
 
 namespace pipeplan::schedule {
 
-std::string_view policy_name(Policy policy) {
-  switch (policy) {
-    case Policy::kList:
-      return "list";
-    case Policy::kOneFOneB:
-      return "1f1b";
-    case Policy::kGpipe:
-      return "gpipe";
-  }
-  return "list";
-}
-
-std::optional<Policy> parse_policy(std::string_view name) {
-  if (name == "list") return Policy::kList;
-  if (name == "1f1b") return Policy::kOneFOneB;
-  if (name == "gpipe") return Policy::kGpipe;
-  return std::nullopt;
-}
-
 int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches) {
   const int S = static_cast<int>(stages.size());
   long best = 0;

@@ -118,6 +118,15 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
 /// `--uniform`: the plans every framework can run). O(S).
 bool is_uniform(const std::vector<Stage>& stages);
 
+/// A run of a planner that `compare` adds beside its plain rows: the request with some settings
+/// of its own, and a label naming them.
+struct CompareVariant {
+  /// What the run adds to the request, as `compare` prints it: `--uniform`, or a megatron
+  /// configuration `t4 p2 d2`.
+  std::string label;
+  Request request;
+};
+
 /// One planner: everything the library and the command line know of it. `planner_table()`
 /// holds one row per planner, so adding a planner is adding a row: its name becomes a
 /// `--planner` choice with its description in the help, `make_plan` runs it within the limits
@@ -130,9 +139,17 @@ struct PlannerRow {
   std::string_view description;
   /// The schedule policy it uses unless told otherwise (`--schedule`).
   schedule::Policy default_policy = schedule::Policy::kList;
-  /// The policies `compare` runs it under, one row each, in order; empty: `compare` leaves it
-  /// out (a planner that needs settings of its own in the `Request`, say).
+  /// The policies `compare` runs it under, one row each, in order; empty: `compare` runs it
+  /// only as its `compare_variants` (a planner that needs settings of its own in the `Request`,
+  /// say).
   std::vector<schedule::Policy> compare_policies;
+  /// Whether `compare` also runs it under `--uniform` (under its default policy, after its
+  /// plain rows) when the request is not uniform already, so that users see what uniformity
+  /// costs.
+  bool compare_uniform = false;
+  /// The configurations `compare` runs it in besides, each under its default policy, after its
+  /// other rows; nullptr: none.
+  std::vector<CompareVariant> (*compare_variants)(const Request& request) = nullptr;
   /// Its estimated search steps on a request, in units of about 40 ns of one core (the `dev`
   /// build); `check_limits` refuses a request beyond `kMaxPlanSteps`.
   double (*steps)(const Request& request) = nullptr;
@@ -157,6 +174,13 @@ const PlannerRow& find_planner(std::string_view name);
 
 /// The planners' names, in table order.
 const std::vector<std::string>& planner_names();
+
+/// The names in table order as prose, for help text: `spp, gpipe, ..., megatron`.
+std::string planner_names_text();
+
+/// The extra runs `compare` makes of `row` beside its `compare_policies`: its `--uniform` run
+/// (`compare_uniform`, unless `request.uniform`), then its `compare_variants`. O(variants).
+std::vector<CompareVariant> compare_variants(const PlannerRow& row, const Request& request);
 
 /// The policy a planner uses unless told otherwise (its row's `default_policy`). Throws
 /// `UsageError` for an unknown planner.

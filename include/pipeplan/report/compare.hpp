@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/plan.hpp"
@@ -34,13 +35,14 @@ struct CompareRow {
   }
 };
 
-/// The runs `compare` makes for `request`: every planner of the planner table under each
-/// policy its row lists; `spp --uniform` (unless the request is uniform already), so that
-/// users see what uniformity costs; and, for a model whose layers split over tensor-parallel
-/// groups, the `megatron` configurations that use every GPU (each degree T of the request, each
-/// depth P with T P dividing the GPUs and at most the layers to split, D = N / (T P)). Each
-/// run is made (`planners::make_plan`), an infeasible one keeps its message; `done` is called
-/// after each. O(runs x planning).
+/// The runs `compare` makes for `request`, row by row of the planner table: the planner under
+/// each policy its row lists (`compare_policies`), then its variants (`planners::compare_variants`,
+/// each under its default policy): today `spp --uniform` (unless the request is uniform
+/// already), so that users see what uniformity costs, and, for a model whose layers split over
+/// tensor-parallel groups, the `megatron` configurations that use every GPU (each degree T of
+/// the request, each depth P with T P dividing the GPUs and at most the layers to split,
+/// D = N / (T P)). Each run is made (`planners::make_plan`), an infeasible one keeps its
+/// message; `done` is called after each. O(runs x planning).
 std::vector<CompareRow> compare_planners(const planners::Request& request,
                                          const std::function<void(const CompareRow&)>& done);
 
@@ -97,6 +99,14 @@ std::string comparison_csv(const Comparison& comparison, bool timing);
 /// The rows as a table with a header line, columns aligned (numbers to the right), the status
 /// last (`feasible`, or `infeasible: ` and the reason).
 std::string comparison_table(const Comparison& comparison, bool timing);
+
+/// The renderings `compare --format` offers, the default first: `table`, `json`, `csv`.
+const std::vector<std::string>& comparison_format_names();
+
+/// The rows in the rendering named `format` (one of `comparison_format_names()`):
+/// `comparison_table`, `comparison_json` or `comparison_csv`. `UsageError` for another name.
+std::string comparison_text(const Comparison& comparison, std::string_view format, bool timing,
+                            const topology::Topology& topology);
 
 /// `fastest: spp (list) 412.7 ms; best baseline: gpipe (gpipe) 500 ms`, for standard error;
 /// absent when no row has a plan.

@@ -10,21 +10,10 @@
 
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/plan.hpp"
+#include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::schedule {
-
-/// How the work of an iteration is ordered.
-enum class Policy {
-  kList,      ///< Greedy list scheduling: backward first, then lowest micro-batch; memory-aware.
-  kOneFOneB,  ///< 1F1B with a flush (PipeDream-Flush, DAPPLE), replicas round-robin.
-  kGpipe,     ///< Fill-drain: all forwards, then all backwards, replicas round-robin.
-};
-
-/// `list`, `1f1b` or `gpipe`.
-std::string_view policy_name(Policy policy);
-/// The policy named `name`, if any.
-std::optional<Policy> parse_policy(std::string_view name);
 
 /// The result of scheduling: the decisions and the engine's own times (which the replay of
 /// the decisions must reproduce).

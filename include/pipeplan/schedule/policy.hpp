@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// The schedule policies (spec section 5): one table from which the names `--schedule` accepts,
+/// their help text, plan.json's `schedule_policy` and the policies `compare` runs come. Adding a
+/// policy is adding an enumerator and a row (and teaching the scheduler to run it).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pipeplan::schedule {
+
+/// How the work of an iteration is ordered.
+enum class Policy {
+  kList,      ///< Greedy list scheduling: backward first, then lowest micro-batch; memory-aware.
+  kOneFOneB,  ///< 1F1B with a flush (PipeDream-Flush, DAPPLE), replicas round-robin.
+  kGpipe,     ///< Fill-drain: all forwards, then all backwards, replicas round-robin.
+};
+
+/// One policy: everything the library and the command line know of it by name.
+struct PolicyRow {
+  Policy policy = Policy::kList;
+  /// The name `--schedule` takes and plan.json records in `schedule_policy`.
+  std::string_view name;
+  /// What it does, one line for `--help`.
+  std::string_view description;
+  /// Whether it is a fixed per-GPU order (spec section 5) that ignores memory, so that the
+  /// replay must check it; false for the memory-aware list scheduler.
+  bool fixed = true;
+};
+
+/// Every policy, in the order `--help` names them and `compare` runs the main planner under
+/// them: `list` first.
+const std::vector<PolicyRow>& policy_table();
+
+/// The row of `policy`. Every enumerator has one.
+const PolicyRow& policy_row(Policy policy);
+
+/// The policies' names, in table order (`--schedule`'s choices).
+const std::vector<std::string>& policy_names();
+
+/// Every policy, in table order.
+std::vector<Policy> all_policies();
+
+/// `list`, `1f1b` or `gpipe`: the row's name.
+std::string_view policy_name(Policy policy);
+
+/// The policy named `name` (a row's name, exactly), if any.
+std::optional<Policy> parse_policy(std::string_view name);
+
+/// The names in table order as prose, for help text: `list, 1f1b or gpipe`.
+std::string policy_names_text();
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,72 @@
+// The schedule policy table and the name <-> enum functions read from it. Every lookup is a
+// linear scan of the (few) rows.
+
+#include "pipeplan/schedule/policy.hpp"
+
+#include "pipeplan/error.hpp"
+
+namespace pipeplan::schedule {
+
+const std::vector<PolicyRow>& policy_table() {
+  static const std::vector<PolicyRow> kTable{
+      {.policy = Policy::kList,
+       .name = "list",
+       .description = "the paper's list scheduler: an idle GPU starts a ready backward, else a "
+                      "ready forward whose stash fits in memory",
+       .fixed = false},
+      {.policy = Policy::kOneFOneB,
+       .name = "1f1b",
+       .description = "1F1B with a flush (PipeDream-Flush, DAPPLE): warm-up forwards, then a "
+                      "forward and a backward in turn",
+       .fixed = true},
+      {.policy = Policy::kGpipe,
+       .name = "gpipe",
+       .description = "fill-drain (GPipe): all forwards, then all backwards",
+       .fixed = true},
+  };
+  return kTable;
+}
+
+const PolicyRow& policy_row(Policy policy) {
+  for (const PolicyRow& row : policy_table()) {
+    if (row.policy == policy) return row;
+  }
+  throw InternalError("schedule policy " + std::to_string(static_cast<int>(policy)) +
+                      " has no row in the policy table");
+}
+
+const std::vector<std::string>& policy_names() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const PolicyRow& row : policy_table()) names.emplace_back(row.name);
+    return names;
+  }();
+  return kNames;
+}
+
+std::vector<Policy> all_policies() {
+  std::vector<Policy> policies;
+  for (const PolicyRow& row : policy_table()) policies.push_back(row.policy);
+  return policies;
+}
+
+std::string_view policy_name(Policy policy) { return policy_row(policy).name; }
+
+std::optional<Policy> parse_policy(std::string_view name) {
+  for (const PolicyRow& row : policy_table()) {
+    if (row.name == name) return row.policy;
+  }
+  return std::nullopt;
+}
+
+std::string policy_names_text() {
+  const std::vector<std::string>& names = policy_names();
+  std::string text;
+  for (std::size_t x = 0; x < names.size(); ++x) {
+    if (x > 0) text += x + 1 == names.size() ? " or " : ", ";
+    text += names[x];
+  }
+  return text;
+}
+
+}  // namespace pipeplan::schedule

@@ -1,0 +1,75 @@
+// planners::PlannerRow's compare fields: the runs `compare` makes of each planner come from its
+// row (compare_policies, compare_uniform, compare_variants), not from its name.
+
+#include <gtest/gtest.h>
+
+#include "../support/builders.hpp"
+#include "../support/builders_v2.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/schedule/policy.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using pipeplan::testing::L;
+using pipeplan::testing::make_model;
+using pipeplan::testing::uniform_topology;
+
+TEST(PlannerTableTest, NamesTextListsTheTableInOrder) {
+  std::string expected;
+  for (const PlannerRow& row : planner_table()) {
+    expected += (expected.empty() ? "" : ", ") + std::string(row.name);
+  }
+  EXPECT_EQ(planner_names_text(), expected);
+  EXPECT_EQ(planner_names_text(), "spp, gpipe, pipedream, uniform, data-parallel, megatron");
+}
+
+TEST(PlannerTableTest, CompareRunsEveryPlanner) {
+  for (const PlannerRow& row : planner_table()) {
+    EXPECT_TRUE(!row.compare_policies.empty() || row.compare_variants != nullptr) << row.name;
+  }
+  // The main planner under every policy of the policy table.
+  EXPECT_EQ(find_planner("spp").compare_policies, schedule::all_policies());
+}
+
+TEST(PlannerTableTest, UniformVariantUnlessTheRequestIsUniform) {
+  const model::Model model = make_model({L{}, L{}});
+  const topology::Topology topology = uniform_topology(2, 1e9, 0);
+  Request request{model, topology, 2};
+  for (const PlannerRow& row : planner_table()) {
+    const std::vector<CompareVariant> variants = compare_variants(row, request);
+    // A v1 model has no tensor-parallel layers: no megatron configurations.
+    ASSERT_EQ(variants.size(), row.compare_uniform ? 1u : 0u) << row.name;
+    if (!row.compare_uniform) continue;
+    EXPECT_EQ(variants.front().label, "--uniform");
+    EXPECT_TRUE(variants.front().request.uniform);
+    EXPECT_EQ(variants.front().request.micro_batches, 2);
+  }
+  request.uniform = true;
+  for (const PlannerRow& row : planner_table()) {
+    EXPECT_TRUE(compare_variants(row, request).empty()) << row.name;
+  }
+}
+
+TEST(PlannerTableTest, MegatronVariantsAreItsConfigurationsOnEveryGpu) {
+  std::mt19937 rng(7);
+  const model::Model model = pipeplan::testing::random_v2_model(rng, 8, 1e6);
+  const topology::Topology topology = uniform_topology(8, 1e9, 0);
+  const Request request{model, topology, 4};
+  const std::vector<CompareVariant> variants = compare_variants(find_planner("megatron"), request);
+  ASSERT_FALSE(variants.empty());
+  for (const CompareVariant& variant : variants) {
+    const Request& fixed = variant.request;
+    ASSERT_EQ(fixed.tensor_parallel.size(), 1u) << variant.label;
+    ASSERT_TRUE(fixed.pipeline_parallel && fixed.data_parallel) << variant.label;
+    const int t = fixed.tensor_parallel.front();
+    EXPECT_EQ(variant.label, "t" + std::to_string(t) + " p" +
+                                 std::to_string(*fixed.pipeline_parallel) + " d" +
+                                 std::to_string(*fixed.data_parallel));
+    EXPECT_EQ(t * *fixed.pipeline_parallel * *fixed.data_parallel, topology.size())
+        << variant.label;
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
