@@ -205,16 +205,21 @@ double scheduling_steps(const std::vector<Stage>& stages, int micro_batches) {
   return tasks * std::max(groups, 1.0);
 }
 
-void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
+std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stages,
+                                                  int micro_batches, int gpus) {
   const double steps = scheduling_steps(stages, micro_batches);
-  if (steps > kMaxScheduleSteps) {
-    throw InfeasibleError(
-        "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +
-        " with " + counted(micro_batches, "micro-batch", "micro-batches") + " on " +
-        counted(gpus, "GPU", "GPUs") + ": the scheduler would take about " + count_text(steps) +
-        " steps (every task scans every GPU group in use), more than its limit of " +
-        count_text(kMaxScheduleSteps) +
-        "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)");
+  if (steps <= kMaxScheduleSteps) return std::nullopt;
+  return "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +
+         " with " + counted(micro_batches, "micro-batch", "micro-batches") + " on " +
+         counted(gpus, "GPU", "GPUs") + ": the scheduler would take about " + count_text(steps) +
+         " steps (every task scans every GPU group in use), more than its limit of " +
+         count_text(kMaxScheduleSteps) +
+         "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)";
+}
+
+void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
+  if (auto refusal = schedule_limit_refusal(stages, micro_batches, gpus)) {
+    throw InfeasibleError(*refusal);
   }
 }
 
@@ -285,27 +290,35 @@ void check_limits(std::string_view planner, const Request& request) {
   }
 }
 
-void check_task_limit(std::size_t stages, int micro_batches) {
+std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches) {
   const auto S = static_cast<std::int64_t>(stages);
   const std::int64_t M = micro_batches;
   const std::int64_t tasks = simulate::TaskGraph::chain_task_count(S, M);
-  if (tasks > kMaxPlanTasks) {
-    throw InfeasibleError("cannot schedule " + std::to_string(S) + " stages with " +
-                          std::to_string(M) + " micro-batches: that makes " +
-                          std::to_string(tasks) + " tasks, and a plan may have at most " +
-                          std::to_string(kMaxPlanTasks) +
-                          "; use fewer micro-batches (see \"Limits\" in docs/errors.md)");
-  }
+  if (tasks <= kMaxPlanTasks) return std::nullopt;
+  return "cannot schedule " + std::to_string(S) + " stages with " + std::to_string(M) +
+         " micro-batches: that makes " + std::to_string(tasks) +
+         " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+         "; use fewer micro-batches (see \"Limits\" in docs/errors.md)";
 }
 
-Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
-                 schedule::Policy policy) {
+void check_task_limit(std::size_t stages, int micro_batches) {
+  if (auto refusal = task_limit_refusal(stages, micro_batches)) throw InfeasibleError(*refusal);
+}
+
+Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
+                         schedule::Policy policy) {
   simulate::check_stages(request.model, request.topology, partition.stages);
-  check_task_limit(partition.stages.size(), request.micro_batches);
-  check_schedule_limit(partition.stages, request.micro_batches, request.topology.size());
-  schedule::Scheduled scheduled =
-      schedule::make_schedule(request.model, request.topology, partition.stages,
-                              request.micro_batches, policy, request.optimizer);
+  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches)) {
+    return {std::nullopt, std::move(*refusal)};
+  }
+  if (auto refusal = schedule_limit_refusal(partition.stages, request.micro_batches,
+                                            request.topology.size())) {
+    return {std::nullopt, std::move(*refusal)};
+  }
+  schedule::ScheduleAttempt scheduled =
+      schedule::try_make_schedule(request.model, request.topology, partition.stages,
+                                  request.micro_batches, policy, request.optimizer);
+  if (!scheduled.scheduled) return {std::nullopt, std::move(scheduled.refusal)};
   Plan plan;
   plan.planner = std::move(planner);
   plan.schedule_policy = std::string(schedule::policy_name(policy));
@@ -314,19 +327,26 @@ Plan finish_plan(std::string planner, const Partition& partition, const Request&
   plan.optimizer = request.optimizer;
   try {
     plan.timeline = simulate::replay(request.model, request.topology, plan.stages,
-                                     scheduled.schedule, request.optimizer);
+                                     scheduled.scheduled->schedule, request.optimizer);
   } catch (const simulate::ScheduleError& error) {
     throw InternalError(std::string("the ") + plan.schedule_policy +
                         " scheduler made an invalid schedule: " + error.what());
   }
-  plan.schedule = std::move(scheduled.schedule);
+  plan.schedule = std::move(scheduled.scheduled->schedule);
   if (auto violation = simulate::memory_violation(request.topology, plan.timeline)) {
-    throw InfeasibleError("the " + plan.schedule_policy + " schedule of the " + plan.planner +
-                          " plan does not fit in memory: " + *violation);
+    return {std::nullopt, "the " + plan.schedule_policy + " schedule of the " + plan.planner +
+                              " plan does not fit in memory: " + *violation};
   }
   plan.bounds = simulate::compute_bounds(request.model, request.topology, plan.stages,
                                          request.micro_batches, request.optimizer);
-  return plan;
+  return {std::move(plan), {}};
+}
+
+Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
+                 schedule::Policy policy) {
+  Finished finished = try_finish_plan(std::move(planner), partition, request, policy);
+  if (!finished.plan) throw InfeasibleError(finished.refusal);
+  return std::move(*finished.plan);
 }
 
 schedule::Policy default_policy(std::string_view planner) {

@@ -63,11 +63,7 @@ double replay_work(const Request& request, std::size_t stages) {
 // the task or scheduling limits).
 std::optional<Plan> fitted_plan(const Partition& partition, const Request& request,
                                 schedule::Policy policy) {
-  try {
-    return finish_plan("spp", partition, request, policy);
-  } catch (const InfeasibleError&) {
-    return std::nullopt;
-  }
+  return try_finish_plan("spp", partition, request, policy).plan;
 }
 
 // The partition of a baseline planner, or nothing where it refuses the request.

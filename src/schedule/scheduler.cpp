@@ -104,14 +104,14 @@ class Engine {
         gpu.group = &group;
         const double fixed = e.static_bytes + e.transient_bytes;
         const long fit = simulate::max_in_flight(fixed, e.stash_bytes, group.capacity_bytes, M_);
-        if (fit < 1) {
+        if (fit < 1 && !refusal_) {
           const Stage& stage = stages[static_cast<std::size_t>(s)];
-          throw InfeasibleError(
-              "stage " + std::to_string(s) + " (layers " + std::to_string(stage.first_layer) +
-              ".." + std::to_string(stage.last_layer) + ") needs " +
-              io::format_bytes(fixed + e.stash_bytes) +
-              " with one micro-batch in flight but GPU \"" + topology.gpu(group.tightest_gpu).id +
-              "\" has " + io::format_bytes(*group.capacity_bytes));
+          refusal_ = "stage " + std::to_string(s) + " (layers " +
+                     std::to_string(stage.first_layer) + ".." + std::to_string(stage.last_layer) +
+                     ") needs " + io::format_bytes(fixed + e.stash_bytes) +
+                     " with one micro-batch in flight but GPU \"" +
+                     topology.gpu(group.tightest_gpu).id + "\" has " +
+                     io::format_bytes(*group.capacity_bytes);
         }
         gpu.max_in_flight = static_cast<int>(fit);
       }
@@ -135,6 +135,10 @@ class Engine {
       for (int m = 0; m < M_; ++m) make_ready({Op::kForward, 0, m});
     }
   }
+
+  // The first stage that cannot hold one micro-batch on some replica, in words; nothing when
+  // every group can (then `run` may be called).
+  [[nodiscard]] const std::optional<std::string>& refusal() const { return refusal_; }
 
   Scheduled run() {
     dispatch(0);
@@ -371,6 +375,7 @@ class Engine {
   long completed_ = 0;
   int next_first_stage_ = 0;
   Scheduled result_;
+  std::optional<std::string> refusal_;
 };
 
 }  // namespace
@@ -378,8 +383,18 @@ class Engine {
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
                         Optimizer optimizer) {
+  ScheduleAttempt attempt =
+      try_make_schedule(model, topology, stages, micro_batches, policy, optimizer);
+  if (!attempt.scheduled) throw InfeasibleError(attempt.refusal);
+  return std::move(*attempt.scheduled);
+}
+
+ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
+                                  const std::vector<Stage>& stages, int micro_batches,
+                                  Policy policy, Optimizer optimizer) {
   Engine engine(model, topology, stages, micro_batches, policy, optimizer);
-  return engine.run();
+  if (engine.refusal()) return {std::nullopt, *engine.refusal()};
+  return {engine.run(), {}};
 }
 
 }  // namespace pipeplan::schedule

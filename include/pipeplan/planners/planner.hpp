@@ -96,10 +96,15 @@ void check_limits(std::string_view planner, const Request& request);
 /// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
 /// tasks for `micro_batches` micro-batches. `finish_plan` calls it before scheduling.
 void check_task_limit(std::size_t stages, int micro_batches);
+/// Why `check_task_limit` refuses, or nothing. O(1).
+std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches);
 
 /// Refuses, with `InfeasibleError`, `stages` whose scheduling on `gpus` GPUs would take more
 /// than `kMaxScheduleSteps` (`scheduling_steps`). `finish_plan` calls it before scheduling.
 void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus);
+/// Why `check_schedule_limit` refuses, or nothing. O(S).
+std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stages,
+                                                  int micro_batches, int gpus);
 
 /// A planner's choice before scheduling.
 struct Partition {
@@ -113,6 +118,18 @@ struct Partition {
 /// exceeds a GPU's memory, `InternalError` when the scheduler and the replay disagree.
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy);
+
+/// A finished plan, or why the partition cannot be one.
+struct Finished {
+  std::optional<Plan> plan;
+  std::string refusal;  ///< When `plan` is empty: the message `finish_plan` throws.
+};
+
+/// `finish_plan` with "does not fit" as a value (over the task or scheduling limit, a stage
+/// that cannot hold one micro-batch, a replay over memory), for searches that try many
+/// partitions; other failures (a malformed partition, a scheduler bug) still throw.
+Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
+                         schedule::Policy policy);
 
 /// Whether every stage has the same replica count and tensor-parallel degree (spec 8.4,
 /// `--uniform`: the plans every framework can run). O(S).

@@ -37,11 +37,23 @@ struct Scheduled {
 /// * `kOneFOneB`, `kGpipe`: the per-GPU orders of spec section 5 (micro-batch m on replica
 ///   m mod r), channels first-in first-out. They ignore memory; check the replay.
 ///
-/// Throws `InfeasibleError` when a stage cannot hold even one micro-batch on some replica.
-/// O(T log T) for T tasks.
+/// Throws `InfeasibleError` when a stage cannot hold even one micro-batch on some replica
+/// (`try_make_schedule` returns that as a value). O(T log T) for T tasks.
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
                         Optimizer optimizer = Optimizer::kReplicated);
+
+/// A schedule, or why there is none.
+struct ScheduleAttempt {
+  std::optional<Scheduled> scheduled;
+  std::string refusal;  ///< When `scheduled` is empty: the stage and GPU that cannot hold one
+                        ///< micro-batch, the message `make_schedule` throws.
+};
+
+/// `make_schedule` with "does not fit" as a value, for searches that try many stages.
+ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
+                                  const std::vector<Stage>& stages, int micro_batches,
+                                  Policy policy, Optimizer optimizer = Optimizer::kReplicated);
 
 /// The 1F1B warm-up depth of stage `s`: `min(M, max_{t>=s} (S-t) r_t)` (spec section 5).
 int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches);
