@@ -9,11 +9,14 @@
 #   compare --no-timing, then the large-model examples of examples/*/llm (spec 8). Exit codes
 #   are recorded next to the outputs (an infeasible pair is part of the corpus, not a failure).
 #   Takes about a minute with a release build.
+#   Outputs are named relative to OUTPUT_DIR (the script runs there), so that messages which
+#   name a plan file read the same whichever folder two corpora are written to.
 set -u
-bin=$1
-out=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$out"
+case $1 in /*) bin=$1 ;; */*) bin=$(pwd)/$1 ;; *) bin=$(command -v "$1") ;; esac
+mkdir -p "$2"
+cd "$2" || exit 2
+out=.
 planners="spp gpipe pipedream uniform data-parallel"
 policies="default list 1f1b gpipe"
 for topo_file in "$root"/examples/topologies/*.json; do
