@@ -45,9 +45,18 @@ inline std::vector<ComputeTask> one_f_one_b(const std::vector<int>& micro_batche
   return out;
 }
 
-/// The view of `hand`: forwards take 2 ms, backwards 4 ms (6 with recomputation), transfers
-/// 0.5 ms between leaders, AllReduces 1 ms, updates 0.25 ms.
-inline report::PlanView hand_view(const HandPlan& hand) {
+/// The replica that runs micro-batch m on stage s in `hand`: m mod r, but for the crossed
+/// first two micro-batches of the last stage where `cross_replicas` asks.
+inline int hand_replica(const HandPlan& hand, const Plan& plan, int s, int m) {
+  const int S = static_cast<int>(plan.stages.size());
+  const int r = plan.stages[static_cast<std::size_t>(s)].replicas();
+  if (hand.cross_replicas && s == S - 1 && m == 0 && r > 1) return 1;
+  if (hand.cross_replicas && s == S - 1 && m == 1 && r > 1) return 0;
+  return m % r;
+}
+
+/// The view's inputs and stages: GPUs, names, stages and their GPUs, layer names.
+inline void hand_setup(const HandPlan& hand, report::PlanView& view) {
   const int S = static_cast<int>(hand.layers_per_stage.size());
   const int M = hand.micro_batches;
   int used = 0;
@@ -55,7 +64,6 @@ inline report::PlanView hand_view(const HandPlan& hand) {
     used += hand.replicas[static_cast<std::size_t>(s)] * hand.degrees[static_cast<std::size_t>(s)];
   }
   const int N = used + hand.spare_gpus;
-  report::PlanView view;
   view.model_name = "hand";
   view.topology_name = "hosts";
   view.plan_file = "plan.json";
@@ -93,22 +101,22 @@ inline report::PlanView hand_view(const HandPlan& hand) {
     names.push_back("l" + std::to_string(l));
   }
   view.layer_names = names;
+}
 
+/// The per-GPU orders of `hand`.
+inline void hand_orders(const HandPlan& hand, Plan& plan) {
+  const int S = static_cast<int>(plan.stages.size());
+  const int M = hand.micro_batches;
+  const int N = static_cast<int>(plan.gpu_order.size());
   // Orders: replica m mod r, 1F1B on each replica's micro-batches.
   plan.schedule.micro_batches = M;
   plan.schedule.gpu_order.assign(static_cast<std::size_t>(N), {});
-  auto replica_of = [&](int s, int m) {
-    const int r = plan.stages[static_cast<std::size_t>(s)].replicas();
-    if (hand.cross_replicas && s == S - 1 && m == 0 && r > 1) return 1;
-    if (hand.cross_replicas && s == S - 1 && m == 1 && r > 1) return 0;
-    return m % r;
-  };
   for (int s = 0; s < S; ++s) {
     const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
     for (int i = 0; i < stage.replicas(); ++i) {
       std::vector<int> mine;
       for (int m = 0; m < M; ++m) {
-        if (replica_of(s, m) == i) mine.push_back(m);
+        if (hand_replica(hand, plan, s, m) == i) mine.push_back(m);
       }
       auto order = one_f_one_b(mine, s, S);
       if (hand.swap_replica_order && s == 0 && i == 1 && order.size() > 1) {
@@ -117,11 +125,17 @@ inline report::PlanView hand_view(const HandPlan& hand) {
       plan.schedule.gpu_order[static_cast<std::size_t>(stage.leader(i))] = order;
     }
   }
+}
 
+/// Replays the orders into the timeline's compute and transfers; returns each backward's end.
+inline std::vector<std::vector<double>> hand_replay(const HandPlan& hand, Plan& plan) {
+  const int S = static_cast<int>(plan.stages.size());
+  const int M = hand.micro_batches;
+  const int N = static_cast<int>(plan.gpu_order.size());
   // Replay: each leader runs its order; a task waits for its data predecessor and a transfer
   // between leaders of 0.5 ms. O(T^2) sweeps, fine for a handful of tasks.
   auto leader_of = [&](int s, int m) {
-    return plan.stages[static_cast<std::size_t>(s)].leader(replica_of(s, m));
+    return plan.stages[static_cast<std::size_t>(s)].leader(hand_replica(hand, plan, s, m));
   };
   std::vector<double> gpu_free(static_cast<std::size_t>(N), 0);
   std::vector<std::size_t> next(static_cast<std::size_t>(N), 0);
@@ -191,6 +205,15 @@ inline report::PlanView hand_view(const HandPlan& hand) {
   std::stable_sort(
       timeline.transfers.begin(), timeline.transfers.end(),
       [](const TimedTransfer& a, const TimedTransfer& b) { return a.start_ms < b.start_ms; });
+  return b_end;
+}
+
+/// AllReduces, updates, the iteration and the bounds.
+inline void hand_finish(const HandPlan& hand, Plan& plan,
+                        const std::vector<std::vector<double>>& b_end) {
+  const int S = static_cast<int>(plan.stages.size());
+  const int M = hand.micro_batches;
+  Timeline& timeline = plan.timeline;
   double iteration = 0;
   for (const auto& e : timeline.compute) iteration = std::max(iteration, e.end_ms);
   for (const auto& e : timeline.transfers) iteration = std::max(iteration, e.end_ms);
@@ -215,7 +238,14 @@ inline report::PlanView hand_view(const HandPlan& hand) {
   }
   timeline.iteration_ms = iteration;
   plan.bounds = {iteration / 2, iteration * 0.9};
+}
 
+/// The stage, group, GPU and memory figures.
+inline void hand_figures(report::PlanView& view) {
+  Plan& plan = view.plan;
+  Timeline& timeline = plan.timeline;
+  const int S = static_cast<int>(plan.stages.size());
+  const int N = static_cast<int>(view.gpu_ids.size());
   // Figures.
   timeline.gpus.assign(static_cast<std::size_t>(N), {});
   report::MemoryFigures memory;
@@ -244,6 +274,17 @@ inline report::PlanView hand_view(const HandPlan& hand) {
   }
   view.memory = memory;
   view.group_figures = groups;
+}
+
+/// The view of `hand`: forwards take 2 ms, backwards 4 ms (6 with recomputation), transfers
+/// 0.5 ms between leaders, AllReduces 1 ms, updates 0.25 ms.
+inline report::PlanView hand_view(const HandPlan& hand) {
+  report::PlanView view;
+  hand_setup(hand, view);
+  hand_orders(hand, view.plan);
+  const std::vector<std::vector<double>> b_end = hand_replay(hand, view.plan);
+  hand_finish(hand, view.plan, b_end);
+  hand_figures(view);
   return view;
 }
 

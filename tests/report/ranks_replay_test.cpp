@@ -31,16 +31,48 @@ using testing::load;
 using testing::source_dir;
 using testing::stems;
 
-// Replays `ranks` (the export of `view`); returns "" when every rank finishes and the plan's
-// schedule is reproduced, else what went wrong.
-std::string replay(const json& ranks, const PlanView& view) {
+// After a replay: "" when the compute and transfer orders it saw are the plan's and every
+// rank's per-micro-batch peers agree with its operations, else what differs.
+std::string reproduced(const json& ranks, const PlanView& view,
+                       const std::vector<std::vector<ComputeTask>>& computed,
+                       std::map<Channel, std::vector<TransferTask>>& carried) {
   const Plan& plan = view.plan;
   const std::size_t R = ranks.size();
-  const int S = static_cast<int>(plan.stages.size());
-  std::vector<std::size_t> next(R, 0);
-  std::vector<int> gpu(R), stage(R);
-  std::map<int, int> rank_of_gpu;
+  // The schedule, reproduced.
+  for (std::size_t g = 0; g < view.gpu_ids.size(); ++g) {
+    if (computed[g] != plan.schedule.gpu_order[g]) {
+      return "the compute order of " + view.gpu_ids[g] + " differs";
+    }
+  }
+  for (const auto& [channel, order] : plan.schedule.channel_order) {
+    if (carried[channel] != order) {
+      return "the transfer order of " + view.gpu_ids[static_cast<std::size_t>(channel.first)] +
+             " -> " + view.gpu_ids[static_cast<std::size_t>(channel.second)] + " differs";
+    }
+  }
+  // The per-micro-batch peers agree with the operations.
   for (std::size_t r = 0; r < R; ++r) {
+    for (const json& entry : ranks[r].at("micro_batches")) {
+      const int m = entry.at("micro_batch").get<int>();
+      for (const json& op : ranks[r].at("operations")) {
+        if ((op.at("op") != "send" && op.at("op") != "recv") || op.at("micro_batch") != m) continue;
+        const std::string key =
+            std::string(op.at("kind") == "activation" ? "activations_" : "gradients_") +
+            (op.at("op") == "send" ? "to" : "from");
+        if (entry.at(key).at("rank") != op.at("peer")) {
+          return "rank " + std::to_string(r) + ": " + key + " disagrees";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// Each rank's GPU index and stage into `gpu` and `stage`; "" when the ranks are in order and
+// name known GPUs, else what is wrong.
+std::string rank_places(const json& ranks, const PlanView& view, std::vector<int>& gpu,
+                        std::vector<int>& stage) {
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (ranks[r].at("rank") != static_cast<int>(r)) {
       return "rank " + std::to_string(r) + " is out of order";
     }
@@ -49,8 +81,19 @@ std::string replay(const json& ranks, const PlanView& view) {
     if (id == view.gpu_ids.end()) return "unknown GPU " + ranks[r].at("gpu").dump();
     gpu[r] = static_cast<int>(id - view.gpu_ids.begin());
     stage[r] = ranks[r].at("stage").get<int>();
-    rank_of_gpu[gpu[r]] = static_cast<int>(r);
   }
+  return "";
+}
+
+// Replays `ranks` (the export of `view`); returns "" when every rank finishes and the plan's
+// schedule is reproduced, else what went wrong.
+std::string replay(const json& ranks, const PlanView& view) {
+  const Plan& plan = view.plan;
+  const std::size_t R = ranks.size();
+  const int S = static_cast<int>(plan.stages.size());
+  std::vector<std::size_t> next(R, 0);
+  std::vector<int> gpu(R), stage(R);
+  if (std::string error = rank_places(ranks, view, gpu, stage); !error.empty()) return error;
   // What each rank has done, for the local dependency checks: (op or kind, micro-batch).
   std::vector<std::set<std::pair<std::string, int>>> done(R);
   std::vector<std::vector<ComputeTask>> computed(view.gpu_ids.size());
@@ -131,33 +174,7 @@ std::string replay(const json& ranks, const PlanView& view) {
       return "stuck: rank " + std::to_string(r) + " waits at " + op->dump();
     }
   }
-  // The schedule, reproduced.
-  for (std::size_t g = 0; g < view.gpu_ids.size(); ++g) {
-    if (computed[g] != plan.schedule.gpu_order[g]) {
-      return "the compute order of " + view.gpu_ids[g] + " differs";
-    }
-  }
-  for (const auto& [channel, order] : plan.schedule.channel_order) {
-    if (carried[channel] != order) {
-      return "the transfer order of " + view.gpu_ids[static_cast<std::size_t>(channel.first)] +
-             " -> " + view.gpu_ids[static_cast<std::size_t>(channel.second)] + " differs";
-    }
-  }
-  // The per-micro-batch peers agree with the operations.
-  for (std::size_t r = 0; r < R; ++r) {
-    for (const json& entry : ranks[r].at("micro_batches")) {
-      const int m = entry.at("micro_batch").get<int>();
-      for (const json& op : ranks[r].at("operations")) {
-        if ((op.at("op") != "send" && op.at("op") != "recv") || op.at("micro_batch") != m) continue;
-        const std::string key =
-            std::string(op.at("kind") == "activation" ? "activations_" : "gradients_") +
-            (op.at("op") == "send" ? "to" : "from");
-        if (entry.at(key).at("rank") != op.at("peer")) {
-          return "rank " + std::to_string(r) + ": " + key + " disagrees";
-        }
-      }
-    }
-  }
+  return reproduced(ranks, view, computed, carried);
   return "";
 }
 

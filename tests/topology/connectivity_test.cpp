@@ -16,6 +16,29 @@
 namespace pipeplan::topology {
 namespace {
 
+// The first GPU that GPU 0 cannot reach over `linked` pairs (breadth-first), or -1. O(n^2).
+int first_unreached(const std::vector<std::vector<bool>>& linked) {
+  const int n = static_cast<int>(linked.size());
+  std::vector<bool> seen(static_cast<std::size_t>(n));
+  std::queue<int> queue;
+  queue.push(0);
+  seen[0] = true;
+  while (!queue.empty()) {
+    const int u = queue.front();
+    queue.pop();
+    for (int v = 0; v < n; ++v) {
+      if (linked[u][v] && !seen[v]) {
+        seen[v] = true;
+        queue.push(v);
+      }
+    }
+  }
+  for (int v = 0; v < n; ++v) {
+    if (!seen[v]) return v;
+  }
+  return -1;
+}
+
 TEST(ConnectivityTest, TheReaderAgreesWithASearchOverTheLinkedPairs) {
   std::mt19937 rng(18);
   int connected = 0, disconnected = 0;
@@ -86,24 +109,7 @@ TEST(ConnectivityTest, TheReaderAgreesWithASearchOverTheLinkedPairs) {
     text += R"("links": [)" + links + "]}";
 
     // The oracle: the first GPU that GPU 0 cannot reach.
-    std::vector<bool> seen(static_cast<std::size_t>(n));
-    std::queue<int> queue;
-    queue.push(0);
-    seen[0] = true;
-    while (!queue.empty()) {
-      const int u = queue.front();
-      queue.pop();
-      for (int v = 0; v < n; ++v) {
-        if (linked[u][v] && !seen[v]) {
-          seen[v] = true;
-          queue.push(v);
-        }
-      }
-    }
-    int unreached = -1;
-    for (int v = 0; v < n && unreached < 0; ++v) {
-      if (!seen[v]) unreached = v;
-    }
+    const int unreached = first_unreached(linked);
     SCOPED_TRACE(text);
     if (unreached < 0) {
       ++connected;
