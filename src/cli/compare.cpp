@@ -74,13 +74,10 @@ void add_compare_command(CLI::App& app, Action& action) {
   sub->add_option("-m,--micro-batches", options->micro_batches,
                   "Micro-batches per iteration (overrides the model's)")
       ->transform(decimal_integer(1, model::kMaxMicroBatches));
-  std::string formats;
   const std::vector<std::string>& names = report::comparison_format_names();
-  for (std::size_t x = 0; x < names.size(); ++x) {
-    if (x > 0) formats += x + 1 == names.size() ? " or " : ", ";
-    formats += names[x] + (x == 0 ? " (default)" : "");
-  }
-  sub->add_option("-f,--format", options->format, "Output format: " + formats)
+  std::vector<std::string> described = names;
+  described.front() += " (default)";
+  sub->add_option("-f,--format", options->format, "Output format: " + io::format_choices(described))
       ->check(CLI::IsMember(names));
   sub->footer([] { return planners_help(true); });
   add_planning_options(*sub, options->planning);

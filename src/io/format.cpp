@@ -52,4 +52,26 @@ std::string format_ms(double ms) {
   return format_number(ms, 4) + " ms";
 }
 
+namespace {
+
+std::string joined(const std::vector<std::string>& items, const std::string& separator,
+                   const std::string& last) {
+  std::string out;
+  for (std::size_t x = 0; x < items.size(); ++x) {
+    if (x > 0) out += x + 1 == items.size() ? last : separator;
+    out += items[x];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_list(const std::vector<std::string>& items, const std::string& separator) {
+  return joined(items, separator, separator);
+}
+
+std::string format_choices(const std::vector<std::string>& items) {
+  return joined(items, ", ", " or ");
+}
+
 }  // namespace pipeplan::io

@@ -161,14 +161,7 @@ const std::vector<std::string>& planner_names() {
   return kNames;
 }
 
-std::string planner_names_text() {
-  std::string text;
-  for (const std::string& name : planner_names()) {
-    if (!text.empty()) text += ", ";
-    text += name;
-  }
-  return text;
-}
+std::string planner_names_text() { return io::format_list(planner_names()); }
 
 const PlannerRow& find_planner(std::string_view name) {
   for (const PlannerRow& row : planner_table()) {

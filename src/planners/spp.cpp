@@ -38,14 +38,6 @@ namespace {
 
 namespace tuning = partition::tuning;
 
-// SppSearch's defaults (planner.hpp) are the table's (search_constants.hpp).
-static_assert(SppSearch{}.exhaustive_shapes == tuning::kExhaustiveShapes);
-static_assert(SppSearch{}.dp_solutions == tuning::kDpSolutions);
-static_assert(SppSearch{}.work == tuning::kWork);
-static_assert(SppSearch{}.sweeps == tuning::kSweeps);
-static_assert(SppSearch{}.max_work == tuning::kMaxWork);
-static_assert(SppSearch{}.min_gain == tuning::kAnyGain);
-
 // What replaying a shape of `stages` stages costs the search budget: its 4 S M tasks and the
 // N GPUs of `request` (SppSearch::work is counted in these units).
 double replay_work(const Request& request, std::size_t stages) {
@@ -58,13 +50,6 @@ double replay_work(const Request& request, std::size_t stages) {
 // few times per order for seeds, refuse by throwing InfeasibleError, which `baseline_shape` and
 // `megatron_shape` turn into values. Every step below sees std::nullopt for a shape or seed that
 // does not fit.
-
-// `partition` scheduled under `policy` and replayed, or nothing where it does not fit (memory,
-// the task or scheduling limits).
-std::optional<Plan> fitted_plan(const Partition& partition, const Request& request,
-                                schedule::Policy policy) {
-  return try_finish_plan("spp", partition, request, policy).plan;
-}
 
 // The partition of a baseline planner, or nothing where it refuses the request.
 std::optional<Partition> baseline_shape(const PlannerRow& baseline, const Request& request,
@@ -324,7 +309,8 @@ class SppRun {
   partition::Evaluation replayed(const std::vector<int>& order, const std::vector<Stage>& stages,
                                  std::optional<Plan>& fastest) const {
     const double work = replay_work(request_, stages.size());
-    std::optional<Plan> plan = fitted_plan(Partition{order, stages}, request_, policy_);
+    std::optional<Plan> plan =
+        try_finish_plan("spp", Partition{order, stages}, request_, policy_).plan;
     if (!plan) return {std::nullopt, work};
     const double ms = plan->timeline.iteration_ms;
     if (!fastest || ms < fastest->timeline.iteration_ms) fastest = std::move(plan);
@@ -598,7 +584,7 @@ std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
 // plans again under it); else the binding memory constraint (infeasibility_message).
 [[noreturn]] void refuse(const Request& request, schedule::Policy policy, const SppSearch& search,
                          const partition::StageChoices& choices) {
-  if (policy != schedule::Policy::kList) {
+  if (schedule::policy_row(policy).fixed) {
     const std::optional<Plan> list_plan =
         spp_recipe(request, schedule::Policy::kList, search, choices);
     if (list_plan && list_plan->timeline.iteration_ms > 0) {

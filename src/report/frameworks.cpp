@@ -15,6 +15,7 @@
 
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::report {
@@ -29,12 +30,6 @@ std::string plan_file(const PlanView& view) {
 // `1 replica`, `2 replicas`.
 std::string count_of(int n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
-  return out;
 }
 
 // The number of decoder layers when the model's layers are `embedding`, `decoder0` ..
@@ -66,7 +61,7 @@ std::string stage_list(const std::vector<int>& stages) {
   std::vector<std::string> parts;
   parts.reserve(stages.size());
   for (int s : stages) parts.push_back(std::to_string(s));
-  return (stages.size() == 1 ? "stage " : "stages ") + join(parts, ", ");
+  return (stages.size() == 1 ? "stage " : "stages ") + io::format_list(parts);
 }
 
 // The note for a plan in which only some stages recompute; `setting` is how the framework
@@ -183,7 +178,7 @@ ordered_json host_list(const Hosts& hosts, std::vector<std::string>& visible_not
       identity = identity && host.devices[i] == static_cast<int>(i);
       devices.push_back(std::to_string(host.devices[i]));
     }
-    const std::string visible = join(devices, ",");
+    const std::string visible = io::format_list(devices, ",");
     ordered_json entry = ordered_json::object();
     if (contiguous) entry["node_rank"] = static_cast<int>(k);
     entry["host"] = host.node;
@@ -217,10 +212,10 @@ std::vector<std::string> launch_notes(const Hosts& hosts, const std::vector<std:
     notes.push_back(
         "start the hosts in this order (node rank 0 first), which is not the "
         "topology's: " +
-        join(order, ", "));
+        io::format_list(order));
   }
   if (!visible_notes.empty()) {
-    notes.push_back("set " + join(visible_notes, ", ") +
+    notes.push_back("set " + io::format_list(visible_notes) +
                     ", so that local rank k runs on the plan's k-th GPU of the host");
   }
   if (!order_matters && visible_notes.empty()) {
@@ -293,7 +288,7 @@ std::string megatron_layout(const Plan& plan, int layers) {
     if (stage.last_layer == layers - 1) part += "L";
     parts.push_back(part);
   }
-  return join(parts, "|");
+  return io::format_list(parts, "|");
 }
 
 }  // namespace
@@ -371,7 +366,7 @@ ordered_json megatron_json(const PlanView& view) {
         "pipeplan model transformer writes), so neither --num-layers nor a layout is written: "
         "Megatron-LM builds its own GPT layers and splits them evenly, while this plan's stages "
         "hold " +
-        join(sizes, ", ") + " of the profile's layers");
+        io::format_list(sizes) + " of the profile's layers");
   }
 
   const std::optional<std::int64_t> global = global_batch(view);
@@ -422,7 +417,7 @@ ordered_json megatron_json(const PlanView& view) {
   out["recompute"] = recompute;
   out["distributed_optimizer"] = plan.optimizer == Optimizer::kSharded;
   out["arguments"] = arguments;
-  out["command_line"] = join(words, " ");
+  out["command_line"] = io::format_list(words, " ");
   out["rank_order"] = std::move(launch.ranks);
   out["launch"] = std::move(launch.launch);
   out["notes"] = notes;
@@ -577,7 +572,7 @@ std::string torch_schedule_csv(const PlanView& view) {
         }
       }
     }
-    out += join(row, ",") + "\n";
+    out += io::format_list(row, ",") + "\n";
   }
   return out;
 }

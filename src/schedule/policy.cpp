@@ -4,6 +4,7 @@
 #include "pipeplan/schedule/policy.hpp"
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 
 namespace pipeplan::schedule {
 
@@ -59,14 +60,6 @@ std::optional<Policy> parse_policy(std::string_view name) {
   return std::nullopt;
 }
 
-std::string policy_names_text() {
-  const std::vector<std::string>& names = policy_names();
-  std::string text;
-  for (std::size_t x = 0; x < names.size(); ++x) {
-    if (x > 0) text += x + 1 == names.size() ? " or " : ", ";
-    text += names[x];
-  }
-  return text;
-}
+std::string policy_names_text() { return io::format_choices(policy_names()); }
 
 }  // namespace pipeplan::schedule

@@ -88,6 +88,7 @@ class Engine {
       : topology_(topology),
         stages_(stages),
         policy_(policy),
+        fixed_(policy_row(policy).fixed),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
         graph_(stages, M_),
@@ -123,7 +124,7 @@ class Engine {
                     std::vector<int>(static_cast<std::size_t>(M_), kNone));
     result_.schedule.micro_batches = M_;
     result_.schedule.gpu_order.resize(n);
-    if (policy_ != Policy::kList) {
+    if (fixed_) {
       sequences_ = fixed_orders(topology, stages, M_, policy_);
       for (int s = 0; s < S_; ++s) {
         const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
@@ -211,7 +212,7 @@ class Engine {
   }
 
   void make_ready(const ComputeTask& task) {
-    if (policy_ != Policy::kList) {
+    if (fixed_) {
       ready_.insert(key(task));
       return;
     }
@@ -246,7 +247,7 @@ class Engine {
     Gpu& state = gpu(g);
     state.busy = true;
     if (task.op == Op::kForward) ++state.in_flight;
-    if (policy_ != Policy::kList) ready_.erase(key(task));
+    if (fixed_) ready_.erase(key(task));
     const double duration =
         task.op == Op::kForward ? state.group->forward_ms : state.group->backward_ms;
     result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
@@ -304,10 +305,10 @@ class Engine {
   void dispatch(double now) {
     for (const int g : leaders_) {
       if (gpu(g).busy) continue;
-      if (policy_ == Policy::kList) {
-        try_start_list(g, now);
-      } else {
+      if (fixed_) {
         try_start_fixed(g, now);
+      } else {
+        try_start_list(g, now);
       }
     }
     for (auto it = pending_.begin(); it != pending_.end(); it = pending_.erase(it)) {
@@ -359,6 +360,7 @@ class Engine {
   const topology::Topology& topology_;
   const std::vector<Stage>& stages_;
   Policy policy_;
+  bool fixed_;  // a fixed per-GPU order (policy_row): sequences_ and ready_ drive it
   int S_;
   int M_;
   simulate::TaskGraph graph_;

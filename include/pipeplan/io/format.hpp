@@ -4,6 +4,7 @@
 /// that writes a message (simulate, schedule, planners) as well as the reports.
 
 #include <string>
+#include <vector>
 
 namespace pipeplan::io {
 
@@ -15,5 +16,9 @@ std::string format_bandwidth(double bytes_per_s);
 std::string format_ms(double ms);
 /// A number with up to `significant` significant digits, trailing zeros removed.
 std::string format_number(double value, int significant = 4);
+/// `items` joined by `separator`: `a, b, c`. O(total length).
+std::string format_list(const std::vector<std::string>& items, const std::string& separator = ", ");
+/// `items` as alternatives in prose: `a, b or c`. O(total length).
+std::string format_choices(const std::vector<std::string>& items);
 
 }  // namespace pipeplan::io

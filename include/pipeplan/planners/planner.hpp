@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/partition/search_constants.hpp"
 #include "pipeplan/plan.hpp"
 #include "pipeplan/schedule/scheduler.hpp"
 #include "pipeplan/topology/topology.hpp"
@@ -210,26 +211,25 @@ schedule::Policy default_policy(std::string_view planner);
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy = std::nullopt);
 
-/// How hard `plan_spp` searches. The defaults are what `pipeplan plan` uses; tests and the
-/// quality benchmark turn them (docs/algorithms.md, "The final choice").
+/// How hard `plan_spp` searches. The defaults are what `pipeplan plan` uses, each the constant
+/// of partition/search_constants.hpp that says where its value came from; tests and the quality
+/// benchmark turn them (docs/algorithms.md, "The final choice").
 struct SppSearch {
   /// An order allowing at most this many shapes has every one replayed (exact).
-  double exhaustive_shapes = 2000;
+  double exhaustive_shapes = partition::tuning::kExhaustiveShapes;
   /// DP solutions (smallest estimate first) that seed the local search.
-  std::size_t dp_solutions = 8;
+  std::size_t dp_solutions = partition::tuning::kDpSolutions;
   /// Work of the local search per order and DP model: tasks scheduled and replayed (each shape
-  /// of S stages costs 4 S M + N). 3e4 is about 40 ms of one core (release build).
-  double work = 3e4;
+  /// of S stages costs 4 S M + N).
+  double work = partition::tuning::kWork;
   /// More work for the second phase of the search (partition::local_search) where the best
-  /// start's neighbourhood is large: enough for this many passes over it, up to `max_work`
-  /// (about 0.3 s of one core); the third phase gets as much again beyond `work`. 0: `work`
-  /// only, and no third phase. (4 since 2026-12-02: 2 left three example plans 1-8% slower
-  /// under the fixed policies, at no measurable cost in time.)
-  double sweeps = 4;
-  double max_work = 8 * 3e4;
+  /// start's neighbourhood is large: enough for this many passes over it, up to `max_work`;
+  /// the third phase gets as much again beyond `work`. 0: `work` only, and no third phase.
+  double sweeps = partition::tuning::kSweeps;
+  double max_work = partition::tuning::kMaxWork;
   /// Phase 2's acceptance and climb order (partition::SearchBudget::min_gain, `diverse`): the
   /// slow reference search's variants; spp keeps the defaults.
-  double min_gain = 1e-9;
+  double min_gain = partition::tuning::kAnyGain;
   bool diverse = false;
   /// Random starting shapes added to the seeds (0 for spp; the slow reference search uses many).
   int restarts = 0;
