@@ -66,6 +66,13 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 
 }  // namespace
 
+std::string format_count(std::int64_t count, const std::string& one, const std::string& many) {
+  std::string text = std::to_string(count);
+  text += ' ';
+  text += count == 1 ? one : many;
+  return text;
+}
+
 std::string format_list(const std::vector<std::string>& items, const std::string& separator) {
   return joined(items, separator, separator);
 }

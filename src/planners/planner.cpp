@@ -28,11 +28,6 @@ std::string count_text(double value) {
   return buffer;
 }
 
-// `1 layer`, `2 layers`.
-std::string counted(std::int64_t count, const std::string& one, const std::string& many) {
-  return std::to_string(count) + " " + (count == 1 ? one : many);
-}
-
 // The planners' work estimates (`PlannerRow::steps`), for L layers and N GPUs, calibrated so
 // that a step takes about the same time in every planner (about 40 ns; measured on the dev
 // build: pipedream about 2.5e7 of its L^2 N^2 per second, gpipe about 1.3e8 of its N L^2 per
@@ -202,9 +197,11 @@ std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stag
                                                   int micro_batches, int gpus) {
   const double steps = scheduling_steps(stages, micro_batches);
   if (steps <= kMaxScheduleSteps) return std::nullopt;
-  return "cannot schedule " + counted(static_cast<std::int64_t>(stages.size()), "stage", "stages") +
-         " with " + counted(micro_batches, "micro-batch", "micro-batches") + " on " +
-         counted(gpus, "GPU", "GPUs") + ": the scheduler would take about " + count_text(steps) +
+  return "cannot schedule " +
+         io::format_count(static_cast<std::int64_t>(stages.size()), "stage", "stages") + " with " +
+         io::format_count(micro_batches, "micro-batch", "micro-batches") + " on " +
+         io::format_count(gpus, "GPU", "GPUs") + ": the scheduler would take about " +
+         count_text(steps) +
          " steps (every task scans every GPU group in use), more than its limit of " +
          count_text(kMaxScheduleSteps) +
          "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)";
@@ -238,9 +235,9 @@ void check_limits(std::string_view planner, const Request& request) {
                           " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
                           hint);
   }
-  const std::string shape = counted(static_cast<std::int64_t>(L), "layer", "layers") + " on " +
-                            counted(N, "GPU", "GPUs") + " with " +
-                            counted(M, "micro-batch", "micro-batches");
+  const std::string shape = io::format_count(static_cast<std::int64_t>(L), "layer", "layers") +
+                            " on " + io::format_count(N, "GPU", "GPUs") + " with " +
+                            io::format_count(M, "micro-batch", "micro-batches");
   const double steps = row.steps(request);
   if (steps > kMaxPlanSteps) {
     throw InfeasibleError("cannot plan " + shape + ": the " + std::string(row.name) +

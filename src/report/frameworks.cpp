@@ -29,7 +29,7 @@ std::string plan_file(const PlanView& view) {
 
 // `1 replica`, `2 replicas`.
 std::string count_of(int n, const std::string& noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+  return io::format_count(n, noun, noun + "s");
 }
 
 // The number of decoder layers when the model's layers are `embedding`, `decoder0` ..

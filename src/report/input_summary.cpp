@@ -53,14 +53,6 @@ std::string range(const std::string& low, const std::string& high) {
   return low == high ? low : low + " to " + high;
 }
 
-// `1 layer`, `2 layers`.
-std::string counted(std::int64_t count, const std::string& one, const std::string& many) {
-  std::string text = std::to_string(count);
-  text += ' ';
-  text += count == 1 ? one : many;
-  return text;
-}
-
 // The fields of spec 8.1, for a model that uses any: `, tensor-parallel up to degree 8 on 98 of
 // 98 layers, optimizer step 12.5 ms, input 16 KiB, sharded memory factor 6`.
 std::string v2_summary(const model::Model& model) {
@@ -77,7 +69,7 @@ std::string v2_summary(const model::Model& model) {
   if (split_layers > 0) {
     line += ", tensor-parallel up to degree " + std::to_string(largest_degree) + " on " +
             std::to_string(split_layers) + " of " +
-            counted(static_cast<std::int64_t>(model.layers.size()), "layer", "layers");
+            io::format_count(static_cast<std::int64_t>(model.layers.size()), "layer", "layers");
   }
   if (update_ms > 0) line += ", optimizer step " + io::format_ms(update_ms);
   if (model.input_bytes > 0) line += ", input " + io::format_bytes(model.input_bytes);
@@ -105,13 +97,14 @@ std::string bandwidth_range(const topology::Topology& topology) {
 
 std::string model_summary(const std::string& file, const model::Model& model) {
   const Totals sum = totals(model);
-  std::string line = file + ": model" + quoted_name(model.name) + ", " +
-                     counted(static_cast<std::int64_t>(model.layers.size()), "layer", "layers") +
-                     ", forward " + io::format_ms(sum.forward_ms) + " and backward " +
-                     io::format_ms(sum.backward_ms) + " per micro-batch, " +
-                     io::format_bytes(sum.parameter_bytes) + " of parameters";
+  std::string line =
+      file + ": model" + quoted_name(model.name) + ", " +
+      io::format_count(static_cast<std::int64_t>(model.layers.size()), "layer", "layers") +
+      ", forward " + io::format_ms(sum.forward_ms) + " and backward " +
+      io::format_ms(sum.backward_ms) + " per micro-batch, " +
+      io::format_bytes(sum.parameter_bytes) + " of parameters";
   if (model.micro_batches) {
-    line += ", " + counted(*model.micro_batches, "micro-batch", "micro-batches");
+    line += ", " + io::format_count(*model.micro_batches, "micro-batch", "micro-batches");
   }
   if (model::uses_v2_fields(model)) line += v2_summary(model);
   return line;
@@ -119,8 +112,9 @@ std::string model_summary(const std::string& file, const model::Model& model) {
 
 std::string topology_summary(const std::string& file, const topology::Topology& topology) {
   std::string line = file + ": topology" + quoted_name(topology.name()) + ", " +
-                     counted(topology.size(), "GPU", "GPUs") + " on " +
-                     counted(topology.node_count(), "node", "nodes") + bandwidth_range(topology);
+                     io::format_count(topology.size(), "GPU", "GPUs") + " on " +
+                     io::format_count(topology.node_count(), "node", "nodes") +
+                     bandwidth_range(topology);
   double slow = std::numeric_limits<double>::infinity(), fast = 0;
   double least = std::numeric_limits<double>::infinity(), most = 0;
   bool any_unlimited = false, any_limited = false;

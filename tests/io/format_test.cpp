@@ -13,6 +13,12 @@ TEST(FormatTest, FormatsQuantities) {
   EXPECT_EQ(format_number(6.0), "6");
 }
 
+TEST(FormatTest, CountsTakeTheNounTheirNumberAsks) {
+  EXPECT_EQ(format_count(1, "layer", "layers"), "1 layer");
+  EXPECT_EQ(format_count(0, "layer", "layers"), "0 layers");
+  EXPECT_EQ(format_count(2, "micro-batch", "micro-batches"), "2 micro-batches");
+}
+
 TEST(FormatTest, ListsJoinEveryItemBySeparator) {
   EXPECT_EQ(format_list({}), "");
   EXPECT_EQ(format_list({"a"}), "a");

@@ -3,6 +3,7 @@
 /// Human-readable formatting of quantities for summaries and messages: below every module
 /// that writes a message (simulate, schedule, planners) as well as the reports.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ std::string format_bandwidth(double bytes_per_s);
 std::string format_ms(double ms);
 /// A number with up to `significant` significant digits, trailing zeros removed.
 std::string format_number(double value, int significant = 4);
+/// A count and its noun: `1 layer`, `2 layers`. O(1).
+std::string format_count(std::int64_t count, const std::string& one, const std::string& many);
 /// `items` joined by `separator`: `a, b, c`. O(total length).
 std::string format_list(const std::vector<std::string>& items, const std::string& separator = ", ");
 /// `items` as alternatives in prose: `a, b or c`. O(total length).
