@@ -219,11 +219,12 @@ class TraceWriter {
   void transfers() {
     for (const TimedTransfer& e : plan_.timeline.transfers) {
       const bool activation = e.task.kind == TransferKind::kActivation;
-      const auto [from_stage, to_stage] = simulate::TaskGraph::ends(e.task);
+      // A named struct, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+      const simulate::TransferEnds ends = simulate::TaskGraph::ends(e.task);
       auto args = [&](int peer) {
         return ordered_json{
             {"micro_batch", e.task.micro_batch}, {"stage", e.task.stage},
-            {"from_stage", from_stage},          {"to_stage", to_stage},
+            {"from_stage", ends.from_stage},     {"to_stage", ends.to_stage},
             {"bytes", io::json_number(e.bytes)}, {"from", detail::gpu_id(view_, e.from)},
             {"to", detail::gpu_id(view_, e.to)}, {"peer", detail::gpu_id(view_, peer)}};
       };
