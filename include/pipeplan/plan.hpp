@@ -7,6 +7,7 @@
 /// GPUs are indices into `topology::Topology::gpus()`; layers are indices into
 /// `model::Model::layers`. Times are milliseconds, sizes bytes.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -55,17 +56,59 @@ struct Stage {
   friend bool operator==(const Stage&, const Stage&) = default;
 };
 
+/// The largest number of stages that share one GPU list (a device, spec 9.2): plan.json's
+/// `virtual_stages`, 1 when no GPUs are shared. O(S log S) comparisons of GPU lists.
+[[nodiscard]] inline int virtual_stages(const std::vector<Stage>& stages) {
+  std::map<std::vector<int>, int> per_device;
+  int most = 1;
+  for (const Stage& stage : stages) most = std::max(most, ++per_device[stage.gpus]);
+  return most;
+}
+
 /// Where the optimizer state lives (spec 8.2): whole on every replica, or divided among a
 /// stage's replicas (ZeRO-1 style).
 enum class Optimizer : std::uint8_t { kReplicated, kSharded };
 
-/// Forward or backward.
-enum class Op : std::uint8_t { kForward, kBackward };
+/// What a compute task computes: the forward, the whole backward, or (spec 9.2, a split
+/// backward) the backward's input-gradient half `I` or its weight-gradient half `W`. A plan
+/// lists either `kBackward` or the pair `kBackwardInput`/`kBackwardWeight`, never both.
+enum class Op : std::uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
 /// Activation (stage s to s+1) or gradient (stage s+1 to s).
 enum class TransferKind : std::uint8_t { kActivation, kGradient };
 
-/// The forward or backward of one micro-batch on one stage.
+/// plan.json's `op` of a compute task: `forward`, `backward`, `backward_input` or
+/// `backward_weight` (spec 4 and 9.2).
+[[nodiscard]] inline const char* op_name(Op op) {
+  switch (op) {
+    case Op::kForward:
+      return "forward";
+    case Op::kBackward:
+      return "backward";
+    case Op::kBackwardInput:
+      return "backward_input";
+    case Op::kBackwardWeight:
+      return "backward_weight";
+  }
+  return "forward";
+}
+
+/// The letter of a compute task in views and torch's schedule grammar: `F`, `B`, `I`, `W`.
+[[nodiscard]] inline char op_letter(Op op) {
+  switch (op) {
+    case Op::kForward:
+      return 'F';
+    case Op::kBackward:
+      return 'B';
+    case Op::kBackwardInput:
+      return 'I';
+    case Op::kBackwardWeight:
+      return 'W';
+  }
+  return 'F';
+}
+
+/// The forward, backward or backward half of one micro-batch on one stage.
 struct ComputeTask {
   Op op = Op::kForward;
   int stage = 0;
@@ -129,8 +172,9 @@ struct TimedUpdate {
 
 /// What the execution model says about one GPU.
 struct GpuUsage {
-  std::optional<int> stage;      ///< The stage it serves; empty when unused.
-  double busy_ms = 0;            ///< Sum of its forward and backward durations.
+  std::vector<int> stages;       ///< The stages it serves, ascending: one, several when stages
+                                 ///< share it (spec 9.2), none when unused.
+  double busy_ms = 0;            ///< Sum of its compute durations (F, B, I and W).
   double peak_memory_bytes = 0;  ///< Static bytes plus peak stash; 0 when unused.
 };
 
@@ -154,9 +198,12 @@ struct Timeline {
 /// A complete plan: what `plan.json` holds.
 struct Plan {
   std::string planner;          ///< e.g. `spp`, `gpipe`.
-  std::string schedule_policy;  ///< `list`, `1f1b` or `gpipe`.
+  std::string schedule_policy;  ///< A `schedule::Policy`'s name: `list`, `1f1b`, ...
   std::vector<int> gpu_order;   ///< Every GPU once, in the order the planner considered them.
-  std::vector<Stage> stages;    ///< Cover every layer once, in order.
+  std::vector<Stage> stages;    ///< Cover every layer once, in order; two stages have disjoint
+                                ///< or identical `gpus` (a device, spec 9.2).
+  /// Whether every backward is split into `I` and `W` (spec 9.2).
+  bool split_backward = false;
   Optimizer optimizer = Optimizer::kReplicated;  ///< Spec 8.2.
   /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
   /// (the batch-size search's choice); written as `micro_batch_size` only then.

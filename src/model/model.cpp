@@ -458,6 +458,19 @@ bool uses_v2_fields(const Model& model) {
   });
 }
 
+bool uses_v3_fields(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
+    return layer.backward_weight_ms != 0 || layer.weight_stash_bytes.has_value() ||
+           (layer.tensor_parallel && (!layer.tensor_parallel->backward_weight_ms.empty() ||
+                                      !layer.tensor_parallel->weight_stash_bytes.empty()));
+  });
+}
+
+bool has_weight_gradients(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const Layer& layer) { return largest(layer, backward_weight_ms_at) > 0; });
+}
+
 double sharded_factor(const Model& model) {
   return model.sharded_memory_factor.value_or(std::max(0.0, model.parameter_memory_factor - 2));
 }
@@ -494,6 +507,17 @@ double stash_bytes_at(const Layer& layer, int t) {
 
 double update_ms_at(const Layer& layer, int t) {
   return at_degree(layer, t, layer.update_ms, &TensorParallel::update_ms);
+}
+
+double backward_weight_ms_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.backward_weight_ms, &TensorParallel::backward_weight_ms);
+}
+
+double weight_stash_bytes_at(const Layer& layer, int t) {
+  const bool per_degree = layer.tensor_parallel && !layer.tensor_parallel->weight_stash_bytes.empty();
+  if (!layer.weight_stash_bytes && !per_degree) return stash_bytes_at(layer, t);
+  return at_degree(layer, t, layer.weight_stash_bytes.value_or(layer.stash_bytes),
+                   &TensorParallel::weight_stash_bytes);
 }
 
 int allreduces_forward_at(const Layer& layer, int t) {
@@ -550,6 +574,8 @@ StageCost stage_cost(const Model& model, int first, int last, int t) {
     cost.stash_bytes += stash;
     cost.max_stash_bytes = std::max(cost.max_stash_bytes, stash);
     cost.update_ms += update_ms_at(layer, t);
+    cost.backward_weight_ms += backward_weight_ms_at(layer, t);
+    cost.weight_stash_bytes += weight_stash_bytes_at(layer, t);
     cost.recompute_input_bytes +=
         l == 0 ? model.input_bytes : model.layers[static_cast<std::size_t>(l - 1)].activation_bytes;
     const int forward = allreduces_forward_at(layer, t);

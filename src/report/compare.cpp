@@ -20,7 +20,7 @@ PeakMemory peak_memory(const Plan& plan, const topology::Topology& topology) {
   PeakMemory best;
   for (int g = 0; g < topology.size(); ++g) {
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
-    if (!usage.stage) continue;
+    if (usage.stages.empty()) continue;
     PeakMemory here{g, usage.peak_memory_bytes, topology.gpu(g).memory_bytes};
     if (best.gpu < 0) {
       best = here;

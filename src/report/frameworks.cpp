@@ -553,7 +553,7 @@ std::string torch_schedule_csv(const PlanView& view) {
     }
   }
   auto action = [&](int s, const ComputeTask& task) {
-    return std::to_string(s) + (task.op == Op::kForward ? "F" : "B") +
+    return std::to_string(s) + op_letter(task.op) +
            std::to_string(local[static_cast<std::size_t>(task.micro_batch)]);
   };
   std::string out;

@@ -23,7 +23,6 @@ ordered_json name_or_null(const std::string& name) {
   return name.empty() ? ordered_json(nullptr) : ordered_json(name);
 }
 
-const char* op_name(Op op) { return op == Op::kForward ? "forward" : "backward"; }
 const char* kind_name(TransferKind kind) {
   return kind == TransferKind::kActivation ? "activation" : "gradient";
 }
@@ -165,7 +164,7 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
     ordered_json entry = ordered_json::object();
     entry["id"] = id(g);
-    entry["stage"] = usage.stage ? ordered_json(*usage.stage) : ordered_json(nullptr);
+    entry["stage"] = usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
     entry["busy_ms"] = usage.busy_ms;
     entry["peak_memory_bytes"] = json_number(usage.peak_memory_bytes);
     const auto& capacity = topology.gpu(g).memory_bytes;

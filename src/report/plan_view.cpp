@@ -128,7 +128,7 @@ Timeline stated_timeline(const simulate::StatedPlan& stated, const simulate::Sta
   }
   timeline.gpus.resize(gpu_count);
   for (std::size_t g = 0; g < gpu_count; ++g) {
-    if (index.stage_of[g] >= 0) timeline.gpus[g].stage = index.stage_of[g];
+    if (index.stage_of[g] >= 0) timeline.gpus[g].stages = {index.stage_of[g]};
   }
   if (stated.gpus) {
     for (const simulate::StatedGpu& e : *stated.gpus) {

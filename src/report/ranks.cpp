@@ -204,7 +204,7 @@ class RanksWriter {
           const TimedCompute& e = plan_.timeline.compute[node.index];
           for (int g : group_at(e.gpu)) {
             operations[static_cast<std::size_t>(g)].push_back(
-                {{"op", e.task.op == Op::kForward ? "forward" : "backward"},
+                {{"op", op_name(e.task.op)},
                  {"micro_batch", e.task.micro_batch}});
           }
           break;
@@ -287,7 +287,7 @@ class RanksWriter {
   // The entry of rank `r`: its GPU, stage, layers, groups, micro-batches and operations.
   ordered_json entry(int r, ordered_json operations) const {
     const int g = ranks_[static_cast<std::size_t>(r)];
-    const int s = *plan_.timeline.gpus[static_cast<std::size_t>(g)].stage;
+    const int s = plan_.timeline.gpus[static_cast<std::size_t>(g)].stages.front();
     const Stage& stage = plan_.stages[static_cast<std::size_t>(s)];
     ordered_json entry = ordered_json::object();
     entry["rank"] = r;

@@ -99,10 +99,10 @@ std::string gpu_summary(const Plan& plan, const topology::Topology& topology) {
   std::string out;
   for (int g = 0; g < topology.size(); ++g) {
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
-    if (!usage.stage) continue;
+    if (usage.stages.empty()) continue;
     if (!out.empty()) out += "\n";
     const auto& capacity = topology.gpu(g).memory_bytes;
-    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(*usage.stage) + "): busy " +
+    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(usage.stages.front()) + "): busy " +
            format_ms(usage.busy_ms) + ", bubble " +
            format_number(100 * simulate::bubble_fraction(usage, plan.timeline.iteration_ms), 3) +
            "%, peak memory " + format_bytes(usage.peak_memory_bytes) +
@@ -132,10 +132,10 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
     const auto& capacity = topology.gpu(g).memory_bytes;
     ordered_json entry = ordered_json::object();
     entry["id"] = topology.gpu(g).id;
-    entry["stage"] = usage.stage ? ordered_json(*usage.stage) : ordered_json(nullptr);
+    entry["stage"] = usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
     entry["busy_ms"] = usage.busy_ms;
     entry["bubble_fraction"] =
-        usage.stage ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
+        !usage.stages.empty() ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
                     : ordered_json(nullptr);
     entry["peak_memory_bytes"] = io::json_number(usage.peak_memory_bytes);
     entry["memory_bytes"] = capacity ? io::json_number(*capacity) : ordered_json(nullptr);

@@ -302,7 +302,7 @@ void build_timeline(const Replay& r, Timeline& timeline) {
   timeline.gpus.assign(static_cast<std::size_t>(N), GpuUsage{});
   for (int g = 0; g < N; ++g) {
     if (r.stage_of[static_cast<std::size_t>(g)] != kNone) {
-      timeline.gpus[static_cast<std::size_t>(g)].stage = r.stage_of[static_cast<std::size_t>(g)];
+      timeline.gpus[static_cast<std::size_t>(g)].stages = {r.stage_of[static_cast<std::size_t>(g)]};
     }
   }
   timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));

@@ -130,7 +130,7 @@ TEST(UniformTest, NeverAnEmptyStage) {
   Plan plan = make_plan("uniform", Request{model, topology, 4});
   EXPECT_EQ(stages_text(plan.stages), "0-0@0 1-1@1 2-2@2");
   EXPECT_EQ(plan.gpu_order, (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_FALSE(plan.timeline.gpus[3].stage.has_value());
+  EXPECT_TRUE(plan.timeline.gpus[3].stages.empty());
   EXPECT_EQ(plan.schedule_policy, "1f1b");
 }
 

@@ -75,7 +75,7 @@ TEST(MegatronTest, AGivenDataParallelDegreeUsesFewerGpus) {
   const Plan plan = make_plan("megatron", configuration(model, topology, 8, 2, 2, 1));
   EXPECT_EQ(plan.stages[0].gpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.stages[1].gpus, (std::vector<int>{2, 3}));
-  EXPECT_FALSE(plan.timeline.gpus[4].stage.has_value());
+  EXPECT_TRUE(plan.timeline.gpus[4].stages.empty());
 }
 
 TEST(MegatronTest, UnevenSplitsGiveTheFirstStagesOneMore) {

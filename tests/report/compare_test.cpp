@@ -29,7 +29,7 @@ Plan plan_of(std::vector<Stage> stages, double iteration_ms, double any_plan_ms,
     GpuUsage usage;
     for (std::size_t s = 0; s < plan.stages.size(); ++s) {
       for (int gpu : plan.stages[s].gpus) {
-        if (gpu == static_cast<int>(g)) usage.stage = static_cast<int>(s);
+        if (gpu == static_cast<int>(g)) usage.stages = {static_cast<int>(s)};
       }
     }
     usage.peak_memory_bytes = peaks[g];

@@ -100,9 +100,9 @@ TEST(ExecutionV2, AGroupIsOneResourceAtItsSlowestSpeedWithItsAllReduces) {
   for (int g : {0, 1}) {
     EXPECT_DOUBLE_EQ(t.gpus[static_cast<std::size_t>(g)].busy_ms, 68) << g;
     EXPECT_DOUBLE_EQ(t.gpus[static_cast<std::size_t>(g)].peak_memory_bytes, 210) << g;
-    EXPECT_EQ(t.gpus[static_cast<std::size_t>(g)].stage, 0) << g;
+    EXPECT_EQ(t.gpus[static_cast<std::size_t>(g)].stages, std::vector<int>{0}) << g;
   }
-  EXPECT_FALSE(t.gpus[2].stage.has_value());
+  EXPECT_TRUE(t.gpus[2].stages.empty());
   EXPECT_TRUE(t.updates.empty());
 }
 

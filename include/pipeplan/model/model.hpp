@@ -47,6 +47,9 @@ struct TensorParallel {
   std::vector<double> parameter_bytes;  ///< Per-GPU weights at each degree, bytes.
   std::vector<double> stash_bytes;      ///< Per-GPU stash at each degree, bytes.
   std::vector<double> update_ms;        ///< Per-GPU optimizer step at each degree, ms at speed 1.
+  std::vector<double> backward_weight_ms;  ///< Per-GPU weight-gradient part of the backward at
+                                           ///< each degree, ms at speed 1.0 (spec 9.1).
+  std::vector<double> weight_stash_bytes;  ///< Per-GPU bytes held from I to W at each degree.
 };
 
 /// Largest sum over all layers of forward_ms + backward_ms, of parameter_bytes (times the
@@ -65,6 +68,12 @@ struct Layer {
   double parameter_bytes = 0;   ///< Size of the layer's weights, bytes.
   double stash_bytes = 0;       ///< Activation memory kept per in-flight micro-batch, bytes.
   double update_ms = 0;         ///< Optimizer step for the layer's weights at speed 1.0, ms.
+  /// The weight-gradient part `W` of `backward_ms` (spec 9.1), at most `backward_ms`; the rest
+  /// is the input gradient `I`.
+  double backward_weight_ms = 0;
+  /// What a micro-batch holds after its `I` until its `W` ends (spec 9.1); absent means
+  /// `stash_bytes`.
+  std::optional<double> weight_stash_bytes;
   std::optional<TensorParallel> tensor_parallel;  ///< Absent: the layer is never split.
 };
 
@@ -114,6 +123,13 @@ bool uses_v2_fields(const Model& model);
 /// `sharded_memory_factor`, or its default `max(0, parameter_memory_factor - 2)`.
 double sharded_factor(const Model& model);
 
+/// Whether the model uses any field of spec 9.1 (then it is written with schema v3).
+bool uses_v3_fields(const Model& model);
+
+/// Whether some layer has a weight-gradient part above 0 at some degree: a split backward
+/// (spec 9.5's `--split-backward auto`) can use it. O(L x degrees).
+bool has_weight_gradients(const Model& model);
+
 /// Whether some layer has an optimizer step above 0 at some degree (spec 8.3: then every stage
 /// runs update tasks).
 bool has_updates(const Model& model);
@@ -141,6 +157,14 @@ double parameter_bytes_at(const Layer& layer, int t);
 double stash_bytes_at(const Layer& layer, int t);
 /// Per-GPU optimizer step at degree `t`, ms at speed 1.0 (before division among shards).
 double update_ms_at(const Layer& layer, int t);
+/// Per-GPU weight-gradient part of the backward at degree `t` (spec 9.1), ms at speed 1.0: the
+/// per-degree array's entry, else `backward_weight_ms / t` for a split layer, else
+/// `backward_weight_ms`.
+double backward_weight_ms_at(const Layer& layer, int t);
+/// Per-GPU bytes a micro-batch holds from its `I` to its `W` at degree `t` (spec 9.1): the
+/// per-degree array's entry, else `weight_stash_bytes / t` for a split layer, else
+/// `weight_stash_bytes`; absent fields fall back to `stash_bytes_at(layer, t)`.
+double weight_stash_bytes_at(const Layer& layer, int t);
 /// Tensor-parallel all-reduces in one forward at degree `t` (0 when not split).
 int allreduces_forward_at(const Layer& layer, int t);
 /// Tensor-parallel all-reduces in one backward at degree `t` (0 when not split).
@@ -169,6 +193,8 @@ struct StageCost {
   double stash_bytes = 0;                ///< Y_s: sum of `stash_bytes_at`, bytes.
   double max_stash_bytes = 0;            ///< Largest `stash_bytes_at` of one layer, bytes.
   double update_ms = 0;                  ///< Sum of `update_ms_at`, ms.
+  double backward_weight_ms = 0;         ///< Sum of `backward_weight_ms_at`, ms (spec 9.3).
+  double weight_stash_bytes = 0;         ///< Yw_s: sum of `weight_stash_bytes_at`, bytes.
   double recompute_input_bytes = 0;      ///< Sum of the layers' inputs (the `activation_bytes`
                                          ///< of the layer before each, `input_bytes` for layer 0).
   double forward_allreduce_bytes = 0;    ///< Sum over split layers of count x bytes, forward.
