@@ -131,7 +131,8 @@ using Channel = std::pair<int, int>;
 /// of transfers on every channel. The GPU that runs a micro-batch of a stage is the one whose
 /// order holds its forward.
 struct Schedule {
-  int micro_batches = 0;                                       ///< M.
+  int micro_batches = 0;        ///< M.
+  bool split_backward = false;  ///< Whether every backward is split into `I` and `W` (spec 9.2).
   std::vector<std::vector<ComputeTask>> gpu_order;             ///< Per topology GPU.
   std::map<Channel, std::vector<TransferTask>> channel_order;  ///< Per channel in use.
 };
@@ -202,8 +203,6 @@ struct Plan {
   std::vector<int> gpu_order;   ///< Every GPU once, in the order the planner considered them.
   std::vector<Stage> stages;    ///< Cover every layer once, in order; two stages have disjoint
                                 ///< or identical `gpus` (a device, spec 9.2).
-  /// Whether every backward is split into `I` and `W` (spec 9.2).
-  bool split_backward = false;
   Optimizer optimizer = Optimizer::kReplicated;  ///< Spec 8.2.
   /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
   /// (the batch-size search's choice); written as `micro_batch_size` only then.

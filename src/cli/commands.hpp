@@ -82,6 +82,8 @@ struct PlanningOptions {
   std::optional<int> pipeline_parallel;        ///< `--pipeline-parallel P` (megatron).
   std::optional<int> data_parallel;            ///< `--data-parallel D` (megatron).
   bool uniform = false;                        ///< `--uniform`.
+  std::optional<std::string> split_backward;   ///< `--split-backward never|auto` (spec 9.5).
+  std::optional<int> virtual_stages;           ///< `--virtual-stages V` (spec 9.5).
 };
 
 /// Adds the planning options to a command.

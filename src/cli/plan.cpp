@@ -51,9 +51,16 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (options.check) existing = context.read("--check");
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
+  const bool schedule_auto = options.policy == "auto";
+  if (schedule_auto && options.planner != "spp") {
+    throw UsageError("--schedule auto: only the spp planner searches the schedules (the " +
+                     options.planner + " planner takes one of " + schedule::policy_names_text() +
+                     ")");
+  }
   auto request_for = [&](const model::Model& planned, int micro_batches) {
     planners::Request request{planned, topology, micro_batches};
     apply_planning_options(options.planning, request);
+    request.schedule_auto = schedule_auto;
     return request;
   };
   auto make = [&](const model::Model& planned, int micro_batches) {
@@ -151,9 +158,12 @@ void add_plan_command(CLI::App& app, Action& action) {
          "Planner: " + planners::planner_names_text() + " (default " + options->planner + ")")
       ->check(CLI::IsMember(planners::planner_names()));
   sub->footer([] { return planners_help(false) + "\n" + schedules_help(); });
+  std::vector<std::string> schedules = schedule::policy_names();
+  schedules.emplace_back("auto");
   sub->add_option("-s,--schedule", options->policy,
-                  "Re-schedule with " + schedule::policy_names_text())
-      ->check(CLI::IsMember(schedule::policy_names()));
+                  "Re-schedule with " + schedule::policy_names_text() +
+                      ", or auto (spp: the fastest per candidate)")
+      ->check(CLI::IsMember(schedules));
   // Files only: standard output carries the plan.
   const auto file_name = [](const std::string& path) {
     return path.empty() || path == "-"

@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/planners/planner.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -64,6 +65,16 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
       .add_option("--data-parallel", options.data_parallel,
                   "The megatron planner's data-parallel degree D (default: GPUs / (T P))")
       ->transform(decimal_integer(1, 1 << 16));
+  command
+      .add_option("--split-backward", options.split_backward,
+                  "Split backwards into input and weight gradients (I, W): never, or auto (when "
+                  "some layer has backward_weight_ms and the schedule uses it; the default)")
+      ->check(CLI::IsMember({"never", "auto"}));
+  command
+      .add_option("--virtual-stages", options.virtual_stages,
+                  "Stages per device V for interleaved-1f1b, looped-bfs and gpipe, and for the "
+                  "megatron planner (Megatron-LM's virtual pipeline stages; zb-v uses 2)")
+      ->transform(decimal_integer(1, planners::kMaxVirtualStages));
 }
 
 void apply_planning_options(const PlanningOptions& options, planners::Request& request) {
@@ -77,6 +88,8 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
   request.uniform = options.uniform;
   request.pipeline_parallel = options.pipeline_parallel;
   request.data_parallel = options.data_parallel;
+  if (options.split_backward == "never") request.split_backward = planners::SplitBackward::kNever;
+  request.virtual_stages = options.virtual_stages;
 }
 
 }  // namespace pipeplan::cli

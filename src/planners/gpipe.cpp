@@ -36,9 +36,13 @@ long chain_stashes(int S, int s, int M, schedule::Policy policy) {
 std::string stash_rule(int M, schedule::Policy policy) {
   switch (policy) {
     case schedule::Policy::kGpipe:
+    case schedule::Policy::kLoopedBfs:
       return "all " + std::to_string(M) +
              " micro-batches' stashes on every GPU, as fill-drain keeps";
     case schedule::Policy::kOneFOneB:
+    case schedule::Policy::kInterleaved1F1B:
+    case schedule::Policy::kZbH1:
+    case schedule::Policy::kZbV:
       return "the stashes of the 1F1B warm-up on every GPU";
     case schedule::Policy::kList:
       return "one stash on every GPU";

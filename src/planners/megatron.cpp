@@ -153,24 +153,30 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   }
   const bool shaped = transformer_shaped(model);
   const int splittable = shaped ? L - 2 : L;
-  if (P > splittable) {
-    throw InfeasibleError("pipeline-parallel " + std::to_string(P) + " is more stages than the " +
-                          std::to_string(splittable) + (shaped ? " decoder layers" : " layers") +
-                          " to split");
+  // Megatron-LM's virtual pipeline (spec 9.5): P V stages, stage k on pipeline position k mod P.
+  const int V = virtual_stages_of(request, policy);
+  const int stages = P * V;
+  if (stages > splittable) {
+    throw InfeasibleError(
+        (V == 1 ? "pipeline-parallel " + std::to_string(P)
+                : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
+        " is more stages than the " + std::to_string(splittable) +
+        (shaped ? " decoder layers" : " layers") + " to split");
   }
-  std::vector<int> firsts = even_split(splittable, P, shaped ? 1 : 0);
+  std::vector<int> firsts = even_split(splittable, stages, shaped ? 1 : 0);
   if (shaped) firsts.front() = 0;  // the embedding joins the first stage
   Partition partition;
   partition.gpu_order.resize(static_cast<std::size_t>(N));
   for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;
-  for (int p = 0; p < P; ++p) {
+  for (int k = 0; k < stages; ++k) {
+    const int p = k % P;
     Stage stage;
-    stage.first_layer = firsts[static_cast<std::size_t>(p)];
-    stage.last_layer = p + 1 < P ? firsts[static_cast<std::size_t>(p) + 1] - 1 : L - 1;
+    stage.first_layer = firsts[static_cast<std::size_t>(k)];
+    stage.last_layer = k + 1 < stages ? firsts[static_cast<std::size_t>(k) + 1] - 1 : L - 1;
     for (long g = p * D * T; g < (p + 1) * D * T; ++g) stage.gpus.push_back(static_cast<int>(g));
     stage.tensor_parallel = T;
     if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, T)) {
-      throw InfeasibleError("stage " + std::to_string(p) + " (layers " +
+      throw InfeasibleError("stage " + std::to_string(k) + " (layers " +
                             std::to_string(stage.first_layer) + "-" +
                             std::to_string(stage.last_layer) +
                             ") cannot run at tensor-parallel degree " + std::to_string(T) +

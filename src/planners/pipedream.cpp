@@ -81,8 +81,12 @@ void insert(std::vector<Entry>& front, const Entry& e) {
 std::string stash_rule(schedule::Policy policy) {
   switch (policy) {
     case schedule::Policy::kGpipe:
+    case schedule::Policy::kLoopedBfs:
       return "all of its micro-batches' stashes, as fill-drain keeps";
     case schedule::Policy::kOneFOneB:
+    case schedule::Policy::kInterleaved1F1B:
+    case schedule::Policy::kZbH1:
+    case schedule::Policy::kZbV:
       return "the stashes of its 1F1B warm-up";
     case schedule::Policy::kList:
       return "one stash";

@@ -93,7 +93,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .description = "the paper's: min-cut GPU order, DP partition and placement, "
                                  "list scheduling",
                   .default_policy = Policy::kList,
-                  .compare_policies = schedule::all_policies(),
+                  .compare_policies = {Policy::kList, Policy::kOneFOneB, Policy::kGpipe},
                   .compare_uniform = true,
                   .steps = spp_steps,
                   .plan = spp_plan,
@@ -280,10 +280,11 @@ void check_limits(std::string_view planner, const Request& request) {
   }
 }
 
-std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches) {
+std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches,
+                                              bool split_backward) {
   const auto S = static_cast<std::int64_t>(stages);
   const std::int64_t M = micro_batches;
-  const std::int64_t tasks = simulate::TaskGraph::chain_task_count(S, M);
+  const std::int64_t tasks = simulate::TaskGraph::chain_task_count(S, M, split_backward);
   if (tasks <= kMaxPlanTasks) return std::nullopt;
   return "cannot schedule " + std::to_string(S) + " stages with " + std::to_string(M) +
          " micro-batches: that makes " + std::to_string(tasks) +
@@ -295,10 +296,27 @@ void check_task_limit(std::size_t stages, int micro_batches) {
   if (auto refusal = task_limit_refusal(stages, micro_batches)) throw InfeasibleError(*refusal);
 }
 
+int virtual_stages_of(const Request& request, schedule::Policy policy) {
+  return request.virtual_stages.value_or(policy == schedule::Policy::kZbV ? 2 : 1);
+}
+
+schedule::Policy default_policy_for(std::string_view planner, const Request& request) {
+  const schedule::Policy policy = find_planner(planner).default_policy;
+  const bool one = schedule::policy_row(policy).device_stages == schedule::DeviceStages::kOne;
+  return one && request.virtual_stages.value_or(1) > 1 ? schedule::Policy::kInterleaved1F1B
+                                                       : policy;
+}
+
+bool uses_split_backward(const Request& request, schedule::Policy policy) {
+  return request.split_backward == SplitBackward::kAuto && schedule::policy_row(policy).splits &&
+         model::has_weight_gradients(request.model);
+}
+
 Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
                          schedule::Policy policy) {
   simulate::check_stages(request.model, request.topology, partition.stages);
-  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches)) {
+  const bool split = uses_split_backward(request, policy);
+  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split)) {
     return {std::nullopt, std::move(*refusal)};
   }
   if (auto refusal = schedule_limit_refusal(partition.stages, request.micro_batches,
@@ -307,7 +325,7 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
   }
   schedule::ScheduleAttempt scheduled =
       schedule::try_make_schedule(request.model, request.topology, partition.stages,
-                                  request.micro_batches, policy, request.optimizer);
+                                  request.micro_batches, policy, request.optimizer, split);
   if (!scheduled.scheduled) return {std::nullopt, std::move(scheduled.refusal)};
   Plan plan;
   plan.planner = std::move(planner);
@@ -346,7 +364,7 @@ schedule::Policy default_policy(std::string_view planner) {
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy) {
   const PlannerRow& row = find_planner(name);
-  const schedule::Policy chosen = policy.value_or(row.default_policy);
+  const schedule::Policy chosen = policy.value_or(default_policy_for(name, request));
   check_limits(row.name, request);
   Plan plan = row.plan ? row.plan(request, chosen)
                        : finish_plan(std::string(row.name), row.partition(request, chosen), request,
@@ -368,9 +386,7 @@ bool is_uniform(const std::vector<Stage>& stages) {
 long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
                   schedule::Policy policy) {
   const long r = stages[static_cast<std::size_t>(s)].replicas();
-  const long warmup = policy == schedule::Policy::kOneFOneB
-                          ? schedule::one_f_one_b_warmup(stages, s, micro_batches)
-                          : 0;
+  const long warmup = schedule::one_f_one_b_warmup(stages, s, micro_batches);
   return schedule::stashes_per_replica(policy, micro_batches, r, warmup);
 }
 

@@ -30,6 +30,7 @@
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/planners/schedule_choice.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -618,7 +619,9 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
   std::optional<Plan> plan = spp_recipe(request, policy, search, choices);
   if (!plan) refuse(request, policy, search, choices);
-  return std::move(*plan);
+  // 6. The schedule of the chosen stages: never slower than a fixed policy on them, and under
+  //    --schedule auto the devices with several stages each too (schedule_choice.hpp).
+  return fastest_schedule(request, std::move(*plan), policy);
 }
 
 }  // namespace pipeplan::planners

@@ -39,6 +39,12 @@ bool plan_uses_v2_fields(const Plan& plan) {
                      [](const Stage& stage) { return stage.uses_v2_fields(); });
 }
 
+bool plan_uses_v3_fields(const Plan& plan) {
+  const std::string& policy = plan.schedule_policy;
+  return plan.schedule.split_backward || virtual_stages(plan.stages) > 1 ||
+         !(policy == "list" || policy == "1f1b" || policy == "gpipe");
+}
+
 namespace {
 
 // The plan's schedule arrays, element by element: one place for their layout, which both the
@@ -119,11 +125,12 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
   // schedule's tasks (16 s of 18 s at the task limit).
   const ScheduleEntries entries(plan, topology);
   auto ids = [&](const std::vector<int>& gpus) { return entries.ids(gpus); };
-  const bool v2 = plan_uses_v2_fields(plan);
+  const bool v3 = plan_uses_v3_fields(plan);
+  const bool v2 = v3 || plan_uses_v2_fields(plan);
   const std::vector<simulate::StageExecution> exec =
       simulate::execution(model, topology, plan.stages, plan.optimizer);
   ordered_json out = ordered_json::object();
-  out["schema"] = v2 ? kPlanSchemaV2 : kPlanSchema;
+  out["schema"] = v3 ? kPlanSchemaV3 : v2 ? kPlanSchemaV2 : kPlanSchema;
   out["generator"] = {{"name", "pipeplan"}, {"version", kVersion}};
   out["planner"] = plan.planner;
   out["schedule_policy"] = plan.schedule_policy;
@@ -136,6 +143,10 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
                    {"partition_ms", plan.bounds.partition_ms}};
   out["gpu_order"] = ids(plan.gpu_order);
   if (v2) out["optimizer"] = optimizer_name(plan.optimizer);
+  if (v3) {
+    out["split_backward"] = plan.schedule.split_backward;
+    out["virtual_stages"] = virtual_stages(plan.stages);
+  }
 
   std::vector<ordered_json> stages;
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
@@ -164,7 +175,12 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
     const GpuUsage& usage = plan.timeline.gpus[static_cast<std::size_t>(g)];
     ordered_json entry = ordered_json::object();
     entry["id"] = id(g);
-    entry["stage"] = usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
+    if (usage.stages.size() > 1) {
+      entry["stages"] = usage.stages;
+    } else {
+      entry["stage"] =
+          usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
+    }
     entry["busy_ms"] = usage.busy_ms;
     entry["peak_memory_bytes"] = json_number(usage.peak_memory_bytes);
     const auto& capacity = topology.gpu(g).memory_bytes;
@@ -287,10 +303,14 @@ double read_time(const Members& members, std::string_view key) {
 void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& stated) {
   if (auto schema = plan.optional("schema")) {
     const std::string text = schema->as_string();
-    if (text != kPlanSchema && text != kPlanSchemaV2) {
-      schema->fail(std::string("must be \"") + kPlanSchema + "\" or \"" + kPlanSchemaV2 +
-                   "\", got " + io::describe_value(schema->json()));
+    if (text != kPlanSchema && text != kPlanSchemaV2 && text != kPlanSchemaV3) {
+      schema->fail(std::string("must be \"") + kPlanSchema + "\", \"" + kPlanSchemaV2 + "\" or \"" +
+                   kPlanSchemaV3 + "\", got " + io::describe_value(schema->json()));
     }
+  }
+  if (auto split = plan.optional("split_backward")) stated.split_backward = split->as_bool();
+  if (auto v = plan.optional("virtual_stages")) {
+    stated.virtual_stages = static_cast<int>(v->as_integer(1, kMaxIndex));
   }
   if (auto optimizer = plan.optional("optimizer")) {
     const std::string text = optimizer->as_string();
@@ -347,8 +367,15 @@ simulate::StatedGpu read_gpu(const io::Node& node, const GpuIds& gpus) {
   Members gpu(node);
   simulate::StatedGpu entry;
   entry.gpu = gpus.resolve(gpu.required("id"));
-  io::Node stage = gpu.required("stage");
-  if (!stage.json().is_null()) entry.stage = static_cast<int>(stage.as_integer(0, kMaxIndex));
+  // `stage` (an index or null), or `stages` for a GPU that serves several (spec 9.2).
+  if (auto list = gpu.optional("stages")) {
+    for (const io::Node& s : list->elements()) {
+      entry.stages.push_back(static_cast<int>(s.as_integer(0, kMaxIndex)));
+    }
+  } else {
+    io::Node stage = gpu.required("stage");
+    if (!stage.json().is_null()) entry.stages = {static_cast<int>(stage.as_integer(0, kMaxIndex))};
+  }
   entry.busy_ms = gpu.required("busy_ms").as_number();
   entry.peak_memory_bytes = gpu.required("peak_memory_bytes").as_number();
   if (auto memory = gpu.optional("memory_bytes")) {
@@ -372,6 +399,17 @@ T read_choice(const Members& entry, std::string_view key, const char* word1, T f
   return second;
 }
 
+// A compute entry's `op`: `forward`, `backward`, `backward_input` or `backward_weight`.
+Op read_op(const Members& entry) {
+  io::Node node = entry.required("op");
+  const std::string text = node.as_string();
+  for (const Op op : {Op::kForward, Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight}) {
+    if (text == op_name(op)) return op;
+  }
+  node.fail(R"(must be "forward", "backward", "backward_input" or "backward_weight", got )" +
+            io::describe_value(node.json()));
+}
+
 int read_index(const Members& entry, std::string_view key) {
   return static_cast<int>(entry.required(key).as_integer(0, kMaxIndex));
 }
@@ -380,7 +418,7 @@ simulate::StatedCompute read_compute(const io::Node& node, const GpuIds& gpus) {
   Members entry(node);
   simulate::StatedCompute task;
   task.gpu = gpus.resolve(entry.required("gpu"));
-  task.task.op = read_choice(entry, "op", "forward", Op::kForward, "backward", Op::kBackward);
+  task.task.op = read_op(entry);
   task.task.stage = read_index(entry, "stage");
   task.task.micro_batch = read_index(entry, "micro_batch");
   task.start_ms = read_time(entry, "start_ms");

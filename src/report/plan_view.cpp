@@ -127,8 +127,10 @@ Timeline stated_timeline(const simulate::StatedPlan& stated, const simulate::Sta
     timeline.allreduces.push_back({e.stage, e.bytes, e.start_ms, e.end_ms});
   }
   timeline.gpus.resize(gpu_count);
-  for (std::size_t g = 0; g < gpu_count; ++g) {
-    if (index.stage_of[g] >= 0) timeline.gpus[g].stages = {index.stage_of[g]};
+  for (std::size_t s = 0; s < stated.stages.size(); ++s) {  // every stage of a GPU's device
+    for (const int g : stated.stages[s].gpus) {
+      timeline.gpus[static_cast<std::size_t>(g)].stages.push_back(static_cast<int>(s));
+    }
   }
   if (stated.gpus) {
     for (const simulate::StatedGpu& e : *stated.gpus) {

@@ -102,8 +102,8 @@ std::string gpu_summary(const Plan& plan, const topology::Topology& topology) {
     if (usage.stages.empty()) continue;
     if (!out.empty()) out += "\n";
     const auto& capacity = topology.gpu(g).memory_bytes;
-    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(usage.stages.front()) + "): busy " +
-           format_ms(usage.busy_ms) + ", bubble " +
+    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(usage.stages.front()) +
+           "): busy " + format_ms(usage.busy_ms) + ", bubble " +
            format_number(100 * simulate::bubble_fraction(usage, plan.timeline.iteration_ms), 3) +
            "%, peak memory " + format_bytes(usage.peak_memory_bytes) +
            (capacity ? " of " + format_bytes(*capacity) : std::string(" (unlimited)"));
@@ -132,11 +132,13 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
     const auto& capacity = topology.gpu(g).memory_bytes;
     ordered_json entry = ordered_json::object();
     entry["id"] = topology.gpu(g).id;
-    entry["stage"] = usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
+    entry["stage"] =
+        usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
     entry["busy_ms"] = usage.busy_ms;
     entry["bubble_fraction"] =
-        !usage.stages.empty() ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
-                    : ordered_json(nullptr);
+        !usage.stages.empty()
+            ? ordered_json(simulate::bubble_fraction(usage, plan.timeline.iteration_ms))
+            : ordered_json(nullptr);
     entry["peak_memory_bytes"] = io::json_number(usage.peak_memory_bytes);
     entry["memory_bytes"] = capacity ? io::json_number(*capacity) : ordered_json(nullptr);
     gpus.push_back(std::move(entry));

@@ -19,26 +19,21 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::schedule {
 
-int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches) {
-  const int S = static_cast<int>(stages.size());
-  long best = 0;
-  for (int t = s; t < S; ++t) {
-    best = std::max(best, static_cast<long>(S - t) *
-                              static_cast<long>(stages[static_cast<std::size_t>(t)].replicas()));
-  }
-  return static_cast<int>(std::min<long>(micro_batches, best));
-}
-
 long stashes_per_replica(Policy policy, long micro_batches, long replicas, long warmup) {
   switch (policy) {
     case Policy::kGpipe:
+    case Policy::kLoopedBfs:
       return (micro_batches + replicas - 1) / replicas;
     case Policy::kOneFOneB:
+    case Policy::kInterleaved1F1B:
+    case Policy::kZbH1:
+    case Policy::kZbV:
       return (warmup + replicas - 1) / replicas;
     case Policy::kList:
       return 1;
@@ -50,87 +45,35 @@ namespace {
 
 constexpr int kNone = -1;
 
-// The fixed per-GPU orders of spec section 5.
-std::vector<std::vector<ComputeTask>> fixed_orders(const topology::Topology& topology,
-                                                   const std::vector<Stage>& stages, int M,
-                                                   Policy policy) {
-  std::vector<std::vector<ComputeTask>> orders(static_cast<std::size_t>(topology.size()));
-  const int S = static_cast<int>(stages.size());
-  for (int s = 0; s < S; ++s) {
-    const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
-    const int r = static_cast<int>(gpus.size());
-    std::vector<ComputeTask> wide;  // the stage-wide order
-    if (policy == Policy::kGpipe) {
-      for (int m = 0; m < M; ++m) wide.push_back({Op::kForward, s, m});
-      for (int m = 0; m < M; ++m) wide.push_back({Op::kBackward, s, m});
-    } else {
-      const int warmup = one_f_one_b_warmup(stages, s, M);
-      int forward = 0, backward = 0;
-      while (forward < warmup) wide.push_back({Op::kForward, s, forward++});
-      while (forward < M) {
-        wide.push_back({Op::kBackward, s, backward++});
-        wide.push_back({Op::kForward, s, forward++});
-      }
-      while (backward < M) wide.push_back({Op::kBackward, s, backward++});
-    }
-    for (const ComputeTask& task : wide) {
-      orders[static_cast<std::size_t>(gpus[static_cast<std::size_t>(task.micro_batch % r)])]
-          .push_back(task);
-    }
-  }
-  return orders;
-}
-
 class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
-         const std::vector<Stage>& stages, int micro_batches, Policy policy, Optimizer optimizer)
+         const std::vector<Stage>& stages, int micro_batches, Policy policy, Optimizer optimizer,
+         bool split)
       : topology_(topology),
         stages_(stages),
         policy_(policy),
         fixed_(policy_row(policy).fixed),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
-        graph_(stages, M_),
+        graph_(stages, M_, split),
         exec_(simulate::execution(model, topology, stages, optimizer)) {
-    const auto n = static_cast<std::size_t>(topology.size());
-    gpus_.resize(n);
-    for (int s = 0; s < S_; ++s) {
-      const simulate::StageExecution& e = exec_[static_cast<std::size_t>(s)];
-      for (const simulate::GroupExecution& group : e.groups) {
-        // A group is one compute resource, named by its leader (spec 8.3); it holds as many
-        // micro-batches as its smallest GPU does beside the static and transient bytes.
-        Gpu& gpu = gpus_[static_cast<std::size_t>(group.leader)];
-        gpu.stage = s;
-        gpu.group = &group;
-        const double fixed = e.static_bytes + e.transient_bytes;
-        const long fit = simulate::max_in_flight(fixed, e.stash_bytes, group.capacity_bytes, M_);
-        if (fit < 1 && !refusal_) {
-          const Stage& stage = stages[static_cast<std::size_t>(s)];
-          refusal_ = "stage " + std::to_string(s) + " (layers " +
-                     std::to_string(stage.first_layer) + ".." + std::to_string(stage.last_layer) +
-                     ") needs " + io::format_bytes(fixed + e.stash_bytes) +
-                     " with one micro-batch in flight but GPU \"" +
-                     topology.gpu(group.tightest_gpu).id + "\" has " +
-                     io::format_bytes(*group.capacity_bytes);
-        }
-        gpu.max_in_flight = static_cast<int>(fit);
-      }
-    }
+    gpus_.resize(static_cast<std::size_t>(topology.size()));
+    for (const Device& device : devices(stages)) add_device(device);
     for (int g = 0; g < topology.size(); ++g) {
       if (gpus_[static_cast<std::size_t>(g)].stage != kNone) leaders_.push_back(g);
     }
     replica_.assign(static_cast<std::size_t>(S_),
                     std::vector<int>(static_cast<std::size_t>(M_), kNone));
     result_.schedule.micro_batches = M_;
-    result_.schedule.gpu_order.resize(n);
+    result_.schedule.split_backward = split;
+    result_.schedule.gpu_order.resize(static_cast<std::size_t>(topology.size()));
     if (fixed_) {
-      sequences_ = fixed_orders(topology, stages, M_, policy_);
+      sequences_ = fixed_orders(topology.size(), stages, M_, policy_, split);
       for (int s = 0; s < S_; ++s) {
         const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
         for (int m = 0; m < M_; ++m) {
-          replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)] =
-              gpus[static_cast<std::size_t>(m) % gpus.size()];
+          replica(s, m) = gpus[static_cast<std::size_t>(m) % gpus.size()];
         }
       }
       for (int m = 0; m < M_; ++m) make_ready({Op::kForward, 0, m});
@@ -161,15 +104,20 @@ class Engine {
   }
 
  private:
+  using Ready = std::set<std::pair<int, int>>;  // (micro-batch, stage), lowest first
   struct Gpu {
-    int stage = kNone;
-    const simulate::GroupExecution* group = nullptr;  // the group it leads
+    int stage = kNone;        // the first stage of its device: where micro-batches enter it
+    int group = 0;            // its replica index in its device's stages
+    std::vector<int> stages;  // every stage of its device, ascending
     bool busy = false;
-    int in_flight = 0;
+    int in_flight = 0;  // micro-batches that entered the device and still hold memory there
     int max_in_flight = 1 << 30;
-    double outstanding_ms = 0;                    // work of assigned micro-batches not yet done
-    std::set<int> ready_forward, ready_backward;  // micro-batches (list policy)
-    std::size_t next = 0;                         // position in the fixed sequence
+    double outstanding_ms = 0;  // work of assigned micro-batches not yet done
+    // Ready tasks (list policy): forwards of the entry stage (they need memory), forwards of
+    // later stages of the device (already reserved), backwards (B or I), weight gradients.
+    Ready ready_entry, ready_forward, ready_backward, ready_weight;
+    std::map<int, int> unfinished;  // per micro-batch in flight: its last backwards still due
+    std::size_t next = 0;           // position in the fixed sequence
   };
   struct Transfer {
     double ready_time;
@@ -198,6 +146,50 @@ class Engine {
     }
   };
 
+  // One device's groups: each a compute resource named by its leader (spec 8.3, 9.3), holding as
+  // many micro-batches as its smallest GPU does beside the static bytes of all its stages and
+  // the largest transient; a micro-batch reserves its stash on every stage of the device when
+  // it enters (so that it can always finish there).
+  void add_device(const Device& device) {
+    double fixed = 0, transient = 0, stash = 0;
+    for (const int s : device.stages) {
+      const simulate::StageExecution& e = exec_[static_cast<std::size_t>(s)];
+      fixed += e.static_bytes;
+      transient = std::max(transient, e.transient_bytes);
+      stash +=
+          graph_.split_backward() ? std::max(e.stash_bytes, e.weight_stash_bytes) : e.stash_bytes;
+    }
+    fixed += transient;
+    const int first = device.stages.front();
+    for (std::size_t i = 0; i < device.leaders.size(); ++i) {
+      Gpu& gpu = gpus_[static_cast<std::size_t>(device.leaders[i])];
+      gpu.stage = first;
+      gpu.group = static_cast<int>(i);
+      gpu.stages = device.stages;
+      const simulate::GroupExecution& group = exec_[static_cast<std::size_t>(first)].groups[i];
+      const long fit = simulate::max_in_flight(fixed, stash, group.capacity_bytes, M_);
+      if (fit < 1 && !refusal_) refusal_ = no_room(device, fixed + stash, group);
+      gpu.max_in_flight = static_cast<int>(fit);
+    }
+  }
+
+  [[nodiscard]] std::string no_room(const Device& device, double bytes,
+                                    const simulate::GroupExecution& group) const {
+    const Stage& first = stages_[static_cast<std::size_t>(device.stages.front())];
+    const Stage& last = stages_[static_cast<std::size_t>(device.stages.back())];
+    std::string which = "stage " + std::to_string(device.stages.front()) + " (layers " +
+                        std::to_string(first.first_layer) + ".." +
+                        std::to_string(first.last_layer) + ")";
+    if (device.stages.size() > 1) {
+      which = "stages " + std::to_string(device.stages.front()) + " to " +
+              std::to_string(device.stages.back()) + " of one device (layers " +
+              std::to_string(first.first_layer) + ".." + std::to_string(last.last_layer) + ")";
+    }
+    return which + " needs " + io::format_bytes(bytes) +
+           " with one micro-batch in flight but GPU \"" + topology_.gpu(group.tightest_gpu).id +
+           "\" has " + io::format_bytes(*group.capacity_bytes);
+  }
+
   [[nodiscard]] double transfer_bytes(int s) const {
     return exec_[static_cast<std::size_t>(s)].transfer_bytes;
   }
@@ -206,10 +198,13 @@ class Engine {
   }
   Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
 
-  // One micro-batch's F + B on the group led by `g` (a GPU of stage s).
-  [[nodiscard]] double work_ms(int g) const {
-    return gpus_[static_cast<std::size_t>(g)].group->work_ms;
+  // The group led by `g` as stage `s` runs it.
+  [[nodiscard]] const simulate::GroupExecution& group(int g, int s) const {
+    return exec_[static_cast<std::size_t>(s)]
+        .groups[static_cast<std::size_t>(gpus_[static_cast<std::size_t>(g)].group)];
   }
+  // One micro-batch's F + B of stage s on the group led by `g`.
+  [[nodiscard]] double work_ms(int g, int s) const { return group(g, s).work_ms; }
 
   void make_ready(const ComputeTask& task) {
     if (fixed_) {
@@ -217,7 +212,12 @@ class Engine {
       return;
     }
     Gpu& g = gpu(replica(task.stage, task.micro_batch));
-    (task.op == Op::kForward ? g.ready_forward : g.ready_backward).insert(task.micro_batch);
+    const std::pair<int, int> entry{task.micro_batch, task.stage};
+    if (task.op == Op::kForward) {
+      (task.stage == g.stage ? g.ready_entry : g.ready_forward).insert(entry);
+    } else {
+      (task.op == Op::kBackwardWeight ? g.ready_weight : g.ready_backward).insert(entry);
+    }
   }
   [[nodiscard]] long key(const ComputeTask& task) const { return graph_.id(task); }
 
@@ -229,7 +229,7 @@ class Engine {
     for (int g : gpus) {
       const double arrival =
           from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
-      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(g);
+      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(g, s);
       if (finish < best_finish) {
         best_finish = finish;
         best = g;
@@ -240,16 +240,18 @@ class Engine {
 
   void assign(int s, int m, int g) {
     replica(s, m) = g;
-    gpu(g).outstanding_ms += work_ms(g);
+    gpu(g).outstanding_ms += work_ms(g, s);
   }
 
   void start_compute(int g, const ComputeTask& task, double now) {
     Gpu& state = gpu(g);
     state.busy = true;
-    if (task.op == Op::kForward) ++state.in_flight;
+    if (task.op == Op::kForward && task.stage == state.stage) {
+      ++state.in_flight;  // the micro-batch enters the device
+      state.unfinished[task.micro_batch] = static_cast<int>(state.stages.size());
+    }
     if (fixed_) ready_.erase(key(task));
-    const double duration =
-        task.op == Op::kForward ? state.group->forward_ms : state.group->backward_ms;
+    const double duration = group(g, task.stage).duration(task.op);
     result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
     Event event{now + duration, sequence_++, true, g, {}, task, {}};
     events_.push(event);
@@ -267,26 +269,37 @@ class Engine {
     events_.push(event);
   }
 
+  // Takes the first task of `ready` as an op on the group led by g.
+  void start_first(int g, Ready& ready, Op op, double now) {
+    const auto [m, s] = *ready.begin();
+    ready.erase(ready.begin());
+    start_compute(g, {op, s, m}, now);
+  }
+
+  // The list policy: a ready backward (B or I) of lowest micro-batch; else a ready forward of
+  // lowest micro-batch, one entering the device only while its memory holds one more; else a
+  // new micro-batch on stage 0; else a ready weight gradient, the filler.
   void try_start_list(int g, double now) {
     Gpu& state = gpu(g);
     if (!state.ready_backward.empty()) {
-      int m = *state.ready_backward.begin();
-      state.ready_backward.erase(state.ready_backward.begin());
-      start_compute(g, {Op::kBackward, state.stage, m}, now);
+      start_first(g, state.ready_backward, graph_.backward_op(), now);
       return;
     }
-    if (state.in_flight >= state.max_in_flight) return;
-    if (!state.ready_forward.empty()) {
-      int m = *state.ready_forward.begin();
-      state.ready_forward.erase(state.ready_forward.begin());
-      start_compute(g, {Op::kForward, state.stage, m}, now);
+    const bool room = state.in_flight < state.max_in_flight;
+    const bool entry =
+        room && !state.ready_entry.empty() &&
+        (state.ready_forward.empty() || *state.ready_entry.begin() < *state.ready_forward.begin());
+    if (entry || !state.ready_forward.empty()) {
+      start_first(g, entry ? state.ready_entry : state.ready_forward, Op::kForward, now);
       return;
     }
-    if (state.stage == 0 && next_first_stage_ < M_) {
+    if (room && state.stage == 0 && next_first_stage_ < M_) {
       int m = next_first_stage_++;
       assign(0, m, g);
       start_compute(g, {Op::kForward, 0, m}, now);
+      return;
     }
+    if (!state.ready_weight.empty()) start_first(g, state.ready_weight, Op::kBackwardWeight, now);
   }
 
   void try_start_fixed(int g, double now) {
@@ -325,7 +338,22 @@ class Engine {
     if (!state.busy) pending_.insert(channel);
   }
 
-  // What a finished task releases is its data successor in the task graph (spec section 3).
+  // A compute task ended on its group: it stops holding memory for the micro-batch once every
+  // last backward (B or W) of the micro-batch on the device has ended.
+  void release(int g, const ComputeTask& task) {
+    Gpu& state = gpu(g);
+    if (task.op == graph_.backward_op()) state.outstanding_ms -= work_ms(g, task.stage);
+    if (task.op != graph_.last_backward_op()) return;
+    const auto it = state.unfinished.find(task.micro_batch);
+    if (it != state.unfinished.end() && --it->second == 0) {
+      state.unfinished.erase(it);
+      --state.in_flight;
+    }
+  }
+
+  // What a finished task releases are its data successors in the task graph (spec 3, 9.3): a
+  // compute task on the same device (across a boundary inside it, on the same group, or the W
+  // after an I) or a transfer to the next stage's replica.
   void complete(const Event& event, double now) {
     ++completed_;
     result_.iteration_ms = std::max(result_.iteration_ms, now);
@@ -336,25 +364,24 @@ class Engine {
       make_ready(graph_.compute_task(graph_.data_successor(graph_.id(event.transfer))));
       return;
     }
-    Gpu& state = gpu(event.gpu);
-    state.busy = false;
+    gpu(event.gpu).busy = false;
     const ComputeTask& task = event.compute;
     const int m = task.micro_batch;
-    if (task.op == Op::kBackward) {
-      --state.in_flight;
-      state.outstanding_ms -= work_ms(event.gpu);
+    release(event.gpu, task);
+    for (const int next : graph_.data_successors(graph_.id(task))) {
+      if (next == simulate::TaskGraph::kNone) continue;
+      if (graph_.is_compute(next)) {
+        const ComputeTask successor = graph_.compute_task(next);
+        if (replica(successor.stage, m) == kNone) assign(successor.stage, m, event.gpu);
+        make_ready(successor);
+        continue;
+      }
+      const TransferTask transfer = graph_.transfer_task(next);
+      const int peer_stage = simulate::TaskGraph::ends(transfer).to_stage;
+      if (replica(peer_stage, m) == kNone)
+        assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
+      enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);
     }
-    const int next = graph_.data_successor(graph_.id(task));
-    if (next == simulate::TaskGraph::kNone) return;
-    if (!graph_.is_transfer(next)) {
-      make_ready(graph_.compute_task(next));
-      return;
-    }
-    const TransferTask transfer = graph_.transfer_task(next);
-    const int peer_stage = simulate::TaskGraph::ends(transfer).to_stage;
-    if (replica(peer_stage, m) == kNone)
-      assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
-    enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);
   }
 
   const topology::Topology& topology_;
@@ -384,17 +411,20 @@ class Engine {
 
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
-                        Optimizer optimizer) {
+                        Optimizer optimizer, bool split_backward) {
   ScheduleAttempt attempt =
-      try_make_schedule(model, topology, stages, micro_batches, policy, optimizer);
+      try_make_schedule(model, topology, stages, micro_batches, policy, optimizer, split_backward);
   if (!attempt.scheduled) throw InfeasibleError(attempt.refusal);
   return std::move(*attempt.scheduled);
 }
 
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
-                                  Policy policy, Optimizer optimizer) {
-  Engine engine(model, topology, stages, micro_batches, policy, optimizer);
+                                  Policy policy, Optimizer optimizer, bool split_backward) {
+  if (auto refusal = policy_refusal(policy, stages, micro_batches)) {
+    throw simulate::ScheduleError(*refusal);
+  }
+  Engine engine(model, topology, stages, micro_batches, policy, optimizer, split_backward);
   if (engine.refusal()) return {std::nullopt, *engine.refusal()};
   return {engine.run(), {}};
 }

@@ -39,8 +39,14 @@ class StructureCheck {
     if (S_ == 0) fail("/stages", "must list at least one stage");
     if (M_ < 1) fail("/micro_batches", "must be an integer >= 1");
     stages();
+    if (stated_.virtual_stages && *stated_.virtual_stages != virtual_stages(stated_.stages)) {
+      fail("/virtual_stages", "states " + std::to_string(*stated_.virtual_stages) +
+                                  " but the most stages sharing one GPU list is " +
+                                  std::to_string(virtual_stages(stated_.stages)));
+    }
     compute_entries();
-    graph_ = TaskGraph(stated_.stages, M_);  // the count matches S M: numbering is now bounded
+    // The count matches S M: numbering is now bounded.
+    graph_ = TaskGraph(stated_.stages, M_, stated_.split_backward);
     index_.entry.assign(static_cast<std::size_t>(graph_->chain_count()), kNoEntry);
     compute_once();
     transfer_entries();
@@ -103,10 +109,12 @@ class StructureCheck {
     }
   }
 
-  // Stages: contiguous from layer 0, at least one GPU each, no GPU twice, figures >= 0.
+  // Stages: contiguous from layer 0, at least one GPU each, no GPU twice (stages share all
+  // their GPUs or none, spec 9.2), figures >= 0.
   void stages() {
     index_.stage_of.assign(gpu_ids_.size(), -1);
     index_.group_of.assign(gpu_ids_.size(), -1);
+    index_.device_of.assign(static_cast<std::size_t>(S_), -1);
     for (int s = 0; s < S_; ++s) {
       const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
       const std::string at = "/stages/" + std::to_string(s);
@@ -128,17 +136,7 @@ class StructureCheck {
                                " GPUs, not a multiple of the stage's tensor_parallel (" +
                                std::to_string(t) + "): each replica is a group of t GPUs");
       }
-      for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
-        int& owner = index_.stage_of[static_cast<std::size_t>(stage.gpus[k])];
-        if (owner >= 0) {
-          fail(at + "/gpus/" + std::to_string(k),
-               gpu_name(stage.gpus[k]) + (owner == s
-                                              ? " is listed twice"
-                                              : " already serves stage " + std::to_string(owner)));
-        }
-        owner = s;
-        index_.group_of[static_cast<std::size_t>(stage.gpus[k])] = static_cast<int>(k / t);
-      }
+      place(s, at);
       const auto& figures = s < static_cast<int>(stated_.stage_figures.size())
                                 ? stated_.stage_figures[static_cast<std::size_t>(s)]
                                 : std::nullopt;
@@ -155,6 +153,43 @@ class StructureCheck {
     }
   }
 
+  // Stage s's GPUs: new ones, or exactly the GPUs and degree of an earlier stage (a device).
+  void place(int s, const std::string& at) {
+    const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
+    const auto t = static_cast<std::size_t>(stage.tensor_parallel);
+    const int shared = index_.stage_of[static_cast<std::size_t>(stage.gpus.front())];
+    const bool device =
+        shared >= 0 && stated_.stages[static_cast<std::size_t>(shared)].gpus == stage.gpus;
+    if (device &&
+        stated_.stages[static_cast<std::size_t>(shared)].tensor_parallel != stage.tensor_parallel) {
+      fail(at + "/tensor_parallel",
+           "must be " +
+               std::to_string(stated_.stages[static_cast<std::size_t>(shared)].tensor_parallel) +
+               ", the degree of stage " + std::to_string(shared) +
+               ", which has the same GPUs (stages on one device have the same groups, spec 9.2)");
+    }
+    index_.device_of[static_cast<std::size_t>(s)] = device ? shared : s;
+    if (device) return;
+    for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
+      int& owner = index_.stage_of[static_cast<std::size_t>(stage.gpus[k])];
+      if (owner >= 0) {
+        fail(at + "/gpus/" + std::to_string(k),
+             gpu_name(stage.gpus[k]) + (owner == s
+                                            ? " is listed twice"
+                                            : " already serves stage " + std::to_string(owner)));
+      }
+      owner = s;
+      index_.group_of[static_cast<std::size_t>(stage.gpus[k])] = static_cast<int>(k / t);
+    }
+  }
+
+  // Whether GPU g serves stage s (on its device).
+  [[nodiscard]] bool serves(int g, int s) const {
+    return index_.stage_of[static_cast<std::size_t>(g)] >= 0 &&
+           index_.stage_of[static_cast<std::size_t>(g)] ==
+               index_.device_of[static_cast<std::size_t>(s)];
+  }
+
   // Compute entries: ranges, placement and times per entry, then their count.
   void compute_entries() const {
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
@@ -167,7 +202,8 @@ class StructureCheck {
       if (e.task.micro_batch >= M_) {
         fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
       }
-      if (index_.stage_of[static_cast<std::size_t>(e.gpu)] != e.task.stage) {
+      check_op(at, e.task.op);
+      if (!serves(e.gpu, e.task.stage)) {
         fail(at + "/gpu",
              gpu_name(e.gpu) + " does not serve stage " + std::to_string(e.task.stage));
       }
@@ -178,16 +214,33 @@ class StructureCheck {
       }
       check_times(at, describe(e.task), e.start_ms, e.end_ms);
     }
-    const std::int64_t count = std::int64_t{2} * S_ * M_;
+    const bool split = stated_.split_backward;
+    const std::int64_t count = std::int64_t{split ? 3 : 2} * S_ * M_;
     if (static_cast<std::int64_t>(stated_.compute.size()) != count) {
-      fail("/schedule/compute", "lists " + std::to_string(stated_.compute.size()) + " tasks but " +
-                                    std::to_string(S_) + " stages and " + std::to_string(M_) +
-                                    " micro-batches make " + std::to_string(count) +
-                                    " (a forward and a backward each)");
+      fail("/schedule/compute",
+           "lists " + std::to_string(stated_.compute.size()) + " tasks but " + std::to_string(S_) +
+               " stages and " + std::to_string(M_) + " micro-batches make " +
+               std::to_string(count) +
+               (split ? " (a forward, an input-gradient and a weight-gradient backward each)"
+                      : " (a forward and a backward each)"));
     }
   }
 
-  // Each compute task once; a backward on the GPU of its forward.
+  // A compute entry's op agrees with `split_backward` (spec 9.2).
+  void check_op(const std::string& at, Op op) const {
+    if (stated_.split_backward && op == Op::kBackward) {
+      fail(at + "/op",
+           "is \"backward\" but the plan has split_backward: true, so every backward is "
+           "\"backward_input\" and \"backward_weight\" (spec 9.2)");
+    }
+    if (!stated_.split_backward && (op == Op::kBackwardInput || op == Op::kBackwardWeight)) {
+      fail(at + "/op", std::string("is \"") + op_name(op) +
+                           "\" but the plan does not have split_backward: true (spec 9.2)");
+    }
+  }
+
+  // Each compute task once; a backward (or its halves) on the GPU of its forward; across a
+  // boundary inside a device, a micro-batch's forwards on one group (spec 9.3).
   void compute_once() {
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
       std::size_t& slot =
@@ -201,8 +254,21 @@ class StructureCheck {
     }
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
       const StatedCompute& e = stated_.compute[i];
-      if (e.task.op != Op::kBackward) continue;
-      const int forward_gpu = compute_of({Op::kForward, e.task.stage, e.task.micro_batch}).gpu;
+      const int m = e.task.micro_batch;
+      if (e.task.op == Op::kForward) {
+        const int s = e.task.stage;
+        if (s == 0 || !graph_->is_local_boundary(s - 1)) continue;
+        const int below = compute_of({Op::kForward, s - 1, m}).gpu;
+        if (e.gpu != below) {
+          fail(kComputeAt + std::to_string(i) + "/gpu",
+               describe(e.task) + " runs on " + gpu_name(e.gpu) + " but stage " +
+                   std::to_string(s - 1) + " shares its device and runs micro-batch " +
+                   std::to_string(m) + " on " + gpu_name(below) +
+                   " (a boundary inside a device has no transfer, spec 9.3)");
+        }
+        continue;
+      }
+      const int forward_gpu = compute_of({Op::kForward, e.task.stage, m}).gpu;
       if (e.gpu != forward_gpu) {
         fail(kComputeAt + std::to_string(i) + "/gpu",
              describe(e.task) + " runs on " + gpu_name(e.gpu) + " but its forward runs on " +
@@ -224,6 +290,13 @@ class StructureCheck {
       if (e.task.micro_batch >= M_) {
         fail(at + "/micro_batch", "must be < micro_batches (" + std::to_string(M_) + ")");
       }
+      if (graph_->is_local_boundary(e.task.stage)) {
+        fail(at + "/stage", "names the boundary after stage " + std::to_string(e.task.stage) +
+                                ", which lies inside one device (stages " +
+                                std::to_string(e.task.stage) + " and " +
+                                std::to_string(e.task.stage + 1) +
+                                " share their GPUs): it has no transfer (spec 9.3)");
+      }
       const int m = e.task.micro_batch;
       const TransferEnds ends = TaskGraph::ends(e.task);
       const int from = compute_of({Op::kForward, ends.from_stage, m}).gpu;
@@ -244,11 +317,11 @@ class StructureCheck {
   }
 
   void transfers_once() {
-    const std::int64_t count = std::int64_t{2} * (S_ - 1) * M_;
+    const std::int64_t count = graph_->transfer_count();
     if (static_cast<std::int64_t>(stated_.transfers.size()) != count) {
       fail("/schedule/transfers", "lists " + std::to_string(stated_.transfers.size()) +
-                                      " transfers but " + std::to_string(S_ - 1) +
-                                      " boundaries and " + std::to_string(M_) +
+                                      " transfers but " + std::to_string(count / 2 / M_) +
+                                      " boundaries between devices and " + std::to_string(M_) +
                                       " micro-batches make " + std::to_string(count) +
                                       " (an activation and a gradient each)");
     }
@@ -345,7 +418,7 @@ class StructureCheck {
   void updates() const {
     if (stated_.updates.empty()) return;
     const TaskGraph& graph = *graph_;
-    std::vector<char> seen(gpu_ids_.size(), 0);
+    std::vector<char> seen(gpu_ids_.size() * static_cast<std::size_t>(S_), 0);  // per stage, GPU
     for (std::size_t i = 0; i < stated_.updates.size(); ++i) {
       const StatedUpdate& e = stated_.updates[i];
       const std::string at = "/schedule/updates/" + std::to_string(i);
@@ -354,19 +427,21 @@ class StructureCheck {
              "names stage " + std::to_string(e.stage) + " but the plan has " + std::to_string(S_));
       }
       const auto g = static_cast<std::size_t>(e.gpu);
-      if (index_.stage_of[g] != e.stage || leader_of(e.gpu) != e.gpu) {
+      if (!serves(e.gpu, e.stage) || leader_of(e.gpu) != e.gpu) {
         fail(at + "/gpu",
              gpu_name(e.gpu) + " is not the leader of a group of stage " + std::to_string(e.stage));
       }
-      if (seen[g]) fail(at, "second optimizer step of " + gpu_name(e.gpu) + "'s group");
-      seen[g] = 1;
+      const auto key = static_cast<std::size_t>(e.stage) * gpu_ids_.size() + g;
+      if (seen[key]) fail(at, "second optimizer step of " + gpu_name(e.gpu) + "'s group");
+      seen[key] = 1;
       check_times(at, graph.describe(graph.update(e.stage)), e.start_ms, e.end_ms);
       check_after_predecessors(at, graph.update(e.stage), e.start_ms);
     }
     for (int s = 0; s < S_; ++s) {
       const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
       for (int i = 0; i < stage.replicas(); ++i) {
-        if (!seen[static_cast<std::size_t>(stage.leader(i))]) {
+        if (!seen[static_cast<std::size_t>(s) * gpu_ids_.size() +
+                  static_cast<std::size_t>(stage.leader(i))]) {
           fail("/schedule/updates", "lists optimizer steps but none for " +
                                         gpu_name(stage.leader(i)) + "'s group of stage " +
                                         std::to_string(s) + " (every group runs one, spec 8.3)");
@@ -409,11 +484,10 @@ class StructureCheck {
       const std::string at = "/gpus/" + std::to_string(i);
       if (listed[static_cast<std::size_t>(e.gpu)]) fail(at, "lists " + gpu_name(e.gpu) + " twice");
       listed[static_cast<std::size_t>(e.gpu)] = 1;
-      const int owner = index_.stage_of[static_cast<std::size_t>(e.gpu)];
-      if (e.stage.value_or(-1) != owner) {
-        fail(at + "/stage",
-             gpu_name(e.gpu) + " serves " +
-                 (owner >= 0 ? "stage " + std::to_string(owner) : std::string("no stage")));
+      const std::vector<int> served = stages_of(e.gpu);
+      if (e.stages != served) {
+        fail(at + (served.size() > 1 || e.stages.size() > 1 ? "/stages" : "/stage"),
+             gpu_name(e.gpu) + " serves " + served_text(served));
       }
       if (e.busy_ms < 0) fail(at + "/busy_ms", "must be >= 0, got " + number(e.busy_ms));
       if (e.peak_memory_bytes < 0) {
@@ -423,6 +497,23 @@ class StructureCheck {
     for (std::size_t g = 0; g < N; ++g) {
       if (!listed[g]) fail("/gpus", "does not list " + gpu_name(static_cast<int>(g)));
     }
+  }
+
+  // The stages GPU g serves, ascending.
+  [[nodiscard]] std::vector<int> stages_of(int g) const {
+    std::vector<int> out;
+    for (int s = 0; s < S_; ++s) {
+      if (serves(g, s)) out.push_back(s);
+    }
+    return out;
+  }
+  [[nodiscard]] static std::string served_text(const std::vector<int>& stages) {
+    if (stages.empty()) return "no stage";
+    std::string out = stages.size() == 1 ? "stage " : "stages ";
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      out += (i == 0 ? "" : ", ") + std::to_string(stages[i]);
+    }
+    return out;
   }
 
   const StatedPlan& stated_;
@@ -474,11 +565,10 @@ class ModelCheck {
     throw InputError(stated_.file, pointer, message);
   }
   [[nodiscard]] std::string gpu_name(int g) const { return "GPU \"" + topology_.gpu(g).id + "\""; }
-  // The group a used GPU belongs to.
-  [[nodiscard]] const GroupExecution& group_of(int g) const {
-    const auto gpu = static_cast<std::size_t>(g);
-    return exec_[static_cast<std::size_t>(index_.stage_of[gpu])]
-        .groups[static_cast<std::size_t>(index_.group_of[gpu])];
+  // The group a used GPU belongs to, as stage s (one it serves) runs it.
+  [[nodiscard]] const GroupExecution& group_of(int g, int s) const {
+    return exec_[static_cast<std::size_t>(s)]
+        .groups[static_cast<std::size_t>(index_.group_of[static_cast<std::size_t>(g)])];
   }
 
   // Update tasks: present exactly when the model has update times, at the replay's times.
@@ -534,8 +624,8 @@ class ModelCheck {
   void durations() const {
     for (std::size_t i = 0; i < stated_.compute.size(); ++i) {
       const auto& e = stated_.compute[i];
-      const GroupExecution& group = group_of(e.gpu);
-      const double expected = e.task.op == Op::kForward ? group.forward_ms : group.backward_ms;
+      const GroupExecution& group = group_of(e.gpu, e.task.stage);
+      const double expected = group.duration(e.task.op);
       if (!times_equal(e.end_ms, e.start_ms + expected)) {
         fail(kComputeAt + std::to_string(i),
              describe(e.task) + " lasts " + ms(e.end_ms - e.start_ms) + " but takes " +
@@ -563,7 +653,7 @@ class ModelCheck {
 
   // Starts equal to the replay of the orders.
   void starts(const Timeline& timeline) const {
-    const TaskGraph graph(stated_.stages, stated_.micro_batches);
+    const TaskGraph graph(stated_.stages, stated_.micro_batches, stated_.split_backward);
     std::vector<double> start(static_cast<std::size_t>(graph.chain_count()), 0);
     for (const auto& e : timeline.compute)
       start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;
@@ -714,6 +804,7 @@ StatedIndex check_structure(const StatedPlan& stated, const std::vector<std::str
 Schedule stated_schedule(const StatedPlan& stated, const StatedIndex& index, int gpu_count) {
   Schedule schedule;
   schedule.micro_batches = stated.micro_batches;
+  schedule.split_backward = stated.split_backward;
   schedule.gpu_order.resize(static_cast<std::size_t>(gpu_count));
   for (const std::size_t i : index.compute_order) {
     schedule.gpu_order[static_cast<std::size_t>(stated.compute[i].gpu)].push_back(

@@ -82,6 +82,7 @@ GroupExecution group_execution(const topology::Topology& topology, const Stage& 
   }
   group.work_ms = work / v + group.forward_allreduce_ms + group.backward_allreduce_ms;
   if (updates) group.update_ms = cost.update_ms / v / update_divisor;
+  group.weight_ms = cost.backward_weight_ms / v;
   return group;
 }
 
@@ -137,6 +138,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     } else {
       e.stash_bytes = cost.stash_bytes;
     }
+    e.weight_stash_bytes = cost.weight_stash_bytes;
     e.allreduce_ms = data_parallel_allreduce_ms(topology, stage, cost.parameter_bytes);
     const double divisor = sharded ? static_cast<double>(r) : 1.0;
     for (int i = 0; i < r; ++i) {

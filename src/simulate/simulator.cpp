@@ -10,10 +10,13 @@
 #include "pipeplan/simulate/simulator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_set>
 
 #include "pipeplan/io/format.hpp"
@@ -37,16 +40,20 @@ std::string gpu_name(const topology::Topology& topology, int gpu) {
 std::optional<ComputeTask> first_missing(const Schedule& schedule, int S) {
   std::unordered_set<std::uint64_t> listed;
   auto key = [](const ComputeTask& t) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.stage)) << 33) |
-           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.micro_batch)) << 1) |
-           (t.op == Op::kBackward ? 1U : 0U);
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.stage)) << 34) |
+           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.micro_batch)) << 2) |
+           static_cast<std::uint64_t>(t.op);
   };
   for (const auto& order : schedule.gpu_order) {
     for (const ComputeTask& task : order) listed.insert(key(task));
   }
+  const std::vector<Op> ops =
+      schedule.split_backward
+          ? std::vector<Op>{Op::kForward, Op::kBackwardInput, Op::kBackwardWeight}
+          : std::vector<Op>{Op::kForward, Op::kBackward};
   for (int s = 0; s < S; ++s) {
     for (int m = 0; m < schedule.micro_batches; ++m) {
-      for (Op op : {Op::kForward, Op::kBackward}) {
+      for (Op op : ops) {
         if (listed.count(key(ComputeTask{op, s, m})) == 0) return ComputeTask{op, s, m};
       }
     }
@@ -60,8 +67,9 @@ struct Replay {
   const Schedule& schedule;
   const TaskGraph graph;
   std::vector<StageExecution> exec;  // per stage
-  std::vector<int> stage_of;         // per GPU, kNone when unused
-  std::vector<int> group_of;         // per GPU: its replica (group) in its stage, kNone
+  std::vector<int> stage_of;         // per GPU: the first stage of its device, kNone when unused
+  std::vector<int> device_of;        // per stage: the first stage of its device
+  std::vector<int> group_of;         // per GPU: its replica (group) in its stages, kNone
   std::vector<Channel> channels;     // channel slots in schedule order
   std::vector<int> where;            // GPU of a compute task, channel slot of a transfer
   std::vector<int> resource_pred;    // the task before it on its GPU or channel
@@ -73,10 +81,10 @@ struct Replay {
   std::vector<double> end;
 
   [[nodiscard]] std::size_t slot(int id) const { return static_cast<std::size_t>(id); }
-  // The group a used GPU belongs to.
-  [[nodiscard]] const GroupExecution& group(int gpu) const {
+  // The group a used GPU belongs to, in stage `s` of its device (its first by default).
+  [[nodiscard]] const GroupExecution& group(int gpu, int s = kNone) const {
     const auto g = static_cast<std::size_t>(gpu);
-    return exec[static_cast<std::size_t>(stage_of[g])]
+    return exec[static_cast<std::size_t>(s == kNone ? stage_of[g] : s)]
         .groups[static_cast<std::size_t>(group_of[g])];
   }
   // Links `id` behind `previous` on the same resource.
@@ -94,7 +102,8 @@ void reject_missing(const Schedule& schedule, int S, int N) {
   if (M < 1) throw ScheduleError("the schedule has no micro-batches");
   std::int64_t listed = 0;
   for (const auto& order : schedule.gpu_order) listed += static_cast<std::int64_t>(order.size());
-  if (listed < 2 * static_cast<std::int64_t>(S) * M) {  // fewer than the compute tasks
+  const std::int64_t per = schedule.split_backward ? 3 : 2;
+  if (listed < per * static_cast<std::int64_t>(S) * M) {  // fewer than the compute tasks
     if (auto missing = first_missing(schedule, S)) {
       throw ScheduleError(describe(*missing) + " is missing");
     }
@@ -102,6 +111,41 @@ void reject_missing(const Schedule& schedule, int S, int N) {
   if (static_cast<int>(schedule.gpu_order.size()) != N) {
     throw ScheduleError("the schedule has orders for " + std::to_string(schedule.gpu_order.size()) +
                         " GPUs, the topology has " + std::to_string(N));
+  }
+}
+
+// Phase 2a': every compute task is listed; its backward (or I and W) runs on the GPU of its
+// forward; across a boundary inside a device a micro-batch stays on one group (spec 9.3).
+// O(c S M).
+void check_compute_places(const Replay& r) {
+  const TaskGraph& graph = r.graph;
+  for (int s = 0; s < graph.stages(); ++s) {
+    for (int m = 0; m < graph.micro_batches(); ++m) {
+      const ComputeTask forward{Op::kForward, s, m};
+      const int f = r.where[r.slot(graph.id(forward))];
+      if (f == kNone) throw ScheduleError(describe(forward) + " is missing");
+      for (const Op op : {graph.backward_op(), graph.last_backward_op()}) {
+        const ComputeTask backward{op, s, m};
+        const int b = r.where[r.slot(graph.id(backward))];
+        if (b == kNone) throw ScheduleError(describe(backward) + " is missing");
+        if (b != f) {
+          throw ScheduleError(describe(backward) + " runs on " + gpu_name(r.topology, b) +
+                                  " but its forward runs on " + gpu_name(r.topology, f),
+                              backward);
+        }
+      }
+      if (s > 0 && graph.is_local_boundary(s - 1)) {
+        const int below = r.where[r.slot(graph.id(ComputeTask{Op::kForward, s - 1, m}))];
+        if (below != f) {
+          throw ScheduleError(describe(forward) + " runs on " + gpu_name(r.topology, f) +
+                                  " but stage " + std::to_string(s - 1) +
+                                  " shares its device and runs micro-batch " + std::to_string(m) +
+                                  " on " + gpu_name(r.topology, below) +
+                                  " (a boundary inside a device has no transfer, spec 9.3)",
+                              forward);
+        }
+      }
+    }
   }
 }
 
@@ -120,7 +164,9 @@ void index_compute_orders(Replay& r) {
                             std::to_string(task.stage) + " and micro-batch " +
                             std::to_string(task.micro_batch) + ", which do not exist");
       }
-      if (r.stage_of[static_cast<std::size_t>(g)] != task.stage) {
+      if (r.stage_of[static_cast<std::size_t>(g)] == kNone ||
+          r.device_of[static_cast<std::size_t>(task.stage)] !=
+              r.stage_of[static_cast<std::size_t>(g)]) {
         throw ScheduleError(describe(task) + " runs on " + gpu_name(r.topology, g) +
                                 ", which does not serve stage " + std::to_string(task.stage),
                             task);
@@ -138,26 +184,12 @@ void index_compute_orders(Replay& r) {
       }
       r.where[r.slot(id)] = g;
       r.position[r.slot(id)] = static_cast<int>(k);
-      r.duration[r.slot(id)] = task.op == Op::kForward ? group.forward_ms : group.backward_ms;
+      r.duration[r.slot(id)] = r.group(g, task.stage).duration(task.op);
       r.chain(previous, id);
       previous = id;
     }
   }
-  for (int s = 0; s < graph.stages(); ++s) {
-    for (int m = 0; m < graph.micro_batches(); ++m) {
-      const ComputeTask forward{Op::kForward, s, m};
-      const ComputeTask backward{Op::kBackward, s, m};
-      const int f = r.where[r.slot(graph.id(forward))];
-      const int b = r.where[r.slot(graph.id(backward))];
-      if (f == kNone) throw ScheduleError(describe(forward) + " is missing");
-      if (b == kNone) throw ScheduleError(describe(backward) + " is missing");
-      if (b != f) {
-        throw ScheduleError(describe(backward) + " runs on " + gpu_name(r.topology, b) +
-                                " but its forward runs on " + gpu_name(r.topology, f),
-                            backward);
-      }
-    }
-  }
+  check_compute_places(r);
 }
 
 // Phase 2b: every channel's transfer order, each transfer once, on the channel between the
@@ -232,7 +264,8 @@ int longest_paths(Replay& r) {
     r.start[r.slot(id)] = at;
     r.end[r.slot(id)] = at + r.duration[r.slot(id)];
     ++done;
-    for (const int next : {graph.data_successor(id), r.resource_succ[r.slot(id)]}) {
+    const std::array<int, 2> data = graph.data_successors(id);
+    for (const int next : {data[0], data[1], r.resource_succ[r.slot(id)]}) {
       if (next != kNone && --r.pending[r.slot(next)] == 0) ready.push_back(next);
     }
   }
@@ -300,9 +333,9 @@ void build_timeline(const Replay& r, Timeline& timeline) {
   const TaskGraph& graph = r.graph;
   const int N = r.topology.size();
   timeline.gpus.assign(static_cast<std::size_t>(N), GpuUsage{});
-  for (int g = 0; g < N; ++g) {
-    if (r.stage_of[static_cast<std::size_t>(g)] != kNone) {
-      timeline.gpus[static_cast<std::size_t>(g)].stages = {r.stage_of[static_cast<std::size_t>(g)]};
+  for (int s = 0; s < graph.stages(); ++s) {
+    for (const GroupExecution& group : r.exec[static_cast<std::size_t>(s)].groups) {
+      for (const int g : group.gpus) timeline.gpus[static_cast<std::size_t>(g)].stages.push_back(s);
     }
   }
   timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));
@@ -394,52 +427,100 @@ void add_updates(const Replay& r, const std::vector<double>& allreduce_end, bool
   }
 }
 
-// Phase 7: peak memory per group (spec sections 3 and 8.3): static bytes, plus the stash of
-// every micro-batch between its forward's start and its backward's end, plus (with
-// recomputation) one layer's stash during each backward; at equal times (within tolerance)
-// releases come first. Every GPU of a group holds the same. O(T log T).
-void peak_memory(const Replay& r, Timeline& timeline) {
+// One change of a device's memory (phase 7): what a micro-batch of `stage` takes or gives back.
+enum class Held : std::uint8_t { kStash, kTransient, kWeightStash };
+struct MemoryEvent {
+  double at;
+  int stage;
+  Held kind;
+  bool operator<(const MemoryEvent& o) const {
+    return std::tie(at, kind, stage) < std::tie(o.at, o.kind, o.stage);
+  }
+};
+
+// The allocations and releases of every micro-batch on the GPU (leader) that runs it (spec 3,
+// 8.3, 9.3): `Y_s` from the start of its F to the end of its B (or I), recomputation's one-layer
+// stash during each B (or I), and with a split backward `Yw_s` from the end of its I to the end
+// of its W. O(c S M).
+void memory_events(const Replay& r, std::vector<std::vector<MemoryEvent>>& allocations,
+                   std::vector<std::vector<MemoryEvent>>& releases) {
   const TaskGraph& graph = r.graph;
-  const auto N = static_cast<std::size_t>(r.topology.size());
-  // Allocation instants (time, whether it is a backward's transient) and release instants.
-  std::vector<std::vector<std::pair<double, bool>>> allocations(N);
-  std::vector<std::vector<double>> releases(N);
   for (int s = 0; s < graph.stages(); ++s) {
     const bool transient = r.exec[static_cast<std::size_t>(s)].transient_bytes > 0;
     for (int m = 0; m < graph.micro_batches(); ++m) {
       const auto f = r.slot(graph.id(ComputeTask{Op::kForward, s, m}));
-      const auto b = r.slot(graph.id(ComputeTask{Op::kBackward, s, m}));
-      allocations[static_cast<std::size_t>(r.where[f])].emplace_back(r.start[f], false);
-      if (transient)
-        allocations[static_cast<std::size_t>(r.where[b])].emplace_back(r.start[b], true);
-      releases[static_cast<std::size_t>(r.where[b])].push_back(r.end[b]);
+      const auto b = r.slot(graph.id(ComputeTask{graph.backward_op(), s, m}));
+      const auto g = static_cast<std::size_t>(r.where[f]);
+      allocations[g].push_back({r.start[f], s, Held::kStash});
+      if (transient) allocations[g].push_back({r.start[b], s, Held::kTransient});
+      releases[g].push_back({r.end[b], s, Held::kStash});
+      if (transient) releases[g].push_back({r.end[b], s, Held::kTransient});
+      if (graph.split_backward()) {
+        const auto w = r.slot(graph.id(ComputeTask{Op::kBackwardWeight, s, m}));
+        allocations[g].push_back({r.end[b], s, Held::kWeightStash});
+        releases[g].push_back({r.end[w], s, Held::kWeightStash});
+      }
     }
   }
+}
+
+// The peak of one device's group led by `g` over its stages `stages`: a sweep over its
+// allocations in time order, applying first every release at an earlier or equal time (within
+// tolerance). O(E log E + E v) for E events and v stages on the device.
+double device_peak(const Replay& r, const std::vector<int>& stages, std::vector<MemoryEvent>& alloc,
+                   std::vector<MemoryEvent>& rel) {
+  std::sort(alloc.begin(), alloc.end());
+  std::sort(rel.begin(), rel.end());
+  // Per stage of the device and kind: allocations and releases so far.
+  std::vector<std::array<std::size_t, 3>> taken(stages.size(), {0, 0, 0});
+  std::vector<std::array<std::size_t, 3>> given(stages.size(), {0, 0, 0});
+  auto local = [&](int s) {
+    return static_cast<std::size_t>(std::find(stages.begin(), stages.end(), s) - stages.begin());
+  };
+  std::size_t released = 0;
+  double peak = 0;
+  for (const MemoryEvent& a : alloc) {
+    for (;
+         released < rel.size() && (rel[released].at <= a.at || times_equal(rel[released].at, a.at));
+         ++released) {
+      given[local(rel[released].stage)][static_cast<std::size_t>(rel[released].kind)] += 1;
+    }
+    taken[local(a.stage)][static_cast<std::size_t>(a.kind)] += 1;
+    double bytes = 0;
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      const StageExecution& e = r.exec[static_cast<std::size_t>(stages[i])];
+      auto held = [&](Held kind) {
+        const auto k = static_cast<std::size_t>(kind);
+        return taken[i][k] - std::min(given[i][k], taken[i][k]);
+      };
+      const std::size_t running = held(Held::kTransient);
+      bytes += static_cast<double>(held(Held::kStash)) * e.stash_bytes +
+               (running > 0 ? static_cast<double>(running) * e.transient_bytes : 0);
+      if (r.graph.split_backward()) {
+        bytes += static_cast<double>(held(Held::kWeightStash)) * e.weight_stash_bytes;
+      }
+    }
+    peak = std::max(peak, bytes);
+  }
+  return peak;
+}
+
+// Phase 7: peak memory per group (spec sections 3, 8.3 and 9.3): the static bytes of every
+// stage of its device, plus what its micro-batches hold (`memory_events`); at equal times
+// (within tolerance) releases come first. Every GPU of a group holds the same. O(T log T).
+void peak_memory(const Replay& r, Timeline& timeline) {
+  const auto N = static_cast<std::size_t>(r.topology.size());
+  std::vector<std::vector<MemoryEvent>> allocations(N);
+  std::vector<std::vector<MemoryEvent>> releases(N);
+  memory_events(r, allocations, releases);
   for (std::size_t g = 0; g < N; ++g) {
     if (r.stage_of[g] == kNone || r.group(static_cast<int>(g)).leader != static_cast<int>(g))
       continue;
-    const StageExecution& e = r.exec[static_cast<std::size_t>(r.stage_of[g])];
-    auto& alloc = allocations[g];
-    auto& rel = releases[g];
-    std::sort(alloc.begin(), alloc.end());
-    std::sort(rel.begin(), rel.end());
-    std::size_t released = 0;
-    std::size_t stashes = 0;     // stash allocations so far
-    std::size_t transients = 0;  // transient allocations so far
-    double peak = 0;
-    for (const auto& [at, is_transient] : alloc) {
-      while (released < rel.size() && (rel[released] <= at || times_equal(rel[released], at))) {
-        ++released;
-      }
-      (is_transient ? transients : stashes) += 1;
-      // A release ends a backward: it frees one stash and that backward's transient.
-      const std::size_t held = stashes - std::min(released, stashes);
-      const std::size_t running = transients - std::min(released, transients);
-      peak =
-          std::max(peak, static_cast<double>(held) * e.stash_bytes +
-                             (running > 0 ? static_cast<double>(running) * e.transient_bytes : 0));
-    }
-    timeline.gpus[g].peak_memory_bytes = e.static_bytes + peak;
+    const std::vector<int>& stages = timeline.gpus[g].stages;
+    double static_bytes = 0;
+    for (const int s : stages) static_bytes += r.exec[static_cast<std::size_t>(s)].static_bytes;
+    timeline.gpus[g].peak_memory_bytes =
+        static_bytes + device_peak(r, stages, allocations[g], releases[g]);
   }
   for (std::size_t g = 0; g < N; ++g) {
     if (r.stage_of[g] == kNone) continue;
@@ -532,12 +613,23 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
         throw ScheduleError(name + " names GPU index " + std::to_string(gpu) +
                             ", which does not exist");
       }
+      // Stages share all their GPUs (one device, spec 9.2) or none.
       int& slot = owner[static_cast<std::size_t>(gpu)];
-      if (slot != kNone) {
+      if (slot == kNone) {
+        slot = static_cast<int>(s);
+        continue;
+      }
+      const Stage& other = stages[static_cast<std::size_t>(slot)];
+      if (slot == static_cast<int>(s) || other.gpus != stage.gpus) {
         throw ScheduleError(gpu_name(topology, gpu) + " serves both stage " + std::to_string(slot) +
                             " and " + name);
       }
-      slot = static_cast<int>(s);
+      if (other.tensor_parallel != t) {
+        throw ScheduleError(name + " shares its GPUs with stage " + std::to_string(slot) +
+                            " but has tensor-parallel degree " + std::to_string(t) + ", not " +
+                            std::to_string(other.tensor_parallel) +
+                            " (stages on one device have the same groups, spec 9.2)");
+      }
     }
   }
   if (next_layer != layers) {
@@ -553,8 +645,9 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   reject_missing(schedule, S, N);
   Replay r{topology,
            schedule,
-           TaskGraph(stages, schedule.micro_batches),
+           TaskGraph(stages, schedule.micro_batches, schedule.split_backward),
            execution(model, topology, stages, optimizer),
+           {},
            {},
            {},
            {},
@@ -569,13 +662,16 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   const auto T = static_cast<std::size_t>(r.graph.chain_count());
   r.stage_of.assign(static_cast<std::size_t>(N), kNone);
   r.group_of.assign(static_cast<std::size_t>(N), kNone);
+  r.device_of.assign(static_cast<std::size_t>(S), kNone);
   for (int s = 0; s < S; ++s) {
     const Stage& stage = stages[static_cast<std::size_t>(s)];
     for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
       const auto g = static_cast<std::size_t>(stage.gpus[k]);
-      r.stage_of[g] = s;
+      if (r.stage_of[g] == kNone) r.stage_of[g] = s;  // a device is named by its first stage
       r.group_of[g] = static_cast<int>(k) / stage.tensor_parallel;
     }
+    r.device_of[static_cast<std::size_t>(s)] =
+        r.stage_of[static_cast<std::size_t>(stage.gpus.front())];
   }
   r.where.assign(T, kNone);
   r.resource_pred.assign(T, kNone);
@@ -675,6 +771,19 @@ double steady_state_ms(const StageExecution& e, const Stage& stage, double M) {
   return std::max(spread, std::ceil(M / r) * shortest);
 }
 
+// partition_ms with shared GPUs (spec 9.3): the largest sum over a device's stages of their
+// steady-state terms. O(S log S).
+double device_bound(const std::vector<StageExecution>& exec, const std::vector<Stage>& stages,
+                    double M) {
+  std::map<std::vector<int>, double> per_device;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    per_device[stages[s].gpus] += steady_state_ms(exec[s], stages[s], M);
+  }
+  double best = 0;
+  for (const auto& [gpus, load] : per_device) best = std::max(best, load);
+  return best;
+}
+
 }  // namespace
 
 Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
@@ -703,8 +812,10 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
     const double tail = std::max(e.allreduce_ms, drain);
     best = std::max(best, head + load + tail);
     if (s + 1 < S) {
-      double c = std::numeric_limits<double>::infinity();
-      for (const int u : stage.leaders()) {
+      // A boundary inside a device has no transfer (spec 9.3).
+      const bool local = stage.gpus == stages[static_cast<std::size_t>(s) + 1].gpus;
+      double c = local ? 0 : std::numeric_limits<double>::infinity();
+      for (const int u : local ? std::vector<int>{} : stage.leaders()) {
         for (const int v : stages[static_cast<std::size_t>(s) + 1].leaders()) {
           c = std::min(c, topology.transfer_ms(u, v, e.transfer_bytes));
         }
@@ -713,7 +824,7 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
       drain = std::max(drain, e.allreduce_ms) + c + backward;
     }
   }
-  bounds.partition_ms = best;
+  bounds.partition_ms = virtual_stages(stages) > 1 ? device_bound(exec, stages, M) : best;
   return bounds;
 }
 

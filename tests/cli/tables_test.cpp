@@ -28,9 +28,20 @@ std::string braced(const std::vector<std::string>& names) {
 TEST(CliTablesTest, ScheduleChoicesAreThePolicyTable) {
   const auto result = run_cli({"plan", kModel, kTopology, "--schedule", "eager"});
   EXPECT_EQ(result.code, 2);
-  EXPECT_EQ(result.err, "pipeplan: error: --schedule: eager not in " +
-                            braced(schedule::policy_names()) + " (see pipeplan --help)\n");
+  std::vector<std::string> choices = schedule::policy_names();
+  choices.emplace_back("auto");
+  EXPECT_EQ(result.err, "pipeplan: error: --schedule: eager not in " + braced(choices) +
+                            " (see pipeplan --help)\n");
   for (const schedule::PolicyRow& row : schedule::policy_table()) {
+    if (row.device_stages == schedule::DeviceStages::kTwo) {  // gpipe's plans: one per device
+      const auto refused = run_cli({"-q", "plan", kModel, kTopology, "--schedule",
+                                    std::string(row.name), "-m", "4", "--planner", "gpipe"});
+      EXPECT_EQ(refused.code, 3);
+      EXPECT_EQ(refused.err, "pipeplan: error: --schedule " + std::string(row.name) +
+                                 " runs two stages per device, but the plan has 1 (use "
+                                 "--virtual-stages 2)\n");
+      continue;
+    }
     const auto plan = run_cli({"-q", "plan", kModel, kTopology, "--schedule", std::string(row.name),
                                "-m", "4", "--planner", "gpipe"});
     ASSERT_EQ(plan.code, 0) << row.name << ": " << plan.err;
@@ -48,7 +59,8 @@ TEST(CliTablesTest, PlannerChoicesAreThePlannerTable) {
 TEST(CliTablesTest, PlanHelpNamesEveryPolicyAndPlanner) {
   const auto help = run_cli({"plan", "--help"});
   ASSERT_EQ(help.code, 0);
-  EXPECT_NE(help.out.find("Re-schedule with " + schedule::policy_names_text() + "\n"),
+  EXPECT_NE(help.out.find("Re-schedule with " + schedule::policy_names_text() +
+                          ", or auto (spp: the fastest per candidate)\n"),
             std::string::npos)
       << help.out;
   EXPECT_NE(help.out.find("Planner: " + planners::planner_names_text() + " (default spp)"),

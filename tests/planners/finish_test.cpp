@@ -83,6 +83,7 @@ TEST(FinishPlanTest, WhereItFitsThePlanIsFinishPlansOwn) {
   const Request request = c.request(4);
   for (const Partition& partition : {kOneStage, kTwoStages}) {
     for (schedule::Policy policy : schedule::all_policies()) {
+      if (schedule::policy_refusal(policy, partition.stages, request.micro_batches)) continue;
       const Finished finished = try_finish_plan("test", partition, request, policy);
       ASSERT_TRUE(finished.plan) << finished.refusal;
       EXPECT_TRUE(finished.refusal.empty());

@@ -98,7 +98,17 @@ TEST(SppQualityTest, EqualsTheBestReplayedShapeOnSmallInstances) {
       continue;
     }
     const Plan plan = plan_spp(request, instance.policy);
-    EXPECT_NEAR(plan.timeline.iteration_ms, *best, 1e-9 * *best);
+    if (instance.policy != schedule::Policy::kList) {
+      EXPECT_NEAR(plan.timeline.iteration_ms, *best, 1e-9 * *best);
+      continue;
+    }
+    // Under list, spp's last step may keep a fixed policy's order of the same stages where it
+    // is strictly faster than the list scheduler's (schedule_choice.hpp): then never slower.
+    if (plan.schedule_policy == "list") {
+      EXPECT_NEAR(plan.timeline.iteration_ms, *best, 1e-9 * *best);
+    } else {
+      EXPECT_LT(plan.timeline.iteration_ms, *best);
+    }
   }
   EXPECT_GT(shapes, 50000);               // the oracle really searched
   EXPECT_LT(infeasible, kInstances / 4);  // and most instances had a plan
@@ -126,7 +136,12 @@ TEST(SppQualityTest, DpAndLocalSearchAloneStayCloseToTheBest) {
       ++missed;  // a fixed policy whose memory the DP's models and the search did not meet
       continue;
     }
-    const Plan& plan = *found;
+    // The search's own result: the list schedule of the stages it found (spp's last step may
+    // keep a fixed policy's faster order of them, which the oracle does not try).
+    const Plan plan = found->schedule_policy == schedule::policy_name(instance.policy)
+                          ? *found
+                          : finish_plan("spp", Partition{found->gpu_order, found->stages}, request,
+                                        instance.policy);
     const double ratio = plan.timeline.iteration_ms / *best;
     EXPECT_GE(ratio, 1 - 1e-9);
     ++compared;

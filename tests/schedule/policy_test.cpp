@@ -40,8 +40,19 @@ TEST(PolicyTableTest, NamesAndPoliciesFollowTheTable) {
     EXPECT_EQ(all_policies()[x], policy_table()[x].policy);
   }
   // The spec's names (plan.json's schedule_policy), list first.
-  EXPECT_EQ(policy_names(), (std::vector<std::string>{"list", "1f1b", "gpipe"}));
-  EXPECT_EQ(policy_names_text(), "list, 1f1b or gpipe");
+  EXPECT_EQ(policy_names(), (std::vector<std::string>{"list", "1f1b", "gpipe", "interleaved-1f1b",
+                                                      "looped-bfs", "zb-h1", "zb-v"}));
+  EXPECT_EQ(policy_names_text(), "list, 1f1b, gpipe, interleaved-1f1b, looped-bfs, zb-h1 or zb-v");
+  // Spec 9.4's stages per device and 9.5's split.
+  EXPECT_EQ(policy_row(Policy::kZbV).device_stages, DeviceStages::kTwo);
+  EXPECT_EQ(policy_row(Policy::kOneFOneB).device_stages, DeviceStages::kOne);
+  EXPECT_EQ(policy_row(Policy::kZbH1).device_stages, DeviceStages::kOne);
+  EXPECT_EQ(policy_row(Policy::kInterleaved1F1B).device_stages, DeviceStages::kAny);
+  for (const Policy policy : all_policies()) {
+    const bool splits =
+        policy == Policy::kList || policy == Policy::kZbH1 || policy == Policy::kZbV;
+    EXPECT_EQ(policy_row(policy).splits, splits) << policy_name(policy);
+  }
 }
 
 TEST(PolicyTableTest, UnknownNamesAreRefused) {

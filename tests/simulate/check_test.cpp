@@ -127,7 +127,7 @@ TEST_F(CheckTest, EachMutationHasItsOwnMessage) {
             "plan.json: /schedule/compute/0/gpu: unknown GPU \"nope\" (not in the topology)");
 
   std::string stage_gpus =
-      error_of([&](ordered_json& j) { j["stages"][1]["gpus"] = j["stages"][0]["gpus"]; });
+      error_of([&](ordered_json& j) { j["stages"][1]["gpus"][0] = j["stages"][0]["gpus"][0]; });
   EXPECT_EQ(stage_gpus.find("plan.json: /stages/1/gpus/0: GPU \""), 0u) << stage_gpus;
 
   std::string extra_keys = error_of([&](ordered_json& j) {

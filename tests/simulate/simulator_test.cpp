@@ -283,7 +283,11 @@ TEST(SimulatorTest, StagesMustCoverLayersOnDisjointGpus) {
       error({{0, 0, {0}}, {2, 2, {1}}}),
       "stage 1 starts at layer 2, expected layer 1 (stages must cover the layers once, in order)");
   EXPECT_EQ(error({{0, 1, {0}}}), "the stages end at layer 1 but the model has 3 layers");
-  EXPECT_EQ(error({{0, 0, {0}}, {1, 2, {0}}}), "GPU \"g0\" serves both stage 0 and stage 1");
+  EXPECT_EQ(error({{0, 0, {0, 1}}, {1, 2, {0}}}), "GPU \"g0\" serves both stage 0 and stage 1");
+  EXPECT_EQ(error({{0, 0, {0, 1}}, {1, 2, {1, 0}}}), "GPU \"g1\" serves both stage 0 and stage 1");
+  // Stages may share an identical GPU list, a device (spec 9.2), at the same degree.
+  EXPECT_EQ(error({{0, 0, {0}}, {1, 1, {1}}, {2, 2, {0}}}), "no error");
+  EXPECT_EQ(error({{0, 0, {0}}, {1, 2, {0, 0}}}), "GPU \"g0\" serves both stage 0 and stage 1");
   EXPECT_EQ(error({{0, 2, {}}}), "stage 0 has no GPUs");
   EXPECT_EQ(error({{0, 2, {5}}}), "stage 0 names GPU index 5, which does not exist");
 }

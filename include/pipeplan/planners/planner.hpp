@@ -21,6 +21,10 @@ namespace pipeplan::planners {
 /// Whether stages recompute their forward in the backward (spec 8.4, `--recompute`).
 enum class Recompute : std::uint8_t { kNever, kAlways, kAuto };
 
+/// Whether backwards are split into `I` and `W` (spec 9.5, `--split-backward`): never, or when
+/// some layer has a weight-gradient time and the policy uses a split (`uses_split_backward`).
+enum class SplitBackward : std::uint8_t { kNever, kAuto };
+
 /// What every planner is asked.
 struct Request {
   const model::Model& model;
@@ -42,7 +46,27 @@ struct Request {
   /// (`--data-parallel`; empty: as many copies as the GPUs allow).
   std::optional<int> pipeline_parallel{};
   std::optional<int> data_parallel{};
+  /// `--split-backward` (spec 9.5).
+  SplitBackward split_backward = SplitBackward::kAuto;
+  /// Stages per device for the multi-stage fixed policies and the `megatron` planner
+  /// (`--virtual-stages`, spec 9.5); empty: 1, or 2 under `zb-v`.
+  std::optional<int> virtual_stages{};
+  /// `--schedule auto` (spp only): every policy, `V` and the split considered per candidate,
+  /// the fastest plan kept (spec 9.5).
+  bool schedule_auto = false;
 };
+
+/// The stages per device a plan of `request` under `policy` has: `--virtual-stages`, else 2
+/// under `zb-v` and 1 otherwise (spec 9.5).
+int virtual_stages_of(const Request& request, schedule::Policy policy);
+
+/// The policy a planner uses when `--schedule` is not given: its row's default, or Megatron-LM's
+/// `interleaved-1f1b` when that runs one stage per device and the request asks for more.
+schedule::Policy default_policy_for(std::string_view planner, const Request& request);
+
+/// Whether a plan of `request` under `policy` splits its backwards (spec 9.5): `--split-backward
+/// auto`, a policy that uses a split, and a model with weight-gradient times. O(L x degrees).
+bool uses_split_backward(const Request& request, schedule::Policy policy);
 
 /// \name Planner limits
 /// Inputs beyond these are refused up front with `InfeasibleError` (exit 4) and a message
@@ -50,6 +74,9 @@ struct Request {
 /// from measurements (docs/errors.md, "Limits"); raise them as the planners get faster.
 /// `check_limits` applies them all.
 ///@{
+
+/// Most stages per device (`--virtual-stages`).
+inline constexpr int kMaxVirtualStages = 64;
 
 /// Most layers a model may have to be planned.
 inline constexpr int kMaxPlanLayers = 4096;
@@ -97,8 +124,10 @@ void check_limits(std::string_view planner, const Request& request);
 /// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
 /// tasks for `micro_batches` micro-batches. `finish_plan` calls it before scheduling.
 void check_task_limit(std::size_t stages, int micro_batches);
-/// Why `check_task_limit` refuses, or nothing. O(1).
-std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches);
+/// Why `check_task_limit` refuses, or nothing (counting `I` and `W` with a split backward).
+/// O(1).
+std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches,
+                                              bool split_backward = false);
 
 /// Refuses, with `InfeasibleError`, `stages` whose scheduling on `gpus` GPUs would take more
 /// than `kMaxScheduleSteps` (`scheduling_steps`). `finish_plan` calls it before scheduling.

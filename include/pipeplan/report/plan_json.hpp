@@ -18,13 +18,20 @@ namespace pipeplan::report {
 
 /// The schema string of a plan file without any field of spec 8.2.
 inline constexpr const char* kPlanSchema = "pipeplan/plan/v1";
-/// The schema string of a plan that uses a field of spec 8.2. Readers accept either string.
+/// The schema string of a plan that uses a field of spec 8.2. Readers accept every string.
 inline constexpr const char* kPlanSchemaV2 = "pipeplan/plan/v2";
+/// The schema string of a plan that uses a field of spec 9.2 (a split backward, stages sharing
+/// GPUs, or a policy of spec 9.4).
+inline constexpr const char* kPlanSchemaV3 = "pipeplan/plan/v3";
 
 /// Whether the plan needs the fields of spec 8.2: a stage with t > 1 or recomputation, a
 /// sharded optimizer, or update tasks (a model with update times). Otherwise it is written
 /// as v1, byte for byte as before.
 bool plan_uses_v2_fields(const Plan& plan);
+
+/// Whether the plan needs the fields of spec 9.2: a split backward, stages sharing GPUs, or a
+/// schedule policy of spec 9.4. Such a plan is written as v3, with the v2 fields too.
+bool plan_uses_v3_fields(const Plan& plan);
 
 /// The plan as spec sections 4 and 8.2 lay it out, keys in a fixed order; numbers print in
 /// their shortest round-tripping form, so the same plan always gives the same bytes. A v2 plan

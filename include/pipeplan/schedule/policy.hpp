@@ -13,9 +13,21 @@ namespace pipeplan::schedule {
 
 /// How the work of an iteration is ordered.
 enum class Policy {
-  kList,      ///< Greedy list scheduling: backward first, then lowest micro-batch; memory-aware.
-  kOneFOneB,  ///< 1F1B with a flush (PipeDream-Flush, DAPPLE), replicas round-robin.
-  kGpipe,     ///< Fill-drain: all forwards, then all backwards, replicas round-robin.
+  kList,             ///< Greedy list scheduling: backward first, then lowest micro-batch;
+                     ///< memory-aware; weight gradients as fillers.
+  kOneFOneB,         ///< 1F1B with a flush (PipeDream-Flush, DAPPLE), replicas round-robin.
+  kGpipe,            ///< Fill-drain: all forwards, then all backwards, replicas round-robin.
+  kInterleaved1F1B,  ///< Megatron-LM's interleaved 1F1B over virtual stages (spec 9.4).
+  kLoopedBfs,        ///< torch's ScheduleLoopedBFS: every forward of a stage, stage by stage.
+  kZbH1,             ///< Qi et al.'s ZB-H1: 1F1B with deferred weight gradients.
+  kZbV,              ///< Qi et al.'s ZB-V: two stages per device in a V.
+};
+
+/// How many stages a policy runs on one device (spec 9.4).
+enum class DeviceStages {
+  kOne,  ///< Exactly one (`1f1b`, `zb-h1`).
+  kAny,  ///< Any number, the same on every device.
+  kTwo,  ///< Exactly two, in a V (`zb-v`).
 };
 
 /// One policy: everything the library and the command line know of it by name.
@@ -28,6 +40,11 @@ struct PolicyRow {
   /// Whether it is a fixed per-GPU order (spec section 5) that ignores memory, so that the
   /// replay must check it; false for the memory-aware list scheduler.
   bool fixed = true;
+  /// The stages it runs on one device.
+  DeviceStages device_stages = DeviceStages::kOne;
+  /// Whether it uses a split backward (`I`, `W`) when the model has weight gradients
+  /// (`--split-backward auto`, spec 9.5); the others run whole backwards.
+  bool splits = false;
 };
 
 /// Every policy, in the order `--help` names them and `compare` runs the main planner under

@@ -10,6 +10,7 @@
 
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/plan.hpp"
+#include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/topology/topology.hpp"
 
@@ -23,25 +24,29 @@ struct Scheduled {
 };
 
 /// Schedules `micro_batches` micro-batches through `stages` (which must pass
-/// `simulate::check_stages`). A stage's replicas are its groups, each one compute resource
-/// named by its leader (spec 8.3); durations, transfer sizes and memory come from
-/// `simulate::execution` under `optimizer`.
+/// `simulate::check_stages`; stages with the same GPUs share a device, spec 9.2), with every
+/// backward split into `I` and `W` when `split_backward` (spec 9.2). A stage's replicas are its
+/// groups, each one compute resource named by its leader (spec 8.3); durations, transfer sizes
+/// and memory come from `simulate::execution` under `optimizer`.
 ///
-/// * `kList`: event-driven and non-delay: whenever a GPU is idle it starts its ready backward
-///   of lowest micro-batch, else its ready forward of lowest micro-batch if its memory can
-///   hold one more stash, else it waits. A stage-0 replica that is free takes the next
-///   micro-batch; a later stage's replica for micro-batch m is chosen when m's forward ends
-///   upstream, as the one with the earliest estimated finish (outstanding work plus the
-///   transfer, ties to the earlier replica). Channels are first-in first-out (ties: gradient
-///   before activation, then lower micro-batch). Never exceeds memory.
-/// * `kOneFOneB`, `kGpipe`: the per-GPU orders of spec section 5 (micro-batch m on replica
-///   m mod r), channels first-in first-out. They ignore memory; check the replay.
+/// * `kList`: event-driven and non-delay: whenever a group is idle it starts its ready
+///   backward (`B` or `I`) of lowest micro-batch, else its ready forward of lowest micro-batch
+///   (one entering the device only if its memory can hold one more micro-batch on all the
+///   device's stages), else a ready weight gradient `W` (the filler), else it waits. A stage-0
+///   replica that is free takes the next micro-batch; a later stage's replica for micro-batch m
+///   is chosen when m's forward ends upstream, as the one with the earliest estimated finish
+///   (outstanding work plus the transfer, ties to the earlier replica); across a boundary inside
+///   a device the micro-batch stays on its group. Channels are first-in first-out (ties:
+///   gradient before activation, then lower micro-batch). Never exceeds memory.
+/// * The fixed policies: the per-device orders of `fixed_orders` (spec sections 5 and 9.4),
+///   channels first-in first-out. They ignore memory; check the replay.
 ///
-/// Throws `InfeasibleError` when a stage cannot hold even one micro-batch on some replica
-/// (`try_make_schedule` returns that as a value). O(T log T) for T tasks.
+/// Throws `InfeasibleError` when a device cannot hold even one micro-batch on some replica
+/// (`try_make_schedule` returns that as a value), and `simulate::ScheduleError` (exit 3) when
+/// `policy_refusal` refuses the policy for these stages. O(T log T) for T tasks.
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
-                        Optimizer optimizer = Optimizer::kReplicated);
+                        Optimizer optimizer = Optimizer::kReplicated, bool split_backward = false);
 
 /// A schedule, or why there is none.
 struct ScheduleAttempt {
@@ -53,10 +58,8 @@ struct ScheduleAttempt {
 /// `make_schedule` with "does not fit" as a value, for searches that try many stages.
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
-                                  Policy policy, Optimizer optimizer = Optimizer::kReplicated);
-
-/// The 1F1B warm-up depth of stage `s`: `min(M, max_{t>=s} (S-t) r_t)` (spec section 5).
-int one_f_one_b_warmup(const std::vector<Stage>& stages, int s, int micro_batches);
+                                  Policy policy, Optimizer optimizer = Optimizer::kReplicated,
+                                  bool split_backward = false);
 
 /// Stashes a GPU of a stage of `replicas` replicas holds at its peak under `policy` for
 /// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe`, `ceil(warmup / r)` under

@@ -44,7 +44,7 @@ struct StatedStageFigures {
 /// A GPU entry as a plan states it.
 struct StatedGpu {
   int gpu = 0;
-  std::optional<int> stage;
+  std::vector<int> stages;  ///< `stage` (one), `stages` (several, v3) or none for `null`.
   double busy_ms = 0;
   double peak_memory_bytes = 0;
   bool memory_stated = false;          ///< Whether the entry has a `memory_bytes` key.
@@ -57,6 +57,8 @@ struct StatedPlan {
   std::string planner;          ///< As stated (may be empty).
   std::string schedule_policy;  ///< As stated (may be empty).
   int micro_batches = 0;
+  bool split_backward = false;        ///< `split_backward` (spec 9.2); false when absent.
+  std::optional<int> virtual_stages;  ///< `virtual_stages` (spec 9.2), when stated.
   double iteration_ms = 0;
   std::optional<Bounds> bounds;
   std::optional<std::vector<int>> gpu_order;
@@ -83,7 +85,9 @@ inline constexpr std::size_t kNoEntry = static_cast<std::size_t>(-1);
 
 /// What `check_structure` establishes about a plan, for the checks and views built on it.
 struct StatedIndex {
-  std::vector<int> stage_of;                 ///< Per GPU: the stage it serves, -1 when unused.
+  std::vector<int> stage_of;                 ///< Per GPU: the (first) stage it serves, -1 when
+                                             ///< unused.
+  std::vector<int> device_of;                ///< Per stage: the first stage of its device.
   std::vector<std::size_t> entry;            ///< Per `TaskGraph` id of a compute task or
                                              ///< transfer: its position in `compute` or
                                              ///< `transfers`.

@@ -32,20 +32,41 @@ struct GroupExecution {
                                          ///< forward's included).
   double recompute_ms = 0;               ///< The recomputed forward inside backward_ms.
   double update_ms = 0;                  ///< Duration of its optimizer step; 0: none.
+  double weight_ms = 0;                  ///< Duration of one W(m,s): `sum_l bw_l / v` (spec
+                                         ///< 9.3); an I(m,s) takes `backward_ms - weight_ms`.
+
+  /// The duration of a compute task of this group (spec 8.3 and 9.3): the one place that says
+  /// how long an `F`, `B`, `I` or `W` takes.
+  [[nodiscard]] double duration(Op op) const {
+    switch (op) {
+      case Op::kForward:
+        return forward_ms;
+      case Op::kBackward:
+        return backward_ms;
+      case Op::kBackwardInput:
+        return backward_ms - weight_ms;
+      case Op::kBackwardWeight:
+        return weight_ms;
+    }
+    return backward_ms;
+  }
 };
 
 /// One stage as the execution model runs it.
 struct StageExecution {
-  double forward_ms = 0;       ///< F_s: per-GPU forward sum at the stage's degree, speed 1.0.
-  double backward_ms = 0;      ///< B_s, likewise.
-  double parameter_bytes = 0;  ///< W_s: per-GPU parameter bytes at the stage's degree.
-  double boundary_bytes = 0;   ///< A_s: activation bytes after the stage; 0 for the last.
-  double transfer_bytes = 0;   ///< What one boundary transfer carries between leaders:
-                               ///< A_s / min(t_s, t_{s+1}); 0 for the last stage.
-  double static_bytes = 0;     ///< Held by each of its GPUs throughout.
-  double stash_bytes = 0;      ///< Held per micro-batch in flight, from F start to B end.
-  double transient_bytes = 0;  ///< Held during each B only (recomputation's one-layer stash).
-  double allreduce_ms = 0;     ///< The data-parallel AllReduce (t rings in parallel); 0: r = 1.
+  double forward_ms = 0;          ///< F_s: per-GPU forward sum at the stage's degree, speed 1.0.
+  double backward_ms = 0;         ///< B_s, likewise.
+  double parameter_bytes = 0;     ///< W_s: per-GPU parameter bytes at the stage's degree.
+  double boundary_bytes = 0;      ///< A_s: activation bytes after the stage; 0 for the last.
+  double transfer_bytes = 0;      ///< What one boundary transfer carries between leaders:
+                                  ///< A_s / min(t_s, t_{s+1}); 0 for the last stage.
+  double static_bytes = 0;        ///< Held by each of its GPUs throughout.
+  double stash_bytes = 0;         ///< Held per micro-batch in flight, from F start to B end.
+  double transient_bytes = 0;     ///< Held during each B (or I) only (recomputation's one-layer
+                                  ///< stash).
+  double weight_stash_bytes = 0;  ///< Yw_s: held per micro-batch from the end of its I to the
+                                  ///< end of its W (spec 9.3; a split backward only).
+  double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel); 0: r = 1.
   std::vector<GroupExecution> groups;  ///< In replica order.
 };
 

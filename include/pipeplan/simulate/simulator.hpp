@@ -70,7 +70,8 @@ double allreduce_ms(const topology::Topology& topology, const std::vector<int>& 
 /// Checks that `stages` is a valid partition and placement: at least one stage, contiguous
 /// layer ranges covering every layer once in order, at least one GPU each, a tensor-parallel
 /// degree t >= 1 that the stage's layers allow (spec 8.1) and a GPU count that is a multiple
-/// of t, every GPU an existing index used by at most one stage. Throws `ScheduleError`.
+/// of t, every GPU an existing index used by at most one stage, except that stages may share
+/// an identical GPU list of the same degree (a device, spec 9.2). Throws `ScheduleError`.
 void check_stages(const model::Model& model, const topology::Topology& topology,
                   const std::vector<Stage>& stages);
 
@@ -99,7 +100,9 @@ std::optional<std::string> memory_violation(const topology::Topology& topology,
 long max_in_flight(double static_bytes, double stash_bytes, std::optional<double> capacity_bytes,
                    long limit);
 
-/// `any_plan_ms` and `partition_ms` of spec sections 3 and 8.3. O(L D + S + sum of r_s r_{s+1}
+/// `any_plan_ms` and `partition_ms` of spec sections 3, 8.3 and 9.3 (with shared GPUs,
+/// `partition_ms` is the largest sum of the steady-state terms `L_s` over a device's stages). O(L D
+/// + S + sum of r_s r_{s+1}
 /// + N) for D degrees per layer.
 Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
                       const std::vector<Stage>& stages, int micro_batches,

@@ -1,0 +1,31 @@
+#pragma once
+/// \file
+/// spp's last step (spec 9.5): the schedule of the chosen stages. The list scheduler is greedy,
+/// so a fixed policy can beat it on the same stages; spp keeps whichever is fastest, and under
+/// `--schedule auto` also tries the chosen devices with several stages each (interleaved,
+/// looped, V-shaped) and a split backward.
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/planners/planner.hpp"
+
+namespace pipeplan::planners {
+
+/// The stages of `stages`' devices re-split into `V` stages per device (`V` times as many
+/// stages, layers balanced by compute at the devices' degree), placed as `policy` places
+/// them (`schedule::placed_stage`). Empty when the devices differ in replica count or degree,
+/// when there are fewer layers than stages, or when a new stage cannot run at the degree.
+/// O(L + S V).
+std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<Stage>& stages,
+                                   int V, schedule::Policy policy);
+
+/// The fastest plan that fits among `plan` (spp's plan of its stages under `policy`) and the
+/// same devices under every other fixed policy that can run them (list: never slower than a
+/// fixed policy on the same stages), and, when `request.schedule_auto`, with 2 and 4 stages per
+/// device under every multi-stage policy and the list scheduler. Ties keep the earlier
+/// (`plan` first). The kept plan's `schedule_policy` names the policy whose order it runs; a
+/// note says what was tried. O(K T log T) for K candidates (at most 3 + 2 x 4 here).
+Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy);
+
+}  // namespace pipeplan::planners

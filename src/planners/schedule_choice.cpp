@@ -1,0 +1,129 @@
+// spp's schedule choice (spec 9.5): the chosen stages under every policy that can run them, and
+// under `--schedule auto` the same devices with several stages each. Every candidate is a whole
+// plan made by `try_finish_plan` (scheduled, replayed, checked against memory), so the choice is
+// by the execution model's own iteration time.
+
+#include "pipeplan/planners/schedule_choice.hpp"
+
+#include <algorithm>
+
+#include "pipeplan/io/format.hpp"
+#include "pipeplan/schedule/fixed_orders.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+// One micro-batch's forward and backward of layer l at degree t, the weight of the balance.
+double layer_work(const model::Layer& layer, int t) {
+  return model::forward_ms_at(layer, t) + model::backward_ms_at(layer, t);
+}
+
+// The first layer of each of K stages over layers 0..L-1, balanced by prefix work: stage k
+// starts at the first layer whose prefix reaches k/K of the total, at least one layer each.
+// O(L + K).
+std::vector<int> balanced_firsts(const model::Model& model, int K, int t) {
+  const int L = static_cast<int>(model.layers.size());
+  std::vector<double> prefix(static_cast<std::size_t>(L) + 1, 0);
+  for (int l = 0; l < L; ++l) {
+    prefix[static_cast<std::size_t>(l) + 1] =
+        prefix[static_cast<std::size_t>(l)] +
+        layer_work(model.layers[static_cast<std::size_t>(l)], t);
+  }
+  std::vector<int> firsts{0};
+  int l = 1;
+  for (int k = 1; k < K; ++k) {
+    const double target = prefix.back() * k / K;
+    while (l < L - (K - k) && prefix[static_cast<std::size_t>(l)] < target) ++l;
+    firsts.push_back(l++);
+  }
+  return firsts;
+}
+
+}  // namespace
+
+std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<Stage>& stages,
+                                   int V, schedule::Policy policy) {
+  const std::vector<schedule::Device> devices = schedule::devices(stages);
+  const int P = static_cast<int>(devices.size());
+  const int K = P * V;
+  const int t = stages.front().tensor_parallel;
+  for (const Stage& stage : stages) {
+    if (stage.replicas() != stages.front().replicas() || stage.tensor_parallel != t) return {};
+  }
+  if (static_cast<int>(model.layers.size()) < K) return {};
+  const std::vector<int> firsts = balanced_firsts(model, K, t);
+  const bool recompute =
+      std::any_of(stages.begin(), stages.end(), [](const Stage& stage) { return stage.recompute; });
+  std::vector<Stage> out(static_cast<std::size_t>(K));
+  for (int p = 0; p < P; ++p) {
+    for (int c = 0; c < V; ++c) {
+      const int k = schedule::placed_stage(policy, P, p, c);
+      Stage& stage = out[static_cast<std::size_t>(k)];
+      stage.gpus =
+          stages[static_cast<std::size_t>(devices[static_cast<std::size_t>(p)].stages.front())]
+              .gpus;
+      stage.tensor_parallel = t;
+      stage.recompute = recompute;
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    Stage& stage = out[static_cast<std::size_t>(k)];
+    stage.first_layer = firsts[static_cast<std::size_t>(k)];
+    stage.last_layer = k + 1 < K ? firsts[static_cast<std::size_t>(k) + 1] - 1
+                                 : static_cast<int>(model.layers.size()) - 1;
+    if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, t)) return {};
+  }
+  return out;
+}
+
+Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy) {
+  std::vector<std::string> tried;
+  auto consider = [&](const std::vector<Stage>& stages, schedule::Policy candidate, int V) {
+    if (schedule::policy_refusal(candidate, stages, request.micro_batches)) return;
+    Finished finished =
+        try_finish_plan(plan.planner, Partition{plan.gpu_order, stages}, request, candidate);
+    std::string label = std::string(schedule::policy_name(candidate));
+    if (V > 1) label += " with " + std::to_string(V) + " stages per device";
+    if (!finished.plan) {
+      tried.push_back(label + ": does not fit");
+      return;
+    }
+    const double ms = finished.plan->timeline.iteration_ms;
+    tried.push_back(label + ": " + io::format_ms(ms));
+    // Strictly faster: a tie within the execution model's tolerance keeps the earlier.
+    if (ms < plan.timeline.iteration_ms && !simulate::times_equal(ms, plan.timeline.iteration_ms)) {
+      finished.plan->notes = std::move(plan.notes);
+      finished.plan->warnings = std::move(plan.warnings);
+      finished.plan->phase_ms = std::move(plan.phase_ms);
+      finished.plan->micro_batch_size = plan.micro_batch_size;
+      plan = std::move(*finished.plan);
+    }
+  };
+  const std::vector<Stage> chosen = plan.stages;
+  const bool own = policy == schedule::Policy::kList || request.schedule_auto;
+  if (own) {
+    // On one stage per device interleaved-1f1b is 1f1b, and zb-h1 without a split is too.
+    for (const schedule::Policy candidate : schedule::all_policies()) {
+      const bool same =
+          candidate == policy || candidate == schedule::Policy::kInterleaved1F1B ||
+          (candidate == schedule::Policy::kZbH1 && !uses_split_backward(request, candidate)) ||
+          (candidate == schedule::Policy::kLoopedBfs && !request.schedule_auto);
+      if (!same) consider(chosen, candidate, 1);
+    }
+  }
+  if (request.schedule_auto && virtual_stages(chosen) == 1) {
+    for (const int V : {2, 4}) {
+      for (const schedule::Policy candidate : schedule::all_policies()) {
+        if (schedule::policy_row(candidate).device_stages == schedule::DeviceStages::kOne) continue;
+        if (candidate == schedule::Policy::kZbV && V != 2) continue;
+        const std::vector<Stage> variant = virtual_variant(request.model, chosen, V, candidate);
+        if (!variant.empty()) consider(variant, candidate, V);
+      }
+    }
+  }
+  if (!tried.empty()) plan.notes.push_back("schedules tried: " + io::format_list(tried));
+  return plan;
+}
+
+}  // namespace pipeplan::planners
