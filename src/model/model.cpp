@@ -514,7 +514,8 @@ double backward_weight_ms_at(const Layer& layer, int t) {
 }
 
 double weight_stash_bytes_at(const Layer& layer, int t) {
-  const bool per_degree = layer.tensor_parallel && !layer.tensor_parallel->weight_stash_bytes.empty();
+  const bool per_degree =
+      layer.tensor_parallel && !layer.tensor_parallel->weight_stash_bytes.empty();
   if (!layer.weight_stash_bytes && !per_degree) return stash_bytes_at(layer, t);
   return at_degree(layer, t, layer.weight_stash_bytes.value_or(layer.stash_bytes),
                    &TensorParallel::weight_stash_bytes);

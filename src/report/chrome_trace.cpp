@@ -181,8 +181,8 @@ class TraceWriter {
                            {"stage", e.task.stage},
                            {"gpu", detail::gpu_id(view_, e.gpu)}};
       if (v2_) add_group_args(e, args);
-      add(complete(detail::short_name(e.task), op_name(e.task.op),
-                   pid(e.gpu), kComputeThread, e.start_ms, e.end_ms, std::move(args)));
+      add(complete(detail::short_name(e.task), op_name(e.task.op), pid(e.gpu), kComputeThread,
+                   e.start_ms, e.end_ms, std::move(args)));
     }
   }
 

@@ -97,8 +97,8 @@ std::string dump_compact_below(const nlohmann::ordered_json& value, int compact_
 }
 
 std::string short_name(const ComputeTask& task) {
-  return std::string(1, op_letter(task.op)) + " m" +
-         std::to_string(task.micro_batch) + " s" + std::to_string(task.stage);
+  return std::string(1, op_letter(task.op)) + " m" + std::to_string(task.micro_batch) + " s" +
+         std::to_string(task.stage);
 }
 
 const std::string& gpu_id(const PlanView& view, int gpu) {

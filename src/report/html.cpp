@@ -172,9 +172,9 @@ std::string gpus_table(const PlanView& view) {
     }
     out += "<tr><td class=\"n\">" + std::to_string(r) + "</td><td>" +
            xml_escape(detail::gpu_id(view, g)) + "</td><td class=\"n\">" +
-           std::to_string(usage.stages.front()) + "</td>" + group_cell[static_cast<std::size_t>(g)] +
-           "<td class=\"n\">" + format_ms(usage.busy_ms) + "</td><td>" + bar(utilisation) + " " +
-           percent(utilisation) + "</td><td class=\"n\">" +
+           std::to_string(usage.stages.front()) + "</td>" +
+           group_cell[static_cast<std::size_t>(g)] + "<td class=\"n\">" + format_ms(usage.busy_ms) +
+           "</td><td>" + bar(utilisation) + " " + percent(utilisation) + "</td><td class=\"n\">" +
            percent(simulate::bubble_fraction(usage, iteration)) + "</td><td class=\"n\">" +
            format_bytes(usage.peak_memory_bytes) + "</td>" + memory_cells + "</tr>\n";
   }

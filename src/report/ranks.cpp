@@ -204,8 +204,7 @@ class RanksWriter {
           const TimedCompute& e = plan_.timeline.compute[node.index];
           for (int g : group_at(e.gpu)) {
             operations[static_cast<std::size_t>(g)].push_back(
-                {{"op", op_name(e.task.op)},
-                 {"micro_batch", e.task.micro_batch}});
+                {{"op", op_name(e.task.op)}, {"micro_batch", e.task.micro_batch}});
           }
           break;
         }

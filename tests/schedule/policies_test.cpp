@@ -1,8 +1,8 @@
 // The fixed policies of spec 9.4 against their closed forms: with uniform stages (F, I, W the
 // same on every stage) and free transfers, the replay of each policy's orders takes exactly the
 // iteration time the spec gives (zb-v: at most its authors' bound plus the fill), and holds at
-// most the activations the spec counts. The grid is the issue's: P in {2, 4, 8}, v in {1, 2, 4}, m in
-// {P, 2P, 4P}, two F/I/W ratios (both with F >= W, which zb-h1's form needs).
+// most the activations the spec counts. The grid is the issue's: P in {2, 4, 8}, v in {1, 2, 4}, m
+// in {P, 2P, 4P}, two F/I/W ratios (both with F >= W, which zb-h1's form needs).
 
 #include <gtest/gtest.h>
 
