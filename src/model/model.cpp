@@ -1,5 +1,5 @@
-// Reading and writing model profiles (spec sections 1 and 8.1), and the per-GPU values of a
-// layer at a tensor-parallel degree (8.1). O(layers x degrees).
+// Reading and writing model profiles (spec sections 1, 8.1 and 9.1), and the per-GPU values of a
+// layer at a tensor-parallel degree (8.1, 9.1). O(layers x degrees).
 
 #include "pipeplan/model/model.hpp"
 
@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/transformer.hpp"
 
@@ -64,10 +65,46 @@ std::vector<double> read_per_degree(const io::ObjectReader& object, std::string_
   return values;
 }
 
+// A part and the whole it belongs to, at one degree: the weight-gradient part of the backward, or
+// the weight stash within the stash (spec 9.1).
+struct PartOfWhole {
+  const char* part;   // "backward_weight_ms"
+  const char* whole;  // "backward_ms"
+  double own_part;    // the layer's own fields (degree 1)
+  double own_whole;
+  const std::vector<double>* parts;  // the per-degree arrays (empty: own field / t)
+  const std::vector<double>* wholes;
+};
+
+// At every degree above 1 the part is at most the whole, defaults included. A given part entry
+// that is too large is named; a defaulted part (own / t) above a given whole entry names the
+// whole's entry. O(degrees).
+void check_part_of_whole(const io::ObjectReader& object, const std::vector<int>& degrees,
+                         const PartOfWhole& rule) {
+  for (std::size_t k = 1; k < degrees.size(); ++k) {
+    const int t = degrees[k];
+    const double part = rule.parts->empty() ? rule.own_part / t : (*rule.parts)[k];
+    const double whole = rule.wholes->empty() ? rule.own_whole / t : (*rule.wholes)[k];
+    if (part <= whole) continue;
+    if (!rule.parts->empty()) {
+      const io::Node entry = object.required(rule.part).elements()[k];
+      entry.fail(std::string("must be at most the ") + rule.whole + " at degree " +
+                 std::to_string(t) + " (" + number_text(whole) + "), got " +
+                 io::describe_value(entry.json()));
+    }
+    const io::Node entry = object.required(rule.whole).elements()[k];
+    entry.fail(std::string("must be at least the ") + rule.part + " at degree " +
+               std::to_string(t) + " (the layer's " + number_text(rule.own_part) + " / " +
+               std::to_string(t) + " = " + number_text(part) + "; or give " + rule.part +
+               " per degree), got " + io::describe_value(entry.json()));
+  }
+}
+
 TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
   io::ObjectReader object(
       node, {"degrees", "allreduce_bytes", "allreduces_forward", "allreduces_backward",
-             "forward_ms", "backward_ms", "parameter_bytes", "stash_bytes", "update_ms"});
+             "forward_ms", "backward_ms", "parameter_bytes", "stash_bytes", "update_ms",
+             "backward_weight_ms", "weight_stash_bytes"});
   TensorParallel split;
   split.degrees = read_degrees(object.required("degrees"));
   split.allreduce_bytes = nonnegative(object.required("allreduce_bytes"));
@@ -83,12 +120,39 @@ TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
   split.parameter_bytes = read_per_degree(object, "parameter_bytes", n, layer.parameter_bytes);
   split.stash_bytes = read_per_degree(object, "stash_bytes", n, layer.stash_bytes);
   split.update_ms = read_per_degree(object, "update_ms", n, layer.update_ms);
+  split.backward_weight_ms =
+      read_per_degree(object, "backward_weight_ms", n, layer.backward_weight_ms);
+  const double weight_stash = layer.weight_stash_bytes.value_or(layer.stash_bytes);
+  split.weight_stash_bytes = read_per_degree(object, "weight_stash_bytes", n, weight_stash);
+  check_part_of_whole(object, split.degrees,
+                      {"backward_weight_ms", "backward_ms", layer.backward_weight_ms,
+                       layer.backward_ms, &split.backward_weight_ms, &split.backward_ms});
+  // Without either weight-stash field the weight stash is the stash at every degree.
+  if (layer.weight_stash_bytes || !split.weight_stash_bytes.empty()) {
+    check_part_of_whole(object, split.degrees,
+                        {"weight_stash_bytes", "stash_bytes", weight_stash, layer.stash_bytes,
+                         &split.weight_stash_bytes, &split.stash_bytes});
+  }
   return split;
+}
+
+// An optional part of a layer's own field (spec 9.1): finite, >= 0, at most `whole` (named).
+std::optional<double> read_part(const io::ObjectReader& object, std::string_view field,
+                                std::string_view whole_field, double whole) {
+  auto node = object.optional(field);
+  if (!node) return std::nullopt;
+  const double part = nonnegative(*node);
+  if (part > whole) {
+    node->fail("must be at most the layer's " + std::string(whole_field) + " (" +
+               number_text(whole) + "), got " + io::describe_value(node->json()));
+  }
+  return part;
 }
 
 Layer read_layer(const io::Node& node) {
   io::ObjectReader object(node, {"name", "forward_ms", "backward_ms", "activation_bytes",
-                                 "parameter_bytes", "stash_bytes", "update_ms", "tensor_parallel"});
+                                 "parameter_bytes", "stash_bytes", "update_ms",
+                                 "backward_weight_ms", "weight_stash_bytes", "tensor_parallel"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
   layer.forward_ms = nonnegative(object.required("forward_ms"));
@@ -100,6 +164,10 @@ Layer read_layer(const io::Node& node) {
   layer.stash_bytes = layer.activation_bytes;
   if (auto stash = object.optional("stash_bytes")) layer.stash_bytes = nonnegative(*stash);
   if (auto update = object.optional("update_ms")) layer.update_ms = nonnegative(*update);
+  layer.backward_weight_ms =
+      read_part(object, "backward_weight_ms", "backward_ms", layer.backward_ms).value_or(0);
+  layer.weight_stash_bytes =
+      read_part(object, "weight_stash_bytes", "stash_bytes", layer.stash_bytes);
   if (auto split = object.optional("tensor_parallel")) {
     layer.tensor_parallel = read_tensor_parallel(*split, layer);
   }
@@ -119,9 +187,11 @@ double largest(const Layer& layer, double (*at)(const Layer&, int)) {
 // every degree: each layer is counted at its largest per-degree value.
 void check_totals(const Model& model, const io::Node& layers) {
   double compute_ms = 0, parameter_bytes = 0, stash_bytes = 0, activation_bytes = 0;
-  double update_ms = 0, allreduce_bytes = 0;
+  double update_ms = 0, allreduce_bytes = 0, weight_ms = 0, weight_stash_bytes = 0;
   for (const Layer& layer : model.layers) {
     compute_ms += largest(layer, forward_ms_at) + largest(layer, backward_ms_at);
+    weight_ms += largest(layer, backward_weight_ms_at);
+    weight_stash_bytes += largest(layer, weight_stash_bytes_at);
     parameter_bytes += largest(layer, parameter_bytes_at);
     stash_bytes += largest(layer, stash_bytes_at);
     activation_bytes += layer.activation_bytes;
@@ -148,6 +218,10 @@ void check_totals(const Model& model, const io::Node& layers) {
   check(activation_bytes, "the sum of activation_bytes");
   check(activation_bytes + model.input_bytes, "input_bytes plus the sum of activation_bytes");
   check(update_ms, "the sum of update_ms");
+  // Spec 9.1's parts: the reader keeps each at most its whole at every degree, so these hold
+  // whenever the sums above do; checked all the same, so that the bound does not rest on it.
+  check(weight_ms, "the sum of backward_weight_ms");
+  check(weight_stash_bytes, "the sum of weight_stash_bytes");
   check(allreduce_bytes, "the sum of tensor-parallel all-reduce bytes");
 }
 
@@ -314,11 +388,14 @@ Model read_model(const io::Source& source) {
   Model model;
   if (auto schema = object.optional("schema")) {
     std::string text = schema->as_string();
-    if (text != kModelSchema && text != kModelSchemaV2) {
+    if (text != kModelSchema && text != kModelSchemaV2 && text != kModelSchemaV3) {
       std::string hint =
           text.rfind("pipeplan/topology/", 0) == 0 ? " (is this a topology file?)" : "";
-      schema->fail(std::string("must be \"") + kModelSchema + "\" or \"" + kModelSchemaV2 +
-                   "\", got " + io::describe_value(schema->json()) + hint);
+      schema->fail("must be " +
+                   io::format_choices({io::quote_for_message(kModelSchema),
+                                       io::quote_for_message(kModelSchemaV2),
+                                       io::quote_for_message(kModelSchemaV3)}) +
+                   ", got " + io::describe_value(schema->json()) + hint);
     }
   }
   if (auto name = object.optional("name")) model.name = name->as_nonempty_string();
@@ -401,6 +478,8 @@ nlohmann::ordered_json tensor_parallel_to_json(const TensorParallel& split) {
   optional_array("parameter_bytes", split.parameter_bytes);
   optional_array("stash_bytes", split.stash_bytes);
   optional_array("update_ms", split.update_ms);
+  optional_array("backward_weight_ms", split.backward_weight_ms);
+  optional_array("weight_stash_bytes", split.weight_stash_bytes);
   return out;
 }
 
@@ -409,7 +488,11 @@ nlohmann::ordered_json tensor_parallel_to_json(const TensorParallel& split) {
 nlohmann::ordered_json model_to_json(const Model& model) {
   using io::json_number;
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  out["schema"] = uses_v2_fields(model) ? kModelSchemaV2 : kModelSchema;
+  if (uses_v3_fields(model)) {
+    out["schema"] = kModelSchemaV3;
+  } else {
+    out["schema"] = uses_v2_fields(model) ? kModelSchemaV2 : kModelSchema;
+  }
   if (!model.name.empty()) out["name"] = model.name;
   if (model.micro_batches) out["micro_batches"] = *model.micro_batches;
   if (model.profile_batch_size || model.profile_device) {
@@ -436,6 +519,12 @@ nlohmann::ordered_json model_to_json(const Model& model) {
       entry["stash_bytes"] = json_number(layer.stash_bytes);
     }
     if (layer.update_ms != 0) entry["update_ms"] = json_number(layer.update_ms);
+    if (layer.backward_weight_ms != 0) {
+      entry["backward_weight_ms"] = json_number(layer.backward_weight_ms);
+    }
+    if (layer.weight_stash_bytes) {
+      entry["weight_stash_bytes"] = json_number(*layer.weight_stash_bytes);
+    }
     if (layer.tensor_parallel) {
       entry["tensor_parallel"] = tensor_parallel_to_json(*layer.tensor_parallel);
     }

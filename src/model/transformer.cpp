@@ -1,7 +1,8 @@
 // Analytic costs of a decoder-only transformer: FLOPs (Narayanan et al. 2021, appendix),
 // activation memory (Korthikanti et al. 2022, Table 2), operation times with Calculon's
-// size-dependent efficiencies (Isaev et al. 2023). docs/transformer-model.md states every
-// formula. O(L x degrees).
+// size-dependent efficiencies (Isaev et al. 2023), the backward's weight-gradient part and the
+// memory it keeps (Qi et al. 2023, Table 1). docs/transformer-model.md states every formula.
+// O(L x degrees).
 
 #include "pipeplan/model/transformer.hpp"
 
@@ -102,24 +103,38 @@ std::vector<Op> attention_core_ops(const Shape& x) {
   };
 }
 
+// The four GEMMs of a decoder layer that have weights, in forward order: QKV (column-parallel),
+// projection (row-parallel), MLP up (column-parallel; gate and up for SwiGLU), MLP down
+// (row-parallel). Each one's weight-gradient GEMM dW = X^T dY multiplies the same three sizes
+// (K x M by M x N) and moves as many values, so it has the same FLOPs and bytes: the list is
+// both part of the forward and the whole weight-gradient part W of the backward (Qi et al.
+// 2023, Table 1: 24 b s h^2 for a GPT block at degree 1).
+std::vector<Op> decoder_weight_gemms(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const double q = x.a * x.d, kv = 2 * x.g * x.d;
+  const double up = x.swiglu ? 2 * x.f : x.f;
+  return {gemm(tokens, x.h, (q + kv) / x.t, x.vb), gemm(tokens, q / x.t, x.h, x.vb),
+          gemm(tokens, x.h, up / x.t, x.vb), gemm(tokens, x.f / x.t, x.h, x.vb)};
+}
+
 std::vector<Op> decoder_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;  // rows of the norms, dropouts, residuals
-  const double q = x.a * x.d, kv = 2 * x.g * x.d;
   const double up = x.swiglu ? 2 * x.f : x.f;
+  const std::vector<Op> weighted = decoder_weight_gemms(x);
   std::vector<Op> ops = {
-      memory_op(2 * x.vb * rows * x.h),         // input norm
-      gemm(tokens, x.h, (q + kv) / x.t, x.vb),  // QKV (column-parallel)
+      memory_op(2 * x.vb * rows * x.h),  // input norm
+      weighted[0],                       // QKV (column-parallel)
   };
   std::vector<Op> core = attention_core_ops(x);
   ops.insert(ops.end(), core.begin(), core.end());
   std::vector<Op> rest = {
-      gemm(tokens, q / x.t, x.h, x.vb),             // projection (row-parallel)
+      weighted[1],                                  // projection (row-parallel)
       memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
       memory_op(2 * x.vb * rows * x.h),             // post-attention norm
-      gemm(tokens, x.h, up / x.t, x.vb),            // MLP up (column-parallel)
+      weighted[2],                                  // MLP up (column-parallel)
       memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU or SwiGLU
-      gemm(tokens, x.f / x.t, x.h, x.vb),           // MLP down (row-parallel)
+      weighted[3],                                  // MLP down (row-parallel)
       memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
   };
   ops.insert(ops.end(), rest.begin(), rest.end());
@@ -134,11 +149,15 @@ std::vector<Op> embedding_ops(const Shape& x) {
           memory_op((2 * x.vb + 1) * rows * x.h)};                  // dropout
 }
 
+// The output layer's one GEMM with weights, the logits (vocabulary-parallel); its weight-gradient
+// GEMM has the same sizes (see decoder_weight_gemms).
+Op logits_gemm(const Shape& x) { return gemm(x.b * x.s, x.h, x.v / x.t, x.vb); }
+
 std::vector<Op> output_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;
   return {memory_op(2 * x.vb * rows * x.h),             // final norm
-          gemm(tokens, x.h, x.v / x.t, x.vb),           // logits (vocabulary-parallel)
+          logits_gemm(x),                               // logits (vocabulary-parallel)
           memory_op((x.vb + 8) * tokens * x.v / x.t)};  // softmax cross-entropy in fp32
 }
 
@@ -377,6 +396,22 @@ double decoder_stash_bytes(const TransformerConfig& config, int t) {
   return (x.sp ? replicated / x.t : replicated) + split / x.t + scores / x.t;
 }
 
+double decoder_weight_stash_bytes(const TransformerConfig& config, int t) {
+  const Shape x = shape_of(config, t);
+  const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
+  const double qkv = x.s * x.b * (x.a * x.d + 2 * x.g * x.d), up = x.swiglu ? 2 * sbf : sbf;
+  // What the weight gradients dW = X^T dY of the four GEMMs still read after I: every input X
+  // (kept from the stash) and every output gradient dY (made by I, the size of the output).
+  // Whole tensors outside the tensor-parallel regions are sequence shards with sequence
+  // parallelism, as in the stash (Megatron-LM gathers them again for the weight gradients).
+  const double replicated_inputs = 2 * x.vb * sbh;     // QKV's and MLP up's inputs
+  const double replicated_gradients = 2 * x.vb * sbh;  // projection's and MLP down's outputs
+  const double split_inputs = x.vb * (sbh + sbf);      // projection's and MLP down's inputs
+  const double split_gradients = x.vb * (qkv + up);    // QKV's and MLP up's outputs
+  const double replicated = replicated_inputs + replicated_gradients;
+  return (x.sp ? replicated / x.t : replicated) + (split_inputs + split_gradients) / x.t;
+}
+
 double operation_ms(const GpuType& gpu, DType dtype, double flops, double bytes) {
   double ms = 0;
   if (flops > 0) {
@@ -403,6 +438,10 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       costs.backward_ms = 2 * costs.forward_ms;
       parameters = embedding_parameters(x);
       costs.stash_bytes = rows * x.h;  // the dropout mask
+      // The token ids have no gradient: the whole backward serves the table's (and the
+      // positions') gradient, and nothing is freed before it ends.
+      costs.backward_weight_ms = costs.backward_ms;
+      costs.weight_stash_bytes = costs.stash_bytes;
       break;
     }
     case TransformerPart::kDecoder: {
@@ -413,6 +452,8 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       }
       parameters = decoder_parameters(config, t);
       costs.stash_bytes = decoder_stash_bytes(config, t);
+      costs.backward_weight_ms = ms_of(gpu, config.dtype, decoder_weight_gemms(x));
+      costs.weight_stash_bytes = decoder_weight_stash_bytes(config, t);
       break;
     }
     case TransformerPart::kOutput: {
@@ -421,6 +462,9 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       parameters = output_parameters(x);
       // The norm's and the logits' inputs, and the fp32 logits (Megatron's 4 s b h (1 + V/h)).
       costs.stash_bytes = 2 * x.vb * rows * x.h + 4 * tokens * x.v / x.t;
+      costs.backward_weight_ms = ms_of(gpu, config.dtype, {logits_gemm(x)});
+      // The logits GEMM's input and its output's gradient (in the training format).
+      costs.weight_stash_bytes = x.vb * rows * x.h + x.vb * tokens * x.v / x.t;
       break;
     }
   }
@@ -459,12 +503,16 @@ Model transformer_model(const TransformerConfig& config) {
       split.parameter_bytes.push_back(costs.parameter_bytes);
       split.stash_bytes.push_back(costs.stash_bytes);
       split.update_ms.push_back(costs.update_ms);
+      split.backward_weight_ms.push_back(costs.backward_weight_ms);
+      split.weight_stash_bytes.push_back(costs.weight_stash_bytes);
     }
     layer.forward_ms = split.forward_ms.front();
     layer.backward_ms = split.backward_ms.front();
     layer.parameter_bytes = split.parameter_bytes.front();
     layer.stash_bytes = split.stash_bytes.front();
     layer.update_ms = split.update_ms.front();
+    layer.backward_weight_ms = split.backward_weight_ms.front();
+    layer.weight_stash_bytes = split.weight_stash_bytes.front();
     layer.activation_bytes = activation_bytes;
     layer.tensor_parallel = std::move(split);
     return layer;

@@ -127,11 +127,11 @@ const std::vector<BadInput>& bad_inputs() {
       {Input::kModel, R"({"nodes": [], "schema": "pipeplan/topology/v1"})",
        "<stdin>: /nodes: unknown key (is this a topology file?)"},
       {Input::kModel, model_with(R"("schema": "pipeplan/topology/v1")"),
-       "<stdin>: /schema: must be \"pipeplan/model/v1\" or \"pipeplan/model/v2\", got "
-       "\"pipeplan/topology/v1\" (is this a topology file?)"},
-      {Input::kModel, model_with(R"("schema": "pipeplan/model/v3")"),
-       "<stdin>: /schema: must be \"pipeplan/model/v1\" or \"pipeplan/model/v2\", got "
-       "\"pipeplan/model/v3\""},
+       "<stdin>: /schema: must be \"pipeplan/model/v1\", \"pipeplan/model/v2\" or "
+       "\"pipeplan/model/v3\", got \"pipeplan/topology/v1\" (is this a topology file?)"},
+      {Input::kModel, model_with(R"("schema": "pipeplan/model/v4")"),
+       "<stdin>: /schema: must be \"pipeplan/model/v1\", \"pipeplan/model/v2\" or "
+       "\"pipeplan/model/v3\", got \"pipeplan/model/v4\""},
       {Input::kModel, model_with(R"("name": "")"), "<stdin>: /name: must be a non-empty string"},
       // Layers and counts.
       {Input::kModel, R"({"layers": []})", "<stdin>: /layers: must list at least one layer"},

@@ -20,6 +20,8 @@ bool same_layers(const model::Model& a, const model::Model& b) {
     if (x.name != y.name || x.forward_ms != y.forward_ms || x.backward_ms != y.backward_ms ||
         x.activation_bytes != y.activation_bytes || x.parameter_bytes != y.parameter_bytes ||
         x.stash_bytes != y.stash_bytes || x.update_ms != y.update_ms ||
+        x.backward_weight_ms != y.backward_weight_ms ||
+        x.weight_stash_bytes != y.weight_stash_bytes ||
         x.tensor_parallel.has_value() != y.tensor_parallel.has_value()) {
       return false;
     }
@@ -30,7 +32,9 @@ bool same_layers(const model::Model& a, const model::Model& b) {
           p.allreduces_forward != q.allreduces_forward ||
           p.allreduces_backward != q.allreduces_backward || p.forward_ms != q.forward_ms ||
           p.backward_ms != q.backward_ms || p.parameter_bytes != q.parameter_bytes ||
-          p.stash_bytes != q.stash_bytes || p.update_ms != q.update_ms) {
+          p.stash_bytes != q.stash_bytes || p.update_ms != q.update_ms ||
+          p.backward_weight_ms != q.backward_weight_ms ||
+          p.weight_stash_bytes != q.weight_stash_bytes) {
         return false;
       }
     }
@@ -49,6 +53,16 @@ void check(const model::Model& model) {
                          layer.parameter_bytes, layer.stash_bytes}) {
       if (!std::isfinite(value) || value < 0)
         bug("a negative or non-finite layer value was accepted");
+    }
+    // Spec 9.1: at every degree the weight-gradient part and the weight stash are parts of the
+    // backward and the stash (I and the bytes freed by I are never negative).
+    std::vector<int> degrees = {1};
+    if (layer.tensor_parallel) degrees = layer.tensor_parallel->degrees;
+    for (int t : degrees) {
+      if (!(model::backward_weight_ms_at(layer, t) <= model::backward_ms_at(layer, t)))
+        bug("a weight-gradient part above its backward was accepted");
+      if (!(model::weight_stash_bytes_at(layer, t) <= model::stash_bytes_at(layer, t)))
+        bug("a weight stash above its stash was accepted");
     }
   }
   if (!std::isfinite(model::total_compute_ms(model)))

@@ -290,9 +290,9 @@ TEST(ModelV2Test, RejectsBadTopLevelFields) {
   EXPECT_EQ(read_error(R"({"layers": [{"forward_ms": 1, "backward_ms": 1,
     "activation_bytes": 1, "update_ms": -2}]})"),
             "model.json: /layers/0/update_ms: must be a finite number >= 0, got -2");
-  EXPECT_EQ(read_error("{\"schema\": \"pipeplan/model/v3\", " + layers + "}"),
-            "model.json: /schema: must be \"pipeplan/model/v1\" or \"pipeplan/model/v2\", got "
-            "\"pipeplan/model/v3\"");
+  EXPECT_EQ(read_error("{\"schema\": \"pipeplan/model/v4\", " + layers + "}"),
+            "model.json: /schema: must be \"pipeplan/model/v1\", \"pipeplan/model/v2\" or "
+            "\"pipeplan/model/v3\", got \"pipeplan/model/v4\"");
   // A factor equal to parameter_memory_factor is allowed: the optimizer shards everything.
   EXPECT_EQ(read("{\"sharded_memory_factor\": 4, " + layers + "}").sharded_memory_factor, 4);
 }
@@ -409,6 +409,164 @@ TEST(ModelV2Test, WritesAModelWithoutV2FieldsAsV1) {
             "{\n  \"schema\": \"pipeplan/model/v1\",\n  \"parameter_memory_factor\": 4,\n"
             "  \"layers\": [\n    {\n      \"forward_ms\": 1,\n      \"backward_ms\": 1,\n"
             "      \"activation_bytes\": 1,\n      \"parameter_bytes\": 0\n    }\n  ]\n}\n");
+}
+
+// ---- The additions of spec 9.1.
+
+// One layer (backward 24, stash 40, activation 8) with extra layer fields `fields` (each followed
+// by a comma) and, when given, `split` as its tensor_parallel object.
+std::string with_weight(const std::string& fields, const std::string& split = "") {
+  return R"({"layers": [{"forward_ms": 12, "backward_ms": 24, "activation_bytes": 8,
+    "stash_bytes": 40, )" +
+         fields + R"("parameter_bytes": 400)" +
+         (split.empty() ? "" : ", \"tensor_parallel\": " + split) + "}]}";
+}
+
+// A split layer with the new fields at the layer and per degree, and one without them.
+const char* const kSplitBackward = R"({"schema": "pipeplan/model/v3", "layers": [
+  {"name": "decoder", "forward_ms": 12, "backward_ms": 24, "activation_bytes": 8,
+   "stash_bytes": 40, "backward_weight_ms": 10, "weight_stash_bytes": 30,
+   "tensor_parallel": {"degrees": [1, 2, 4], "allreduce_bytes": 8,
+                       "backward_ms": [24, 13, 7], "backward_weight_ms": [10, 6, 7],
+                       "stash_bytes": [40, 20, 10], "weight_stash_bytes": [30, 20, 2]}},
+  {"name": "head", "forward_ms": 1, "backward_ms": 2, "activation_bytes": 0, "stash_bytes": 5,
+   "backward_weight_ms": 2, "tensor_parallel": {"degrees": [1, 2], "allreduce_bytes": 0}},
+  {"name": "loss", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 0}]})";
+
+TEST(ModelV3Test, ReadsTheSplitBackwardFields) {
+  const Model model = read(kSplitBackward);
+  const Layer& decoder = model.layers[0];
+  EXPECT_EQ(decoder.backward_weight_ms, 10);
+  EXPECT_EQ(decoder.weight_stash_bytes, 30);
+  EXPECT_EQ(decoder.tensor_parallel->backward_weight_ms, (std::vector<double>{10, 6, 7}));
+  EXPECT_EQ(decoder.tensor_parallel->weight_stash_bytes, (std::vector<double>{30, 20, 2}));
+  EXPECT_EQ(backward_weight_ms_at(decoder, 4), 7);   // equal to that degree's backward
+  EXPECT_EQ(weight_stash_bytes_at(decoder, 2), 20);  // equal to that degree's stash
+  // Without arrays: the layer's values divided by t; without any weight stash: the stash.
+  const Layer& head = model.layers[1];
+  EXPECT_EQ(backward_weight_ms_at(head, 2), 1);
+  EXPECT_FALSE(head.weight_stash_bytes.has_value());
+  EXPECT_EQ(weight_stash_bytes_at(head, 2), 2.5);
+  const Layer& loss = model.layers[2];
+  EXPECT_EQ(loss.backward_weight_ms, 0);
+  EXPECT_EQ(weight_stash_bytes_at(loss, 1), 0);  // stash_bytes defaults to activation_bytes
+  EXPECT_TRUE(uses_v3_fields(model));
+  EXPECT_TRUE(has_weight_gradients(model));
+  const StageCost cost = stage_cost(model, 0, 2, 2);
+  EXPECT_EQ(cost.backward_weight_ms, 6 + 1 + 0);
+  EXPECT_EQ(cost.weight_stash_bytes, 20 + 2.5 + 0);
+}
+
+TEST(ModelV3Test, AcceptsEverySchemaStringWithOrWithoutTheFields) {
+  const std::string layer = R"("layers": [{"forward_ms": 1, "backward_ms": 2,
+    "activation_bytes": 1, "backward_weight_ms": 1}])";
+  for (const char* schema : {"pipeplan/model/v1", "pipeplan/model/v2", "pipeplan/model/v3"}) {
+    EXPECT_TRUE(
+        uses_v3_fields(read("{\"schema\": \"" + std::string(schema) + "\", " + layer + "}")))
+        << schema;
+  }
+  const Model plain = read(R"({"schema": "pipeplan/model/v3", "layers": [{"forward_ms": 1,
+    "backward_ms": 2, "activation_bytes": 1}]})");
+  EXPECT_FALSE(uses_v3_fields(plain));
+  EXPECT_FALSE(has_weight_gradients(plain));
+  // A weight-gradient part only inside the per-degree array still counts.
+  EXPECT_TRUE(has_weight_gradients(read(with_weight(
+      "", R"({"degrees": [1, 2], "allreduce_bytes": 0, "backward_weight_ms": [0, 1]})"))));
+  // A part equal to its whole is allowed: a backward that is all weight gradient.
+  const Model whole = read(with_weight(R"("backward_weight_ms": 24, "weight_stash_bytes": 40, )"));
+  EXPECT_EQ(whole.layers[0].backward_weight_ms, 24);
+  EXPECT_EQ(whole.layers[0].weight_stash_bytes, 40);
+  // Without weight-stash fields a per-degree stash may be anything: the weight stash follows it.
+  EXPECT_EQ(weight_stash_bytes_at(read(with_weight("", R"({"degrees": [1, 2], "allreduce_bytes": 0,
+    "stash_bytes": [40, 1]})"))
+                                      .layers[0],
+                                  2),
+            1);
+}
+
+TEST(ModelV3Test, RejectsBadLayerFields) {
+  const std::string at = "model.json: /layers/0/";
+  EXPECT_EQ(read_error(with_weight(R"("backward_weight_ms": 25, )")),
+            at + "backward_weight_ms: must be at most the layer's backward_ms (24), got 25");
+  EXPECT_EQ(read_error(with_weight(R"("backward_weight_ms": -1, )")),
+            at + "backward_weight_ms: must be a finite number >= 0, got -1");
+  EXPECT_EQ(read_error(with_weight(R"("backward_weight_ms": "3 ms", )")),
+            at + "backward_weight_ms: must be a finite number >= 0, got string \"3 ms\"");
+  EXPECT_EQ(read_error(with_weight(R"("weight_stash_bytes": 40.5, )")),
+            at + "weight_stash_bytes: must be at most the layer's stash_bytes (40), got 40.5");
+  EXPECT_EQ(read_error(with_weight(R"("weight_stash_bytes": -2, )")),
+            at + "weight_stash_bytes: must be a finite number >= 0, got -2");
+  EXPECT_EQ(read_error(with_weight(R"("backward_weights_ms": 1, )")),
+            at + "backward_weights_ms: unknown key (did you mean \"backward_weight_ms\"?)");
+  // stash_bytes at its default, activation_bytes.
+  EXPECT_EQ(read_error(R"({"layers": [{"forward_ms": 1, "backward_ms": 1, "activation_bytes": 8,
+    "weight_stash_bytes": 9}]})"),
+            at + "weight_stash_bytes: must be at most the layer's stash_bytes (8), got 9");
+}
+
+TEST(ModelV3Test, RejectsBadPerDegreeFields) {
+  const std::string at = "model.json: /layers/0/tensor_parallel/";
+  auto error = [](const std::string& fields, const std::string& split) {
+    return read_error(
+        with_weight(fields, R"({"degrees": [1, 2], "allreduce_bytes": 0, )" + split + "}"));
+  };
+  EXPECT_EQ(error("", R"("backward_weight_ms": [0, 1, 2])"),
+            at + "backward_weight_ms: must have one entry per degree (2), got 3");
+  EXPECT_EQ(error("", R"("backward_weight_ms": [1, 1])"),
+            at + "backward_weight_ms/0: must equal the layer's backward_weight_ms (0) at degree 1, "
+                 "got 1");
+  EXPECT_EQ(error("", R"("backward_weight_ms": [0, -1])"),
+            at + "backward_weight_ms/1: must be a finite number >= 0, got -1");
+  // Above the backward at that degree: the layer's 24 / 2, or the array's entry.
+  EXPECT_EQ(error("", R"("backward_weight_ms": [0, 13])"),
+            at + "backward_weight_ms/1: must be at most the backward_ms at degree 2 (12), got 13");
+  EXPECT_EQ(
+      error(R"("backward_weight_ms": 4, )",
+            R"("backward_ms": [24, 10], "backward_weight_ms": [4, 10.5])"),
+      at + "backward_weight_ms/1: must be at most the backward_ms at degree 2 (10), got 10.5");
+  // The layer's part divided by t above the backward the array gives at that degree.
+  EXPECT_EQ(error(R"("backward_weight_ms": 16, )", R"("backward_ms": [24, 7])"),
+            at + "backward_ms/1: must be at least the backward_weight_ms at degree 2 (the layer's "
+                 "16 / 2 = 8; or give backward_weight_ms per degree), got 7");
+  // The same rules for the weight stash within the stash.
+  EXPECT_EQ(error("", R"("weight_stash_bytes": [39, 10])"),
+            at + "weight_stash_bytes/0: must equal the layer's weight_stash_bytes (40) at degree "
+                 "1, got 39");
+  EXPECT_EQ(error(R"("weight_stash_bytes": 30, )", R"("weight_stash_bytes": [30])"),
+            at + "weight_stash_bytes: must have one entry per degree (2), got 1");
+  EXPECT_EQ(error("", R"("weight_stash_bytes": [40, 21])"),
+            at + "weight_stash_bytes/1: must be at most the stash_bytes at degree 2 (20), got 21");
+  EXPECT_EQ(error("", R"("stash_bytes": [40, 8], "weight_stash_bytes": [40, 9])"),
+            at + "weight_stash_bytes/1: must be at most the stash_bytes at degree 2 (8), got 9");
+  EXPECT_EQ(error(R"("weight_stash_bytes": 30, )", R"("stash_bytes": [40, 14])"),
+            at + "stash_bytes/1: must be at least the weight_stash_bytes at degree 2 (the layer's "
+                 "30 / 2 = 15; or give weight_stash_bytes per degree), got 14");
+}
+
+TEST(ModelV3Test, WritesV3OnlyWithTheFields) {
+  const Model model = read(kSplitBackward);
+  const nlohmann::ordered_json json = model_to_json(model);
+  EXPECT_EQ(json["schema"], "pipeplan/model/v3");
+  EXPECT_EQ(json["layers"][0]["backward_weight_ms"], 10);
+  EXPECT_EQ(json["layers"][0]["weight_stash_bytes"], 30);
+  EXPECT_EQ(json["layers"][0]["tensor_parallel"]["weight_stash_bytes"],
+            nlohmann::ordered_json::parse("[30, 20, 2]"));
+  EXPECT_FALSE(json["layers"][1].contains("weight_stash_bytes"));
+  EXPECT_FALSE(json["layers"][1]["tensor_parallel"].contains("backward_weight_ms"));
+  EXPECT_FALSE(json["layers"][2].contains("backward_weight_ms"));
+  const std::string text = io::dump_json(json);
+  EXPECT_EQ(io::dump_json(model_to_json(read(text))), text);
+  // A given weight stash alone makes a v3 file (v1 fields otherwise), written where it was.
+  EXPECT_EQ(io::dump_json(model_to_json(read(R"({"layers": [{"forward_ms": 1,
+    "backward_ms": 1, "activation_bytes": 1, "weight_stash_bytes": 1}]})"))),
+            "{\n  \"schema\": \"pipeplan/model/v3\",\n  \"parameter_memory_factor\": 4,\n"
+            "  \"layers\": [\n    {\n      \"forward_ms\": 1,\n      \"backward_ms\": 1,\n"
+            "      \"activation_bytes\": 1,\n      \"parameter_bytes\": 0,\n"
+            "      \"weight_stash_bytes\": 1\n    }\n  ]\n}\n");
+  // A v3 file without the fields is written as v1, a zero part left out.
+  EXPECT_EQ(model_to_json(read(R"({"schema": "pipeplan/model/v3", "layers": [{"forward_ms": 1,
+    "backward_ms": 1, "activation_bytes": 1, "backward_weight_ms": 0}]})"))["schema"],
+            "pipeplan/model/v1");
 }
 
 }  // namespace

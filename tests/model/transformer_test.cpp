@@ -1,5 +1,5 @@
 // The transformer cost model against hand-computed counts for two configurations
-// (docs/transformer-model.md), and the v2 model it writes.
+// (docs/transformer-model.md), and the v3 model it writes.
 
 #include "pipeplan/model/transformer.hpp"
 
@@ -238,7 +238,7 @@ TEST(TransformerTest, LayerTimesAndUpdate) {
             4.0 * 2048 + 4.0 * 32 * 100 / 2);
 }
 
-TEST(TransformerTest, WritesAV2ModelThatReadsBack) {
+TEST(TransformerTest, WritesAV3ModelThatReadsBack) {
   const TransformerConfig config = gpt_style();
   const Model model = transformer_model(config);
   ASSERT_EQ(model.layers.size(), 4u);
@@ -273,13 +273,121 @@ TEST(TransformerTest, WritesAV2ModelThatReadsBack) {
   const std::string text = io::dump_json(model_to_json(model));
   const Model again = read_model(io::source_from_text("m.json", text));
   EXPECT_EQ(io::dump_json(model_to_json(again)), text);
-  EXPECT_EQ(model_to_json(model)["schema"], "pipeplan/model/v2");
+  // The split backward's fields (spec 9.1) make it v3.
+  EXPECT_EQ(model_to_json(model)["schema"], "pipeplan/model/v3");
   // fp32 keeps weights, gradients and two moments: factor 4, of which 2 shardable.
   TransformerConfig fp32 = config;
   fp32.dtype = hardware::DType::kFp32;
   EXPECT_EQ(transformer_model(fp32).parameter_memory_factor, 4);
   EXPECT_EQ(transformer_model(fp32).sharded_memory_factor, 2);
   EXPECT_EQ(transformer_model(fp32).layers[1].parameter_bytes, 4 * decoder_parameters(config, 1));
+}
+
+TEST(TransformerTest, WeightGradientPartIsTheWeightedGemms) {
+  // Config A (n = b s = 32 tokens, h = 64, a = g = 4, F = 256, V = 100, e = 2): the four GEMMs
+  // with weights, whose weight-gradient GEMMs dW = X^T dY have the same sizes.
+  // {FLOPs, bytes}; at t = 2 the column-parallel ones have N / 2, the row-parallel ones K / 2.
+  auto gemms = [](double t) {
+    return std::vector<std::pair<double, double>>{
+        {2.0 * 32 * 64 * 192 / t, 2 * (32 * 64 + 64 * 192 / t + 32 * 192 / t)},   // QKV
+        {2.0 * 32 * 64 * 64 / t, 2 * (32 * 64 / t + 64 * 64 / t + 32 * 64)},      // projection
+        {2.0 * 32 * 64 * 256 / t, 2 * (32 * 64 + 64 * 256 / t + 32 * 256 / t)},   // MLP up
+        {2.0 * 32 * 256 * 64 / t, 2 * (32 * 256 / t + 256 * 64 / t + 32 * 64)}};  // MLP down
+  };
+  const hardware::GpuType& a100 = *hardware::find_gpu("A100-80GB");
+  auto total = [&](const std::vector<std::pair<double, double>>& ops) {
+    double ms = 0, flops = 0;
+    for (const auto& [f, bytes] : ops) {
+      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes);
+      flops += f;
+    }
+    return std::make_pair(ms, flops);
+  };
+  // Qi et al. 2023, Table 1: 24 b s h^2 = 24 * 2 * 16 * 64^2 FLOPs at degree 1.
+  EXPECT_EQ(total(gemms(1)).second, 3145728.0);
+  const TransformerConfig config = gpt_style();
+  for (int t : {1, 2}) {
+    const TransformerLayerCosts layer =
+        transformer_layer_costs(config, TransformerPart::kDecoder, t);
+    const double w = total(gemms(t)).first;
+    EXPECT_NEAR(layer.backward_weight_ms, w, 1e-12 * w) << t;
+    EXPECT_LT(layer.backward_weight_ms, layer.forward_ms) << t;  // I is the larger half
+  }
+  // Every GEMM here is below 1 GFLOP and 1 MB: 10 % of 312 TFLOP/s, 30 % of 2039 GB/s.
+  const double bytes =
+      2.0 * (2048 + 12288 + 6144 + 2048 + 4096 + 2048 + 2048 + 16384 + 8192 + 8192 + 16384 + 2048);
+  EXPECT_NEAR(total(gemms(1)).first,
+              3145728.0 / (312e12 * 0.1) * 1e3 + bytes / (2039e9 * 0.3) * 1e3, 1e-9);
+  // Selective recomputation adds to I only.
+  TransformerConfig selective = config;
+  selective.selective_recompute = true;
+  EXPECT_EQ(transformer_layer_costs(selective, TransformerPart::kDecoder, 1).backward_weight_ms,
+            transformer_layer_costs(config, TransformerPart::kDecoder, 1).backward_weight_ms);
+  // The output layer: the logits GEMM n x h x V/t. The embedding: its whole backward (the token
+  // ids have no gradient).
+  const TransformerLayerCosts last = transformer_layer_costs(config, TransformerPart::kOutput, 2);
+  const double logits = total({{2.0 * 32 * 64 * 50, 2 * (32 * 64 + 64 * 50 + 32 * 50)}}).first;
+  EXPECT_NEAR(last.backward_weight_ms, logits, 1e-12 * logits);
+  const TransformerLayerCosts first =
+      transformer_layer_costs(config, TransformerPart::kEmbedding, 2);
+  EXPECT_EQ(first.backward_weight_ms, first.backward_ms);
+  EXPECT_GT(first.backward_weight_ms, 0);
+}
+
+TEST(TransformerTest, WeightStashIsTheGemmInputsAndOutputGradients) {
+  TransformerConfig a = gpt_style();
+  const double sbh = 16.0 * 2 * 64;
+  // t = 1, in e-byte values of s b h: inputs QKV 1, projection 1, MLP up 1, MLP down 4 (F = 4h);
+  // output gradients QKV 3, projection 1, MLP up 4, MLP down 1: 16 values, 32 s b h bytes
+  // (Korthikanti's 34 s b h less the two 1-byte dropout masks; no s x s tensor).
+  EXPECT_EQ(decoder_weight_stash_bytes(a, 1), 32 * sbh);
+  // t = 2: QKV's and MLP up's inputs, projection's and MLP down's output gradients whole (8 s b h),
+  // the rest (24 s b h) split.
+  EXPECT_EQ(decoder_weight_stash_bytes(a, 2), (8 + 24.0 / 2) * sbh);
+  a.sequence_parallel = true;  // everything split
+  EXPECT_EQ(decoder_weight_stash_bytes(a, 2), 32 * sbh / 2);
+  a.flash_attention = true;  // the attention core keeps nothing W needs
+  a.selective_recompute = true;
+  EXPECT_EQ(decoder_weight_stash_bytes(a, 2), 32 * sbh / 2);
+  // B (SwiGLU, g = 2 of a = 8; s b h = 4096, s b F = 12288, e = 2): QKV's and MLP up's inputs and
+  // projection's and MLP down's output gradients 4 e s b h; projection's input e s b h and MLP
+  // down's e s b F; QKV's output gradient e s b (h + 2 g d) = 1.5 e s b h, MLP up's (gate and up)
+  // 2 e s b F.
+  const double whole = 4 * 2 * 4096.0;
+  const double split = 2 * 4096.0 + 2 * 12288.0 + 1.5 * 2 * 4096 + 2 * 2 * 12288.0;
+  EXPECT_EQ(decoder_weight_stash_bytes(llama_style(), 1), whole + split);
+  EXPECT_EQ(decoder_weight_stash_bytes(llama_style(), 2), whole + split / 2);
+  // The output layer: the logits' input e s b h and their gradient e s b V / t.
+  EXPECT_EQ(transformer_layer_costs(gpt_style(), TransformerPart::kOutput, 2).weight_stash_bytes,
+            2.0 * 2048 + 2.0 * 32 * 100 / 2);
+  // The embedding frees nothing before its weight gradient: its stash.
+  const TransformerLayerCosts first =
+      transformer_layer_costs(gpt_style(), TransformerPart::kEmbedding, 1);
+  EXPECT_EQ(first.weight_stash_bytes, first.stash_bytes);
+}
+
+TEST(TransformerTest, ModelCarriesTheSplitBackwardPerDegree) {
+  const TransformerConfig config = gpt_style();
+  const Model model = transformer_model(config);
+  for (const Layer& layer : model.layers) {
+    ASSERT_EQ(layer.tensor_parallel->backward_weight_ms.size(), config.degrees.size());
+    for (std::size_t k = 0; k < config.degrees.size(); ++k) {
+      const int t = config.degrees[k];
+      const TransformerPart part = layer.name == "embedding" ? TransformerPart::kEmbedding
+                                   : layer.name == "output"  ? TransformerPart::kOutput
+                                                             : TransformerPart::kDecoder;
+      const TransformerLayerCosts costs = transformer_layer_costs(config, part, t);
+      EXPECT_EQ(backward_weight_ms_at(layer, t), costs.backward_weight_ms) << layer.name << t;
+      EXPECT_EQ(weight_stash_bytes_at(layer, t), costs.weight_stash_bytes) << layer.name << t;
+      // The existing figures stay those of the costs.
+      EXPECT_EQ(backward_ms_at(layer, t), costs.backward_ms) << layer.name << t;
+      EXPECT_EQ(stash_bytes_at(layer, t), costs.stash_bytes) << layer.name << t;
+    }
+  }
+  EXPECT_EQ(model.layers[1].backward_weight_ms,
+            transformer_layer_costs(config, TransformerPart::kDecoder, 1).backward_weight_ms);
+  EXPECT_EQ(model.layers[1].weight_stash_bytes, decoder_weight_stash_bytes(config, 1));
+  EXPECT_TRUE(has_weight_gradients(model));
 }
 
 TEST(TransformerTest, PresetsArePublishedShapes) {

@@ -20,6 +20,9 @@ inline constexpr const char* kModelSchema = "pipeplan/model/v1";
 /// The schema string of a model file that may use the fields of spec section 8.1. Readers accept
 /// either string whatever the file uses; the writer writes this one only when a field needs it.
 inline constexpr const char* kModelSchemaV2 = "pipeplan/model/v2";
+/// The schema string of a model file that may use the fields of spec section 9.1 (readers accept
+/// any of the three; the writer writes it only when a field of 9.1 needs it).
+inline constexpr const char* kModelSchemaV3 = "pipeplan/model/v3";
 
 /// Most micro-batches per iteration accepted anywhere (`micro_batches` in a model file, the
 /// `--micro-batches` flags): 2^20. Whether a plan with that many can be made is the planner's
@@ -96,22 +99,24 @@ struct Model {
   std::optional<TransformerConfig> transformer;
 };
 
-/// Reads and validates a `model.json` (spec sections 1 and 8.1; schema v1 or v2), or a model given
-/// by its transformer description (`"transformer": {...}` instead of `layers`, docs/formats.md):
-/// the description is completed and its layers generated (`transformer_model`). Throws
-/// `InputError` naming the file and JSON pointer of the first problem. Beyond the spec:
-/// `micro_batches` is at most `kMaxMicroBatches`, degrees at most `kMaxTensorParallelDegree`,
-/// all-reduce counts at most `kMaxAllreducesPerPass`; the sums over all layers of forward plus
-/// backward time, of stash, activation and update, and the factor times the sum of parameter
-/// bytes are at most `kMaxTotal` (each layer counted at its largest per-degree value); -0
-/// reads as 0.
+/// Reads and validates a `model.json` (spec sections 1, 8.1 and 9.1; schema v1, v2 or v3), or a
+/// model given by its transformer description (`"transformer": {...}` instead of `layers`,
+/// docs/formats.md): the description is completed and its layers generated
+/// (`transformer_model`). Throws `InputError` naming the file and JSON pointer of the first
+/// problem. Beyond the spec: `micro_batches` is at most `kMaxMicroBatches`, degrees at most
+/// `kMaxTensorParallelDegree`, all-reduce counts at most `kMaxAllreducesPerPass`; the sums over
+/// all layers of forward plus backward time, of stash, activation and update, and the factor
+/// times the sum of parameter bytes are at most `kMaxTotal` (each layer counted at its largest
+/// per-degree value); at every degree a layer's weight-gradient part is at most its backward and
+/// its weight stash at most its stash, defaults included; -0 reads as 0. O(layers x degrees).
 Model read_model(const io::Source& source);
 
-/// The model as `model.json`: schema v1 when no field of spec 8.1 is used (byte for byte what
-/// earlier versions wrote), else v2. A model read from a transformer description is written as
-/// its generated layers. Optional fields that are absent stay absent; `stash_bytes`
-/// is written only when it differs from `activation_bytes`, `update_ms` and `input_bytes` only
-/// when not 0, the all-reduce counts only when not 2.
+/// The model as `model.json`: schema v1 when no field of spec 8.1 or 9.1 is used (byte for byte
+/// what earlier versions wrote), v2 when only fields of 8.1 are, else v3. A model read from a
+/// transformer description is written as its generated layers. Optional fields that are absent
+/// stay absent; `stash_bytes` is written only when it differs from `activation_bytes`,
+/// `update_ms`, `backward_weight_ms` and `input_bytes` only when not 0, `weight_stash_bytes` only
+/// when given, the all-reduce counts only when not 2.
 nlohmann::ordered_json model_to_json(const Model& model);
 
 /// Sum of forward plus backward time over all layers, ms at speed 1.0.

@@ -2,8 +2,9 @@
 /// \file
 /// Analytic per-layer costs of a decoder-only transformer (issue 16, docs/transformer-model.md):
 /// FLOPs, parameters, activation memory (Korthikanti et al. 2022), tensor-parallel all-reduce
-/// bytes and times on a catalogue GPU (Calculon-style efficiencies), turned into a v2 model
-/// profile with per-degree values (spec 8.1).
+/// bytes and times on a catalogue GPU (Calculon-style efficiencies), the backward's
+/// weight-gradient part and its memory (Qi et al. 2023), turned into a v3 model profile with
+/// per-degree values (spec 8.1, 9.1).
 
 #include <optional>
 #include <string>
@@ -81,13 +82,21 @@ double decoder_parameters(const TransformerConfig& config, int t);
 /// (Korthikanti et al. 2022, Table 2, generalised to F, grouped KV heads and SwiGLU).
 double decoder_stash_bytes(const TransformerConfig& config, int t);
 
+/// Bytes one GPU still holds for one decoder layer per micro-batch after the backward's input
+/// gradient `I`, until its weight gradient `W` ends (spec 9.1) at degree `t`: the inputs and
+/// the output gradients of the four GEMMs with weights. It equals `decoder_stash_bytes` less the
+/// two 1-byte dropout masks and the s x s tensors (`32 s b h` for a GPT block at degree 1).
+double decoder_weight_stash_bytes(const TransformerConfig& config, int t);
+
 /// The figures of the embedding, one decoder layer and the output layer at degree `t`.
 struct TransformerLayerCosts {
-  double forward_ms = 0;       ///< Per-GPU forward, ms on the config's GPU.
-  double backward_ms = 0;      ///< Per-GPU backward, ms.
-  double parameter_bytes = 0;  ///< Per-GPU weights in the training format, bytes.
-  double stash_bytes = 0;      ///< Per-GPU stash per micro-batch, bytes.
-  double update_ms = 0;        ///< Per-GPU Adam step, ms.
+  double forward_ms = 0;          ///< Per-GPU forward, ms on the config's GPU.
+  double backward_ms = 0;         ///< Per-GPU backward, ms.
+  double parameter_bytes = 0;     ///< Per-GPU weights in the training format, bytes.
+  double stash_bytes = 0;         ///< Per-GPU stash per micro-batch, bytes.
+  double update_ms = 0;           ///< Per-GPU Adam step, ms.
+  double backward_weight_ms = 0;  ///< The weight-gradient part `W` of `backward_ms`, ms.
+  double weight_stash_bytes = 0;  ///< Per-GPU bytes held from `I` to the end of `W`.
 };
 
 /// Which part of the model.
@@ -102,8 +111,9 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
 double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double flops,
                     double bytes);
 
-/// The v2 model profile of a completed config: `embedding`, `decoder0` ... `decoder{L-1}`,
-/// `output`, each with `tensor_parallel` over the config's degrees, `update_ms`, `input_bytes`
+/// The v3 model profile of a completed config: `embedding`, `decoder0` ... `decoder{L-1}`,
+/// `output`, each with `tensor_parallel` over the config's degrees, `update_ms`,
+/// `backward_weight_ms` and `weight_stash_bytes`, `input_bytes`
 /// (the token ids, 8 bytes each), `parameter_memory_factor` and `sharded_memory_factor` of
 /// mixed-precision Adam, `profile` = micro-batch size and GPU.
 Model transformer_model(const TransformerConfig& config);
