@@ -29,6 +29,15 @@ V3Plan interleaved(bool split) {
   return hand;
 }
 
+// Two stages on two devices, nothing shared.
+V3Plan two_stages(bool split, const std::string& policy) {
+  V3Plan hand;
+  hand.device_of_stage = {0, 1};
+  hand.split_backward = split;
+  hand.schedule_policy = policy;
+  return hand;
+}
+
 // The V shape of ZB-V on 2 devices: device 0 holds stages 0 and 3, device 1 stages 1 and 2.
 V3Plan v_shape(bool split) {
   V3Plan hand;
@@ -139,8 +148,7 @@ TEST(TorchScheduleNotesTest, NameTheTorchReleaseAndTheScheduleClass) {
   EXPECT_NE(whole[0].find("B the full backward (its meaning since PyTorch PR #138886)"),
             std::string::npos);
   // One stage per rank, whole backwards: torch 2.5's grammar, no stage list.
-  const std::vector<std::string> plain =
-      torch_schedule_notes(v3_view({.device_of_stage = {0, 1}, .schedule_policy = "1f1b"}));
+  const std::vector<std::string> plain = torch_schedule_notes(v3_view(two_stages(false, "1f1b")));
   ASSERT_EQ(plain.size(), 2u);
   EXPECT_EQ(plain[0],
             "the schedule follows the grammar of torch 2.5 and later "
@@ -227,10 +235,7 @@ TEST(DeepSpeedV3Test, RefusesSharedGpusAndSplitBackwards) {
                  "plan.json: /stages/2/gpus: stage 2 runs on the GPUs of stage 0, and DeepSpeed "
                  "runs one stage per pipeline rank: make the plan with --schedule 1f1b");
   expect_refused(
-      [] {
-        (void)deepspeed_json(v3_view(
-            {.device_of_stage = {0, 1}, .split_backward = true, .schedule_policy = "list"}));
-      },
+      [] { (void)deepspeed_json(v3_view(two_stages(true, "list"))); },
       "plan.json: /split_backward: the plan splits every backward into its input-gradient and "
       "weight-gradient halves (I and W), and DeepSpeed runs whole backwards: make the plan with "
       "--schedule 1f1b");
