@@ -245,8 +245,8 @@ inline constexpr std::int64_t kMaxViewTasks = std::int64_t{1} << 18;
 
 /// The text of `view` in `format`: JSON formats end with a newline (Chrome trace and ranks on
 /// one line per event or operation, the rest indented), the SVG with an XML declaration, the
-/// torch schedule one CSV line per stage. The drawings refuse, with `InfeasibleError`, a plan of
-/// more than `kMaxViewTasks` tasks.
+/// torch schedule one CSV line per pipeline rank. The drawings refuse, with `InfeasibleError`, a
+/// plan of more than `kMaxViewTasks` tasks.
 std::string export_plan(const PlanView& view, ExportFormat format);
 
 /// The notes of an export that has no place for them in its own text (`torch-schedule`:
