@@ -251,6 +251,30 @@ class CommandLineTest(unittest.TestCase):
         run.check_runnable(dict(plan, optimizer="replicated"), "p.json")
 
 
+class VersionThreeTest(unittest.TestCase):
+    """check_runnable refuses what spec 9.2 adds, which run cannot execute yet."""
+
+    def refused(self, plan, message):
+        with self.assertRaises(common.InputError) as caught:
+            run.check_runnable(plan, "p.json")
+        self.assertEqual(str(caught.exception), message)
+        self.assertEqual(caught.exception.code, 3)
+
+    def test_split_backward(self):
+        stages = [{"gpus": ["a"]}, {"gpus": ["b"]}]
+        self.refused({"split_backward": True, "stages": stages},
+                     "p.json: /split_backward: run executes whole backwards, and the plan splits "
+                     "every backward into its input-gradient and weight-gradient halves (I and W)")
+        run.check_runnable({"split_backward": False, "stages": stages}, "p.json")
+
+    def test_stages_sharing_gpus(self):
+        self.refused({"stages": [{"gpus": ["a", "b"]}, {"gpus": ["c", "d"]},
+                                 {"gpus": ["a", "b"]}]},
+                     "p.json: /stages/2/gpus: run executes one stage per GPU, and stage 2 runs "
+                     "on the GPUs of stage 0")
+        run.check_runnable({"stages": [{"gpus": ["a", "b"]}, {"gpus": ["b", "a"]}]}, "p.json")
+
+
 def entry(rank, *ops):
     return {"rank": rank, "operations": [{"op": op, "micro_batch": 0} for op in ops]}
 

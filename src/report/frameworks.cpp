@@ -4,8 +4,13 @@
 // replica count r and tensor-parallel degree t (what these frameworks can run: each runs r
 // identical pipelines of S stages, each stage a group of t GPUs).
 //
-// Complexity: framework_shape O(S); megatron_json and deepspeed_json O(N + L) for N GPUs and L
-// layers; torch_schedule_csv O(T) for T compute tasks.
+// Spec 9.5: stages that share GPUs (a device) are one pipeline rank; torch-schedule writes all
+// their actions on its row (I and W for a split backward), Megatron-LM takes them as virtual
+// stages when they follow its interleaving, DeepSpeed refuses them.
+//
+// Complexity: framework_shape and pipeline_devices O(S log S); megatron_json and
+// deepspeed_json O(N + L + S log S) for N GPUs and L layers; torch_schedule_csv O(T + S log S)
+// for T compute tasks.
 
 #include <algorithm>
 #include <cctype>
@@ -291,6 +296,146 @@ std::string megatron_layout(const Plan& plan, int layers) {
   return io::format_list(parts, "|");
 }
 
+// The first stage that runs on the GPUs of an earlier stage (spec 9.2), with that stage.
+std::optional<std::pair<int, int>> first_shared_stage(const Plan& plan) {
+  const PipelineDevices devices = pipeline_devices(plan);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const int first = devices.stages[static_cast<std::size_t>(devices.of_stage[s])].front();
+    if (first != static_cast<int>(s)) return std::pair{static_cast<int>(s), first};
+  }
+  return std::nullopt;
+}
+
+// Spec 9.5: a framework that runs whole backwards refuses a plan with a split one.
+void refuse_split_backward(const PlanView& view, const std::string& framework) {
+  if (!view.plan.split_backward) return;
+  throw InputError(plan_file(view), "/split_backward",
+                   "the plan splits every backward into its input-gradient and weight-gradient "
+                   "halves (I and W), and " +
+                       framework + " runs whole backwards: make the plan with --schedule 1f1b");
+}
+
+// Spec 9.5: a framework without Qi et al.'s zero-bubble schedules refuses a `zb-*` plan.
+void refuse_zero_bubble(const PlanView& view, const std::string& framework) {
+  const std::string& policy = view.plan.schedule_policy;
+  if (policy.rfind("zb-", 0) != 0) return;
+  throw InputError(plan_file(view), "/schedule_policy",
+                   "the plan's " + policy + " schedule is a zero-bubble schedule, which " +
+                       framework + " does not run: make the plan with --schedule 1f1b");
+}
+
+// Spec 9.5: a framework that runs one stage per pipeline rank refuses stages that share GPUs.
+void refuse_shared_gpus(const PlanView& view, const std::string& framework) {
+  const auto shared = first_shared_stage(view.plan);
+  if (!shared) return;
+  throw InputError(plan_file(view), "/stages/" + std::to_string(shared->first) + "/gpus",
+                   "stage " + std::to_string(shared->first) + " runs on the GPUs of stage " +
+                       std::to_string(shared->second) + ", and " + framework +
+                       " runs one stage per pipeline rank: make the plan with --schedule 1f1b");
+}
+
+// Megatron-LM's interleaving (frameworks.md 2.3): with P pipeline ranks, stage s runs on rank
+// s mod P, every rank holding the same number of stages, and each replica's micro-batches
+// come in groups of P. Anything else is refused, naming the schedules that give it.
+void check_megatron_interleaving(const PlanView& view, const FrameworkShape& shape) {
+  const Plan& plan = view.plan;
+  const PipelineDevices devices = pipeline_devices(plan);
+  const int P = shape.pipeline;
+  const int S = static_cast<int>(plan.stages.size());
+  const std::string fix = ": make the plan with --schedule 1f1b or interleaved-1f1b";
+  for (int s = 0; s < S; ++s) {
+    const int device = devices.of_stage[static_cast<std::size_t>(s)];
+    if (device == s % P) continue;
+    throw InputError(plan_file(view), "/stages/" + std::to_string(s) + "/gpus",
+                     "stage " + std::to_string(s) + " runs on the GPUs of stage " +
+                         std::to_string(devices.stages[static_cast<std::size_t>(device)].front()) +
+                         ", but Megatron-LM runs stage i on pipeline rank i mod " +
+                         std::to_string(P) + " (the plan's " + std::to_string(P) +
+                         " pipeline ranks, numbered by their first stage), so stage " +
+                         std::to_string(s) + " belongs on rank " + std::to_string(s % P) + fix);
+  }
+  if (S % P != 0) {
+    throw InputError(plan_file(view), "/stages",
+                     "the plan's " + std::to_string(S) + " stages do not divide evenly among its " +
+                         std::to_string(P) +
+                         " pipeline ranks, and Megatron-LM gives every rank the same number of "
+                         "virtual stages" +
+                         fix);
+  }
+  const int per_replica = view.micro_batches / shape.data;
+  if (per_replica % P != 0) {
+    throw InputError(plan_file(view), "/micro_batches",
+                     "Megatron-LM's interleaved schedule runs each data-parallel replica's "
+                     "micro-batches in groups of its " +
+                         std::to_string(P) + " pipeline ranks, and " + std::to_string(per_replica) +
+                         " is not a multiple of " + std::to_string(P) +
+                         ": make the plan with a multiple of " + std::to_string(P * shape.data) +
+                         " micro-batches");
+  }
+}
+
+// What Megatron-LM runs of the plan's schedule, when it is not the plan's.
+std::optional<std::string> megatron_schedule_note(const Plan& plan, const FrameworkShape& shape) {
+  const std::string& policy = plan.schedule_policy;
+  if (shape.virtual_stages == 1) {
+    if (policy == "1f1b" || policy == "interleaved-1f1b") return std::nullopt;
+    return schedule_note(plan, "Megatron-LM");
+  }
+  if (policy == "interleaved-1f1b") return std::nullopt;
+  return "Megatron-LM runs its interleaved 1F1B schedule (micro-batch groups of " +
+         std::to_string(shape.pipeline) + ") on every data-parallel replica, not the plan's " +
+         policy +
+         " schedule; make the plan with --schedule interleaved-1f1b to estimate the iteration it "
+         "runs";
+}
+
+// Megatron-LM's layer arguments: `--num-layers` and, for an uneven split, the layout, for a
+// model shaped like `pipeplan model transformer`'s; else a note.
+struct LayerArguments {
+  std::optional<int> decoders;
+  std::optional<std::string> layout;
+};
+
+LayerArguments megatron_layers(const PlanView& view, std::vector<std::string>& arguments,
+                               std::vector<std::string>& notes) {
+  const Plan& plan = view.plan;
+  LayerArguments out;
+  out.decoders = transformer_decoders(view);
+  if (out.decoders) {
+    arguments.insert(arguments.end(), {"--num-layers", std::to_string(*out.decoders)});
+    // Megatron-LM's default split: the decoders evenly, the embedding on the first stage and the
+    // loss on the last (always where a plan's contiguous stages put them). Anything else needs
+    // the layout, whose stages are in Megatron-LM's order (stage i = vpp_rank P + pp_rank),
+    // which is the plan's.
+    const std::string candidate = megatron_layout(plan, layer_count(plan));
+    std::set<std::string> shapes;
+    for (const Stage& stage : plan.stages) {
+      const int n = std::max(0, std::min(stage.last_layer, layer_count(plan) - 2) -
+                                    std::max(stage.first_layer, 1) + 1);
+      shapes.insert(std::to_string(n));
+      if (n == 0) {
+        notes.push_back("stage " + std::to_string(&stage - plan.stages.data()) +
+                        " holds no decoder layer; Megatron-LM issue #1852 reports deadlocks "
+                        "with some layouts that have such stages");
+      }
+    }
+    if (shapes.size() > 1) out.layout = candidate;
+  } else {
+    std::vector<std::string> sizes;
+    sizes.reserve(plan.stages.size());
+    for (const Stage& stage : plan.stages) {
+      sizes.push_back(std::to_string(stage.last_layer - stage.first_layer + 1));
+    }
+    notes.push_back(
+        "the model's layers are not embedding, decoder0 .. decoderN-1, output (the names "
+        "pipeplan model transformer writes), so neither --num-layers nor a layout is written: "
+        "Megatron-LM builds its own GPT layers and splits them evenly, while this plan's stages "
+        "hold " +
+        io::format_list(sizes) + " of the profile's layers");
+  }
+  return out;
+}
+
 }  // namespace
 
 FrameworkShape framework_shape(const PlanView& view, std::string_view framework) {
@@ -316,6 +461,7 @@ FrameworkShape framework_shape(const PlanView& view, std::string_view framework)
     }
   }
   const int r = first.replicas();
+  const int devices = static_cast<int>(pipeline_devices(view.plan).stages.size());
   if (view.micro_batches % r != 0) {
     throw InputError(plan_file(view), "/micro_batches",
                      std::string(framework) + " gives each of the " + std::to_string(r) +
@@ -324,50 +470,37 @@ FrameworkShape framework_shape(const PlanView& view, std::string_view framework)
                          std::to_string(r) + ": make the plan with a multiple of " +
                          std::to_string(r) + " micro-batches");
   }
-  return {static_cast<int>(stages.size()), r, first.tensor_parallel};
+  return {devices, r, first.tensor_parallel, virtual_stages(stages)};
+}
+
+PipelineDevices pipeline_devices(const Plan& plan) {
+  PipelineDevices out;
+  std::map<std::vector<int>, int> index;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const auto [it, added] =
+        index.emplace(plan.stages[s].gpus, static_cast<int>(out.stages.size()));
+    if (added) out.stages.emplace_back();
+    out.stages[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(s));
+    out.of_stage.push_back(it->second);
+  }
+  return out;
 }
 
 ordered_json megatron_json(const PlanView& view) {
   const Plan& plan = view.plan;
+  refuse_split_backward(view, "Megatron-LM");
+  refuse_zero_bubble(view, "Megatron-LM");
   const FrameworkShape shape = framework_shape(view, "Megatron-LM");
+  if (shape.virtual_stages > 1) check_megatron_interleaving(view, shape);
   std::vector<std::string> notes;
   std::vector<std::string> arguments = {
       "--tensor-model-parallel-size", std::to_string(shape.tensor),
       "--pipeline-model-parallel-size", std::to_string(shape.pipeline)};
-
-  const std::optional<int> decoders = transformer_decoders(view);
-  std::optional<std::string> layout;
-  if (decoders) {
-    arguments.insert(arguments.end(), {"--num-layers", std::to_string(*decoders)});
-    // Megatron-LM's default split: the decoders evenly, the embedding on the first stage and the
-    // loss on the last (always where a plan's contiguous stages put them). Anything else needs
-    // the layout.
-    const std::string candidate = megatron_layout(plan, layer_count(plan));
-    std::set<std::string> shapes;
-    for (const Stage& stage : plan.stages) {
-      const int n = std::max(0, std::min(stage.last_layer, layer_count(plan) - 2) -
-                                    std::max(stage.first_layer, 1) + 1);
-      shapes.insert(std::to_string(n));
-      if (n == 0) {
-        notes.push_back("stage " + std::to_string(&stage - plan.stages.data()) +
-                        " holds no decoder layer; Megatron-LM issue #1852 reports deadlocks "
-                        "with some layouts that have such stages");
-      }
-    }
-    if (shapes.size() > 1) layout = candidate;
-  } else {
-    std::vector<std::string> sizes;
-    sizes.reserve(plan.stages.size());
-    for (const Stage& stage : plan.stages) {
-      sizes.push_back(std::to_string(stage.last_layer - stage.first_layer + 1));
-    }
-    notes.push_back(
-        "the model's layers are not embedding, decoder0 .. decoderN-1, output (the names "
-        "pipeplan model transformer writes), so neither --num-layers nor a layout is written: "
-        "Megatron-LM builds its own GPT layers and splits them evenly, while this plan's stages "
-        "hold " +
-        io::format_list(sizes) + " of the profile's layers");
+  if (shape.virtual_stages > 1) {
+    arguments.insert(arguments.end(), {"--num-virtual-stages-per-pipeline-rank",
+                                       std::to_string(shape.virtual_stages)});
   }
+  const auto [decoders, layout] = megatron_layers(view, arguments, notes);
 
   const std::optional<std::int64_t> global = global_batch(view);
   if (global) {
@@ -394,7 +527,7 @@ ordered_json megatron_json(const PlanView& view) {
     }
   }
   if (plan.optimizer == Optimizer::kSharded) arguments.emplace_back("--use-distributed-optimizer");
-  if (plan.schedule_policy != "1f1b") notes.push_back(schedule_note(plan, "Megatron-LM"));
+  if (auto note = megatron_schedule_note(plan, shape)) notes.push_back(std::move(*note));
 
   Launch launch = launch_of(view, shape);
   notes.insert(notes.end(), launch.notes.begin(), launch.notes.end());
@@ -406,6 +539,7 @@ ordered_json megatron_json(const PlanView& view) {
   out["format"] = "megatron-lm";
   out["tensor_model_parallel_size"] = shape.tensor;
   out["pipeline_model_parallel_size"] = shape.pipeline;
+  if (shape.virtual_stages > 1) out["num_virtual_stages_per_pipeline_rank"] = shape.virtual_stages;
   out["data_parallel_size"] = shape.data;
   out["world_size"] = shape.pipeline * shape.data * shape.tensor;
   out["num_layers"] = decoders ? ordered_json(*decoders) : ordered_json(nullptr);
@@ -426,6 +560,8 @@ ordered_json megatron_json(const PlanView& view) {
 
 ordered_json deepspeed_json(const PlanView& view) {
   const Plan& plan = view.plan;
+  refuse_split_backward(view, "DeepSpeed");
+  refuse_shared_gpus(view, "DeepSpeed");
   const FrameworkShape shape = framework_shape(view, "DeepSpeed");
   std::vector<std::string> notes;
   ordered_json parts = ordered_json::array();
@@ -502,26 +638,26 @@ ordered_json deepspeed_json(const PlanView& view) {
   return out;
 }
 
-std::string torch_schedule_csv(const PlanView& view) {
+namespace {
+
+// The number of every micro-batch in its replica's pipeline (0..M/r-1 in ascending order),
+// after checking that each keeps to one replica index on every stage and that every replica
+// runs M/r of them; `why` ends the messages. O(T).
+std::vector<int> replica_numbering(const PlanView& view, const FrameworkShape& shape,
+                                   const std::string& why) {
   const Plan& plan = view.plan;
-  const FrameworkShape shape = framework_shape(view, "torch.distributed.pipelining");
-  const int S = shape.pipeline;
+  const int S = static_cast<int>(plan.stages.size());
   const int R = shape.data;
   const int M = view.micro_batches;
   const std::string file = plan_file(view);
-  const std::string why = "; torch.distributed.pipelining runs " + std::to_string(R) +
-                          " copies of one pipeline schedule side by side (make the plan with "
-                          "--schedule 1f1b)";
-  auto order_of = [&](int s, int i) -> const std::vector<ComputeTask>& {
-    return plan.schedule
-        .gpu_order[static_cast<std::size_t>(plan.stages[static_cast<std::size_t>(s)].leader(i))];
-  };
-  // The replica of every micro-batch, from stage 0; every stage must agree.
+  // The replica of every micro-batch, from stage 0; every stage must agree. A device's order
+  // holds the tasks of all its stages; each stage counts its own.
   std::vector<int> replica(static_cast<std::size_t>(M), -1);
   for (int s = 0; s < S; ++s) {
     for (int i = 0; i < R; ++i) {
-      for (const ComputeTask& task : order_of(s, i)) {
-        if (task.op != Op::kForward) continue;
+      const int leader = plan.stages[static_cast<std::size_t>(s)].leader(i);
+      for (const ComputeTask& task : plan.schedule.gpu_order[static_cast<std::size_t>(leader)]) {
+        if (task.op != Op::kForward || task.stage != s) continue;
         int& known = replica[static_cast<std::size_t>(task.micro_batch)];
         if (s == 0) {
           known = i;
@@ -535,7 +671,6 @@ std::string torch_schedule_csv(const PlanView& view) {
       }
     }
   }
-  // Each replica's micro-batches, numbered 0.. in ascending order.
   std::vector<int> local(static_cast<std::size_t>(M), 0);
   std::vector<int> count(static_cast<std::size_t>(R), 0);
   for (int m = 0; m < M; ++m) {
@@ -552,29 +687,96 @@ std::string torch_schedule_csv(const PlanView& view) {
                            why);
     }
   }
-  auto action = [&](int s, const ComputeTask& task) {
-    return std::to_string(s) + op_letter(task.op) +
+  return local;
+}
+
+// Whether the plan needs torch 2.6's grammar: `I`/`W` actions or several stages per rank.
+bool needs_torch_2_6(const Plan& plan) {
+  return plan.split_backward || virtual_stages(plan.stages) > 1;
+}
+
+}  // namespace
+
+std::string torch_schedule_csv(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const FrameworkShape shape = framework_shape(view, "torch.distributed.pipelining");
+  const int R = shape.data;
+  const std::string file = plan_file(view);
+  const std::string why = "; torch.distributed.pipelining runs " + std::to_string(R) +
+                          " copies of one pipeline schedule side by side (make the plan with "
+                          "--schedule 1f1b)";
+  const std::vector<int> local = replica_numbering(view, shape, why);
+  auto action = [&](const ComputeTask& task) {
+    return std::to_string(task.stage) + op_letter(task.op) +
            std::to_string(local[static_cast<std::size_t>(task.micro_batch)]);
   };
+  // One row per device (pipeline rank): the order of its first stage's groups, which run the
+  // tasks of all its stages.
   std::string out;
-  for (int s = 0; s < S; ++s) {
+  for (const std::vector<int>& stages : pipeline_devices(plan).stages) {
+    const Stage& stage = plan.stages[static_cast<std::size_t>(stages.front())];
+    auto order_of = [&](int i) -> const std::vector<ComputeTask>& {
+      return plan.schedule.gpu_order[static_cast<std::size_t>(stage.leader(i))];
+    };
     std::vector<std::string> row;
-    for (const ComputeTask& task : order_of(s, 0)) row.push_back(action(s, task));
+    for (const ComputeTask& task : order_of(0)) row.push_back(action(task));
     for (int i = 1; i < R; ++i) {
-      const std::vector<ComputeTask>& other = order_of(s, i);
+      const std::vector<ComputeTask>& other = order_of(i);
       for (std::size_t k = 0; k < other.size() && k < row.size(); ++k) {
-        if (action(s, other[k]) != row[k]) {
+        if (action(other[k]) != row[k]) {
           throw InputError(file, "/schedule/compute",
-                           "replica " + std::to_string(i) + " of stage " + std::to_string(s) +
+                           "replica " + std::to_string(i) + " of " + stage_list(stages) +
                                " runs its micro-batches in another order than replica 0 (task " +
-                               std::to_string(k) + " is " + action(s, other[k]) + ", not " +
-                               row[k] + ")" + why);
+                               std::to_string(k) + " is " + action(other[k]) + ", not " + row[k] +
+                               ")" + why);
         }
       }
     }
     out += io::format_list(row, ",") + "\n";
   }
   return out;
+}
+
+std::vector<std::string> torch_schedule_notes(const PlanView& view) {
+  const Plan& plan = view.plan;
+  const PipelineDevices devices = pipeline_devices(plan);
+  std::vector<std::string> notes;
+  if (needs_torch_2_6(plan)) {
+    notes.push_back(
+        "the schedule follows the grammar of torch 2.6 and later (torch.distributed.pipelining): "
+        "F the forward, " +
+        std::string(plan.split_backward ? "I and W the input-gradient and weight-gradient halves "
+                                          "of the backward"
+                                        : "B the full backward (its meaning since PyTorch PR "
+                                          "#138886)") +
+        (devices.stages.size() < plan.stages.size() ? ", several stages per rank" : "") +
+        "; earlier releases read it differently or not at all");
+  } else {
+    notes.push_back(
+        "the schedule follows the grammar of torch 2.5 and later (torch.distributed.pipelining): "
+        "F the forward, B the full backward");
+  }
+  notes.push_back(
+      "run it with _PipelineScheduleRuntime and _load_csv(path, format=\"compute_only\"), which "
+      "inserts the sends and receives (torchtitan: pipeline_parallel_schedule_csv with "
+      "pipeline_parallel_schedule _PipelineScheduleRuntime); PipelineScheduleMulti's own step "
+      "would pair them by column, and the rows are not aligned in time");
+  if (devices.stages.size() < plan.stages.size()) {
+    std::vector<std::string> ranks;
+    for (std::size_t d = 0; d < devices.stages.size(); ++d) {
+      ranks.push_back("rank " + std::to_string(d) + " " + stage_list(devices.stages[d]));
+    }
+    notes.push_back(
+        "each rank builds a PipelineStage for every stage of its row, with the "
+        "global stage index and num_stages=" +
+        std::to_string(plan.stages.size()) + ": " + io::format_list(ranks, "; "));
+  }
+  return notes;
+}
+
+std::vector<std::string> export_notes(const PlanView& view, ExportFormat format) {
+  if (format == ExportFormat::kTorchSchedule) return torch_schedule_notes(view);
+  return {};
 }
 
 }  // namespace pipeplan::report

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <set>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/export.hpp"
@@ -60,8 +61,9 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
 
 std::vector<int> rank_order(const PlanView& view) {
   std::vector<int> out;
+  std::set<std::vector<int>> seen;  // a device's GPUs come once, with its first stage (spec 9.2)
   for (const Stage& stage : view.plan.stages) {
-    out.insert(out.end(), stage.gpus.begin(), stage.gpus.end());
+    if (seen.insert(stage.gpus).second) out.insert(out.end(), stage.gpus.begin(), stage.gpus.end());
   }
   return out;
 }

@@ -11,7 +11,10 @@
 // the lists cannot deadlock, with blocking or non-blocking sends. The GPUs of a tensor-parallel
 // group (spec 8.2) other than its leader get the leader's list, with each transfer cut into the
 // pieces between the groups' GPUs at the same place (all at the transfer's place in the global
-// order, so the argument holds for them too). O(T log T + T t) for T tasks.
+// order, so the argument holds for them too). A GPU that serves several stages (spec 9.2) lists
+// the operations of all of them, each compute operation with its stage; a boundary inside one
+// device has no transfer, and the order's edges pass through its absent slot. O(T log T + T t)
+// for T tasks.
 
 #include <algorithm>
 #include <functional>
@@ -60,8 +63,16 @@ std::vector<Node> global_order(const PlanView& view) {
     place(graph.allreduce(timeline.allreduces[i].stage), Node::Kind::kAllReduce, i,
           timeline.allreduces[i].start_ms);
   }
+  // A boundary between two stages of one device has no transfer (spec 9.3): its slots stay
+  // absent, and the dependencies pass through them.
+  auto shared_boundary = [&](int id) {
+    if (!graph.is_transfer(id)) return false;
+    const int s = graph.transfer_task(id).stage;
+    return plan.stages[static_cast<std::size_t>(s)].gpus ==
+           plan.stages[static_cast<std::size_t>(s) + 1].gpus;
+  };
   for (int id = 0; id < graph.chain_count(); ++id) {
-    if (!present[static_cast<std::size_t>(id)]) {
+    if (!present[static_cast<std::size_t>(id)] && !shared_boundary(id)) {
       throw InternalError("ranks export: a task of the plan is missing");
     }
   }
@@ -70,7 +81,12 @@ std::vector<Node> global_order(const PlanView& view) {
   // the tasks present (the data chain, each AllReduce after its stage's backwards).
   std::vector<std::vector<int>> next(T);
   std::vector<int> waiting(T, 0);
-  auto edge = [&](int from, int to) {
+  // An edge from an absent task is one from each of its own predecessors.
+  std::function<void(int, int)> edge = [&](int from, int to) {
+    if (!present[static_cast<std::size_t>(from)]) {
+      for (const int p : graph.predecessors(from)) edge(p, to);
+      return;
+    }
     next[static_cast<std::size_t>(from)].push_back(to);
     ++waiting[static_cast<std::size_t>(to)];
   };
@@ -81,6 +97,7 @@ std::vector<Node> global_order(const PlanView& view) {
     for (std::size_t k = 1; k < order.size(); ++k) edge(graph.id(order[k - 1]), graph.id(order[k]));
   }
   for (int id = 0; id < graph.chain_count(); ++id) {
+    if (!present[static_cast<std::size_t>(id)]) continue;
     for (const int p : graph.predecessors(id)) edge(p, id);
   }
   for (const TimedAllReduce& allreduce : timeline.allreduces) {
@@ -133,7 +150,8 @@ class RanksWriter {
         rank_of_(view.gpu_ids.size(), -1),
         group_of_(view.gpu_ids.size()),
         member_of_(view.gpu_ids.size(), 0),
-        gpu_of_(static_cast<std::size_t>(S_) * static_cast<std::size_t>(M_), -1) {
+        gpu_of_(static_cast<std::size_t>(S_) * static_cast<std::size_t>(M_), -1),
+        shared_(virtual_stages(view.plan.stages) > 1) {
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       rank_of_[static_cast<std::size_t>(ranks_[r])] = static_cast<int>(r);
     }
@@ -202,10 +220,10 @@ class RanksWriter {
       switch (node.kind) {
         case Node::Kind::kCompute: {
           const TimedCompute& e = plan_.timeline.compute[node.index];
-          for (int g : group_at(e.gpu)) {
-            operations[static_cast<std::size_t>(g)].push_back(
-                {{"op", op_name(e.task.op)}, {"micro_batch", e.task.micro_batch}});
-          }
+          ordered_json op = {{"op", op_name(e.task.op)}};
+          if (shared_) op["stage"] = e.task.stage;
+          op["micro_batch"] = e.task.micro_batch;
+          for (int g : group_at(e.gpu)) operations[static_cast<std::size_t>(g)].push_back(op);
           break;
         }
         case Node::Kind::kTransfer:
@@ -292,6 +310,7 @@ class RanksWriter {
     entry["rank"] = r;
     entry["gpu"] = detail::gpu_id(view_, g);
     entry["stage"] = s;
+    if (shared_) entry["stages"] = plan_.timeline.gpus[static_cast<std::size_t>(g)].stages;
     entry["layers"] = layers_of(stage);
     const std::vector<int>& group = group_at(g);
     const int member = member_of_[static_cast<std::size_t>(g)];
@@ -311,6 +330,10 @@ class RanksWriter {
       // stage sends or receives; none where the boundary does not exist.
       auto other_end = [&](TransferKind kind, int boundary, bool sends) {
         if (boundary < 0 || boundary + 1 >= S_) return ordered_json(nullptr);
+        if (plan_.stages[static_cast<std::size_t>(boundary)].gpus ==
+            plan_.stages[static_cast<std::size_t>(boundary) + 1].gpus) {
+          return ordered_json(nullptr);  // inside one device: no transfer (spec 9.3)
+        }
         const simulate::TransferEnds ends = simulate::TaskGraph::ends({kind, boundary, m});
         return peer_at(where(sends ? ends.to_stage : ends.from_stage, m));
       };
@@ -335,6 +358,7 @@ class RanksWriter {
   std::vector<std::vector<int>> group_of_;
   std::vector<int> member_of_;
   std::vector<int> gpu_of_;  // per (stage, micro-batch): the GPU of its forward
+  bool shared_;              // whether stages share GPUs (spec 9.2): operations name their stage
 };
 
 }  // namespace

@@ -535,7 +535,8 @@ TEST_P(TorchScheduleExamplesTest, EveryExamplePlanPassesTorchsRulesOrIsRefused) 
         try {
           const std::string csv = torch_schedule_csv(view);
           const int r = plan.stages.front().replicas();
-          EXPECT_EQ(torch_violation(csv, static_cast<int>(plan.stages.size()),
+          // One row per device (spec 9.2: stages sharing GPUs are one pipeline rank).
+          EXPECT_EQ(torch_violation(csv, static_cast<int>(pipeline_devices(plan).stages.size()),
                                     static_cast<int>(plan.stages.size()), view.micro_batches / r),
                     "");
           ++exported;
