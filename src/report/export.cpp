@@ -97,8 +97,21 @@ std::string dump_compact_below(const nlohmann::ordered_json& value, int compact_
 }
 
 std::string short_name(const ComputeTask& task) {
-  return std::string(1, op_letter(task.op)) + " m" +
-         std::to_string(task.micro_batch) + " s" + std::to_string(task.stage);
+  return std::string(1, op_letter(task.op)) + " m" + std::to_string(task.micro_batch) + " s" +
+         std::to_string(task.stage);
+}
+
+std::string stage_list(const std::vector<int>& stages, const char* separator) {
+  std::string out;
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    if (k > 0) out += separator;
+    out += std::to_string(stages[k]);
+  }
+  return out;
+}
+
+std::string stages_text(const std::vector<int>& stages) {
+  return (stages.size() == 1 ? "stage " : "stages ") + stage_list(stages);
 }
 
 const std::string& gpu_id(const PlanView& view, int gpu) {

@@ -267,7 +267,7 @@ inline void hand_figures(report::PlanView& view) {
         if (e.gpu == stage.leader(i)) busy += e.end_ms - e.start_ms;
       }
       for (int g : stage.group(i)) {
-        timeline.gpus[static_cast<std::size_t>(g)] = {s, busy, 8e8 + 4e6 * (S - s)};
+        timeline.gpus[static_cast<std::size_t>(g)] = {{s}, busy, 8e8 + 4e6 * (S - s)};
         memory.static_bytes[static_cast<std::size_t>(g)] = 8e8;
       }
     }

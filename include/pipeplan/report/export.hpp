@@ -53,6 +53,8 @@ struct MemoryFigures {
                                         ///< recomputation: the inputs of its layers, spec 8.3).
   std::vector<double> transient_bytes;  ///< Per stage: held during each backward only (with
                                         ///< recomputation: its largest layer stash), else 0.
+  std::vector<double> weight_stash_bytes;  ///< Per stage: Yw_s, held per micro-batch from the
+                                           ///< end of its `I` to the end of its `W` (spec 9.3).
 };
 
 /// A plan with everything the exports show. GPUs are indices into `gpu_ids` (the topology's
@@ -97,9 +99,18 @@ PlanView read_plan_view(const io::Source& source);
 /// The used GPUs in launcher rank order: stage by stage, each stage's GPUs as the plan lists
 /// them (group by group, each group leader first), so that every GPU of a tensor-parallel
 /// group has a rank. For a plan every stage of which has the same `r` and `t`, this is the
-/// order of Megatron-LM and DeepSpeed (tensor innermost, then data, then pipeline). Unused
-/// GPUs are left out. O(N).
+/// order of Megatron-LM and DeepSpeed (tensor innermost, then data, then pipeline). A GPU
+/// that serves several stages (spec 9.2) appears once, at its first stage: devices in the
+/// order of their first stages. Unused GPUs are left out. O(N).
 std::vector<int> rank_order(const PlanView& view);
+
+/// Per GPU of the view: the stages it serves, ascending; several when stages share it (a
+/// device, spec 9.2), none when unused. O(N + sum of stage sizes).
+std::vector<std::vector<int>> stages_per_gpu(const PlanView& view);
+
+/// Whether some stages share their GPUs (spec 9.2, `virtual_stages > 1`): the views then show
+/// every stage of a device in its row. O(S log S).
+bool shares_devices(const Plan& plan);
 
 /// Whether the plan uses a field of spec 8.2 (a stage with `t > 1` or recomputation, a sharded
 /// optimizer, optimizer steps): the views then show groups, recomputation and updates, and
