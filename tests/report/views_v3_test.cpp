@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "../support/builders.hpp"
 #include "../support/xml.hpp"
 #include "hand_view_v3.hpp"
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/report/export.hpp"
+#include "pipeplan/report/summary.hpp"
 
 namespace pipeplan::report {
 namespace {
@@ -263,6 +265,24 @@ TEST(ViewsV3Test, HtmlListsEveryStageOfAGpuAndBusyTimeWithIAndW) {
   }
   EXPECT_NE(html.find("input-gradient half I and its weight-gradient half W"), std::string::npos);
   EXPECT_NE(html.find("up to 2 stages per device"), std::string::npos);
+}
+
+TEST(ViewsV3Test, SummariesListEveryStageOfAGpu) {
+  const PlanView view = interleaved();
+  const topology::Topology topology = testing::uniform_topology(2, 1e9, 0);
+  const std::string text = gpu_summary(view.plan, topology);
+  const double busy = 2 * 4 * (2 + 3 + 1);  // F, I and W of two stages
+  EXPECT_EQ(text.find("  g0 (stages 0, 2): busy " + io::format_ms(busy) + ", bubble "), 0u) << text;
+  EXPECT_NE(text.find("\n  g1 (stages 1, 3): busy " + io::format_ms(busy) + ", bubble "),
+            std::string::npos)
+      << text;
+  const nlohmann::ordered_json figures = simulation_figures(view.plan, topology);
+  EXPECT_EQ(figures.at("gpus")[0].at("stages"), json({0, 2}));
+  EXPECT_FALSE(figures.at("gpus")[0].contains("stage"));
+  // One stage per GPU: as before.
+  const PlanView plain = hand_view_v3(HandPlanV3{{0, 1}, 2});
+  EXPECT_EQ(gpu_summary(plain.plan, topology).find("  g0 (stage 0): busy "), 0u);
+  EXPECT_EQ(simulation_figures(plain.plan, topology).at("gpus")[1].at("stage"), 1);
 }
 
 }  // namespace
