@@ -56,18 +56,39 @@ std::string transfer_name(const TransferTask& task) {
 }
 
 // One process per group (spec 8.2), named after all its GPUs and numbered by its leader's rank;
-// in a v1 plan every GPU is a group of its own.
+// in a v1 plan every GPU is a group of its own. A group serves every stage of its device
+// (spec 9.2), ascending: one unless stages share GPUs.
 struct Group {
-  int stage;
+  std::vector<int> stages;
   int replica;
   std::vector<int> gpus;
 };
+
+// Trace viewer colours (catapult's reserved `cname` values) of a split backward's plan, close to
+// the SVG's: forward blue, `I` red, `W` yellow.
+const char* colour_name(Op op) {
+  switch (op) {
+    case Op::kForward:
+      return "rail_response";
+    case Op::kBackwardInput:
+      return "rail_animation";
+    case Op::kBackwardWeight:
+      return "startup";
+    case Op::kBackward:
+      break;
+  }
+  return "rail_idle";
+}
 
 // The events of one plan's trace, written phase by phase into `events`.
 class TraceWriter {
  public:
   explicit TraceWriter(const PlanView& view)
-      : view_(view), plan_(view.plan), N_(view.gpu_ids.size()), v2_(is_v2_plan(view.plan)) {
+      : view_(view),
+        plan_(view.plan),
+        N_(view.gpu_ids.size()),
+        v2_(is_v2_plan(view.plan)),
+        shared_(shares_devices(view.plan)) {
     const std::vector<int> ranks = rank_order(view);
     pid_.assign(N_, 0);
     rank_of_.assign(N_, -1);
@@ -79,9 +100,15 @@ class TraceWriter {
     for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
       const Stage& stage = plan_.stages[s];
       for (int i = 0; i < stage.replicas(); ++i) {
+        // A later stage of a device joins the group of its first (identical GPU lists).
+        const int known = group_index_[static_cast<std::size_t>(stage.leader(i))];
+        if (known >= 0) {
+          groups_[static_cast<std::size_t>(known)].stages.push_back(static_cast<int>(s));
+          continue;
+        }
         for (int g : stage.group(i))
           group_index_[static_cast<std::size_t>(g)] = static_cast<int>(groups_.size());
-        groups_.push_back({static_cast<int>(s), i, stage.group(i)});
+        groups_.push_back({{static_cast<int>(s)}, i, stage.group(i)});
       }
     }
   }
@@ -142,10 +169,19 @@ class TraceWriter {
         add(metadata("thread_sort_index", p, tid, {{"sort_index", tid}}));
       };
       thread(kComputeThread, "compute");
-      if (plan_.stages[static_cast<std::size_t>(group.stage)].replicas() > 1) {
-        thread(kAllReduceThread, "AllReduce");
-      }
       int tid = kFirstChannelThread;
+      if (group.stages.size() == 1) {
+        if (plan_.stages[static_cast<std::size_t>(group.stages.front())].replicas() > 1) {
+          thread(kAllReduceThread, "AllReduce");
+        }
+      } else {
+        // A device's stages (spec 9.2) may reduce and update at the same time: a thread each.
+        for (int s : group.stages) {
+          if (!has_stage_thread(s)) continue;
+          stage_thread_[{g, s}] = tid;
+          thread(tid++, "stage " + std::to_string(s));
+        }
+      }
       std::vector<int> outgoing = receivers_from[static_cast<std::size_t>(g)];
       std::sort(outgoing.begin(), outgoing.end(), by_rank);
       for (int peer : outgoing) {
@@ -171,8 +207,24 @@ class TraceWriter {
         name += (k ? ", " : "") + detail::gpu_id(view_, group.gpus[k]);
       }
     }
-    return name + " (stage " + std::to_string(group.stage) +
+    return name + " (" + detail::stages_text(group.stages) +
            (v2_ ? ", group " + std::to_string(group.replica) : std::string()) + ")";
+  }
+
+  // Whether stage `s` of a shared device has an AllReduce or optimizer steps. O(U).
+  bool has_stage_thread(int s) const {
+    if (plan_.stages[static_cast<std::size_t>(s)].replicas() > 1) return true;
+    return std::any_of(plan_.timeline.updates.begin(), plan_.timeline.updates.end(),
+                       [s](const TimedUpdate& e) { return e.stage == s; });
+  }
+
+  // The thread of a stage's AllReduces and optimizer steps on GPU `g`'s process.
+  int stage_thread(int g, int s, int single) const {
+    return shared_ && group_of(g).stages.size() > 1 ? stage_thread_.at({g, s}) : single;
+  }
+
+  const Group& group_of(int gpu) const {
+    return groups_[static_cast<std::size_t>(group_index_[static_cast<std::size_t>(gpu)])];
   }
 
   void compute() {
@@ -181,36 +233,38 @@ class TraceWriter {
                            {"stage", e.task.stage},
                            {"gpu", detail::gpu_id(view_, e.gpu)}};
       if (v2_) add_group_args(e, args);
-      add(complete(detail::short_name(e.task), op_name(e.task.op), pid(e.gpu), kComputeThread,
-                   e.start_ms, e.end_ms, std::move(args)));
+      ordered_json event = complete(detail::short_name(e.task), op_name(e.task.op), pid(e.gpu),
+                                    kComputeThread, e.start_ms, e.end_ms, std::move(args));
+      if (plan_.split_backward) event["cname"] = colour_name(e.task.op);
+      add(event);
     }
   }
 
   // The group and the shares of the task's duration (spec 8.3; the execution model does not
   // place them inside the task).
   void add_group_args(const TimedCompute& e, ordered_json& args) const {
-    const Group& group =
-        groups_[static_cast<std::size_t>(group_index_[static_cast<std::size_t>(e.gpu)])];
+    const Group& group = group_of(e.gpu);
     std::vector<ordered_json> ids;
     ids.reserve(group.gpus.size());
     for (int g : group.gpus) ids.emplace_back(detail::gpu_id(view_, g));
     args["gpus"] = io::json_array(std::move(ids));
-    args["recompute"] = plan_.stages[static_cast<std::size_t>(e.task.stage)].recompute &&
-                        e.task.op == Op::kBackward;
+    // A split backward recomputes and all-reduces input gradients in its `I`; its `W` has neither.
+    const bool backward = e.task.op == Op::kBackward || e.task.op == Op::kBackwardInput;
+    args["recompute"] = plan_.stages[static_cast<std::size_t>(e.task.stage)].recompute && backward;
     if (view_.group_figures) {
-      const GroupFigures& f = (*view_.group_figures)[static_cast<std::size_t>(group.stage)]
+      const GroupFigures& f = (*view_.group_figures)[static_cast<std::size_t>(e.task.stage)]
                                                     [static_cast<std::size_t>(group.replica)];
       const bool forward = e.task.op == Op::kForward;
-      args["tensor_parallel_allreduce_ms"] =
-          io::json_number(forward ? f.forward_allreduce_ms : f.backward_allreduce_ms);
-      args["recompute_ms"] = io::json_number(forward ? 0.0 : f.recompute_ms);
+      args["tensor_parallel_allreduce_ms"] = io::json_number(
+          forward ? f.forward_allreduce_ms : (backward ? f.backward_allreduce_ms : 0.0));
+      args["recompute_ms"] = io::json_number(backward ? f.recompute_ms : 0.0);
     }
   }
 
   void updates() {
     for (const TimedUpdate& e : plan_.timeline.updates) {
-      add(complete("U s" + std::to_string(e.stage), "update", pid(e.gpu), kComputeThread,
-                   e.start_ms, e.end_ms,
+      add(complete("U s" + std::to_string(e.stage), "update", pid(e.gpu),
+                   stage_thread(e.gpu, e.stage, kComputeThread), e.start_ms, e.end_ms,
                    {{"stage", e.stage}, {"gpu", detail::gpu_id(view_, e.gpu)}}));
     }
   }
@@ -244,66 +298,101 @@ class TraceWriter {
       for (int g : stage.gpus) peer_ids.emplace_back(detail::gpu_id(view_, g));
       const ordered_json peers = io::json_array(std::move(peer_ids));
       for (int g : stage.leaders()) {
-        add(complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g), kAllReduceThread,
-                     e.start_ms, e.end_ms,
+        add(complete("AllReduce s" + std::to_string(e.stage), "allreduce", pid(g),
+                     stage_thread(g, e.stage, kAllReduceThread), e.start_ms, e.end_ms,
                      {{"stage", e.stage}, {"bytes", io::json_number(e.bytes)}, {"peers", peers}}));
       }
     }
   }
 
   // Memory counters, one per group (its GPUs hold the same): +1 stash when a forward starts,
-  // -1 when its backward ends, and in a v2 plan the transient bytes of a recomputing stage
-  // during each backward; equal times are merged, which releases before allocating as the
-  // execution model does. O(T log T).
+  // -1 when its backward (or `I`) ends, and in a v2 plan the transient bytes of a recomputing
+  // stage during each backward (or `I`); with a split backward +1 weight stash when an `I` ends,
+  // -1 when its `W` ends (spec 9.3). Counted per stage, for the stages of a device hold
+  // different bytes. Equal times are merged, which releases before allocating as the execution
+  // model does. O(T log T).
   void memory_counters() {
-    struct Change {
-      int in_flight = 0;
-      int backwards = 0;
-    };
-    std::vector<std::map<double, Change>> changes(N_);
+    std::vector<std::map<double, std::map<int, Counts>>> changes(N_);
     for (const TimedCompute& e : plan_.timeline.compute) {
       auto& per_gpu = changes[static_cast<std::size_t>(e.gpu)];
-      if (e.task.op == Op::kForward) {
-        per_gpu[to_us(e.start_ms)].in_flight += 1;
-      } else {
-        per_gpu[to_us(e.end_ms)].in_flight -= 1;
-        if (v2_) {
-          per_gpu[to_us(e.start_ms)].backwards += 1;
-          per_gpu[to_us(e.end_ms)].backwards -= 1;
-        }
+      const int s = e.task.stage;
+      switch (e.task.op) {
+        case Op::kForward:
+          per_gpu[to_us(e.start_ms)][s].in_flight += 1;
+          break;
+        case Op::kBackward:
+        case Op::kBackwardInput:
+          per_gpu[to_us(e.end_ms)][s].in_flight -= 1;
+          if (e.task.op == Op::kBackwardInput) per_gpu[to_us(e.end_ms)][s].weights += 1;
+          if (v2_) {
+            per_gpu[to_us(e.start_ms)][s].backwards += 1;
+            per_gpu[to_us(e.end_ms)][s].backwards -= 1;
+          }
+          break;
+        case Op::kBackwardWeight:
+          per_gpu[to_us(e.end_ms)][s].weights -= 1;
+          break;
       }
     }
     const double end_us = to_us(plan_.timeline.iteration_ms);
     for (const Group& group : groups_) {
       const auto& per_gpu = changes[static_cast<std::size_t>(group.gpus.front())];
-      int in_flight = 0, backwards = 0;
-      if (per_gpu.empty() || per_gpu.begin()->first > 0) memory_sample(group, 0, 0, 0);
+      std::map<int, Counts> counts;  // per stage of the device
+      if (per_gpu.empty() || per_gpu.begin()->first > 0) memory_sample(group, 0, counts);
       double last = 0;
-      for (const auto& [ts, delta] : per_gpu) {
-        in_flight += delta.in_flight;
-        backwards += delta.backwards;
-        memory_sample(group, ts, in_flight, backwards);
+      for (const auto& [ts, deltas] : per_gpu) {
+        for (const auto& [stage, delta] : deltas) {
+          Counts& c = counts[stage];
+          c.in_flight += delta.in_flight;
+          c.backwards += delta.backwards;
+          c.weights += delta.weights;
+        }
+        memory_sample(group, ts, counts);
         last = ts;
       }
-      if (last < end_us) memory_sample(group, end_us, in_flight, backwards);
+      if (last < end_us) memory_sample(group, end_us, counts);
     }
   }
 
+  // Micro-batches of one stage: stashed (F start to B or I end), in a backward (for the
+  // transient bytes) and holding a weight stash (I end to W end).
+  struct Counts {
+    int in_flight = 0;
+    int backwards = 0;
+    int weights = 0;
+  };
+
   // One counter sample: bytes by kind when the view knows the memory, else stashes.
-  void memory_sample(const Group& group, double ts, int in_flight, int backwards) {
+  void memory_sample(const Group& group, double ts, const std::map<int, Counts>& counts) {
     const auto g = static_cast<std::size_t>(group.gpus.front());
-    const auto stage = static_cast<std::size_t>(group.stage);
     ordered_json args;
     if (view_.memory) {
-      args = {{"static", io::json_number(view_.memory->static_bytes[g])},
-              {"stash", io::json_number(in_flight * view_.memory->stash_bytes[stage])}};
-      if (v2_) {
-        const auto& transient = view_.memory->transient_bytes;
-        args["transient"] =
-            io::json_number(stage < transient.size() ? backwards * transient[stage] : 0.0);
+      const MemoryFigures& memory = *view_.memory;
+      double stash = 0, transient = 0, weights = 0;
+      for (int s : group.stages) {
+        const auto stage = static_cast<std::size_t>(s);
+        const auto it = counts.find(s);
+        const Counts c = it == counts.end() ? Counts{} : it->second;
+        stash += c.in_flight * memory.stash_bytes[stage];
+        transient += stage < memory.transient_bytes.size()
+                         ? c.backwards * memory.transient_bytes[stage]
+                         : 0.0;
+        weights += stage < memory.weight_stash_bytes.size()
+                       ? c.weights * memory.weight_stash_bytes[stage]
+                       : 0.0;
       }
+      args = {{"static", io::json_number(memory.static_bytes[g])},
+              {"stash", io::json_number(stash)}};
+      if (v2_) args["transient"] = io::json_number(transient);
+      if (plan_.split_backward) args["weight_stash"] = io::json_number(weights);
     } else {
+      int in_flight = 0, weights = 0;
+      for (const auto& [stage, c] : counts) {
+        in_flight += c.in_flight;
+        weights += c.weights;
+      }
       args = {{"micro_batches", in_flight}};
+      if (plan_.split_backward) args["weight_stashes"] = weights;
     }
     add({{"name", view_.memory ? "memory (bytes)" : "stashed micro-batches"},
          {"ph", "C"},
@@ -323,6 +412,8 @@ class TraceWriter {
     other["micro_batches"] = std::to_string(view_.micro_batches);
     other["iteration"] = io::format_ms(plan_.timeline.iteration_ms);
     if (v2_) other["optimizer"] = plan_.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
+    if (plan_.split_backward) other["split_backward"] = true;
+    if (shared_) other["virtual_stages"] = virtual_stages(plan_.stages);
     return other;
   }
 
@@ -330,9 +421,11 @@ class TraceWriter {
   const Plan& plan_;
   const std::size_t N_;
   const bool v2_;
+  const bool shared_;  // some stages share GPUs (spec 9.2)
   std::vector<int> pid_, rank_of_, group_index_;
   std::vector<Group> groups_;  // in rank order of their leaders
   std::map<std::pair<int, int>, int> send_thread_, receive_thread_;  // (gpu, peer) -> tid
+  std::map<std::pair<int, int>, int> stage_thread_;  // (leader, stage) -> tid, shared devices
   // Each event written compact as it is made (see write).
   void add(const ordered_json& event) {
     events_.push_back(

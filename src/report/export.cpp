@@ -101,6 +101,19 @@ std::string short_name(const ComputeTask& task) {
          std::to_string(task.stage);
 }
 
+std::string stage_list(const std::vector<int>& stages, const char* separator) {
+  std::string out;
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    if (k > 0) out += separator;
+    out += std::to_string(stages[k]);
+  }
+  return out;
+}
+
+std::string stages_text(const std::vector<int>& stages) {
+  return (stages.size() == 1 ? "stage " : "stages ") + stage_list(stages);
+}
+
 const std::string& gpu_id(const PlanView& view, int gpu) {
   return view.gpu_ids[static_cast<std::size_t>(gpu)];
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipeplan/report/export.hpp"
 
@@ -21,6 +22,12 @@ std::string dump_compact_below(const nlohmann::ordered_json& value, int compact_
 
 // `F m3 s1`, `B m3 s1`: a compute task's short name.
 std::string short_name(const ComputeTask& task);
+
+// `0, 2`: stage numbers joined by `separator`.
+std::string stage_list(const std::vector<int>& stages, const char* separator = ", ");
+
+// `stage 1` for one stage, `stages 0, 2` for the stages of a device (spec 9.2).
+std::string stages_text(const std::vector<int>& stages);
 
 // The name of GPU `gpu` of the view.
 const std::string& gpu_id(const PlanView& view, int gpu);

@@ -125,7 +125,17 @@ std::string stages_table(const PlanView& view) {
                                                           : "replicated") +
         ".</p>\n";
   }
-
+  if (plan.split_backward) {
+    out +=
+        "<p>The backward is split into its input-gradient half I and its weight-gradient half W "
+        "(the backward column is their sum); the chart draws them in colours of their own.</p>\n";
+  }
+  if (shares_devices(plan)) {
+    out += "<p>Stages with the same GPUs share them as one device, up to " +
+           std::to_string(virtual_stages(plan.stages)) +
+           " stages per device, running their tasks one at a time; the chart draws each stage "
+           "of a device in a shade of its own (virtual stage 0, 1, ...).</p>\n";
+  }
   return out;
 }
 
@@ -137,12 +147,15 @@ std::string gpus_table(const PlanView& view) {
   std::string out;
   out +=
       "<h2>GPUs</h2>\n<table class=\"gpus\">\n<tr><th class=\"n\">rank</th><th>GPU</th><th "
-      "class=\"n\">stage</th>" +
+      "class=\"n\">stage" +
+      std::string(shares_devices(plan) ? "s" : "") + "</th>" +
       std::string(v2 ? "<th>group</th>" : "") +
       "<th class=\"n\">busy</th><th>utilisation</th><th class=\"n\">bubble</th><th "
       "class=\"n\">peak memory</th>"
       "<th class=\"n\">capacity</th><th>memory used</th></tr>\n";
   const std::vector<int> ranks = rank_order(view);
+  // Every stage of a GPU (several when stages share it, spec 9.2), from the plan's stages.
+  const std::vector<std::vector<int>> stages = stages_per_gpu(view);
   // Per GPU in a v2 plan: its group (replica) and whether it leads it.
   std::vector<std::string> group_cell(view.gpu_ids.size());
   if (v2) {
@@ -172,14 +185,14 @@ std::string gpus_table(const PlanView& view) {
     }
     out += "<tr><td class=\"n\">" + std::to_string(r) + "</td><td>" +
            xml_escape(detail::gpu_id(view, g)) + "</td><td class=\"n\">" +
-           std::to_string(usage.stages.front()) + "</td>" +
+           detail::stage_list(stages[static_cast<std::size_t>(g)]) + "</td>" +
            group_cell[static_cast<std::size_t>(g)] + "<td class=\"n\">" + format_ms(usage.busy_ms) +
            "</td><td>" + bar(utilisation) + " " + percent(utilisation) + "</td><td class=\"n\">" +
            percent(simulate::bubble_fraction(usage, iteration)) + "</td><td class=\"n\">" +
            format_bytes(usage.peak_memory_bytes) + "</td>" + memory_cells + "</tr>\n";
   }
   for (std::size_t g = 0; g < view.gpu_ids.size(); ++g) {
-    if (!plan.timeline.gpus[g].stages.empty()) continue;
+    if (!stages[g].empty()) continue;
     const auto& capacity = view.memory_bytes[g];
     out += "<tr class=\"unused\"><td class=\"n\">-</td><td>" + xml_escape(view.gpu_ids[g]) +
            "</td><td class=\"n\">unused</td>" + std::string(v2 ? "<td></td>" : "") +

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
-#include <set>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/export.hpp"
@@ -41,7 +40,11 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
         {e.forward_ms, e.backward_ms, e.parameter_bytes, e.boundary_bytes, e.allreduce_ms});
     memory.stash_bytes.push_back(e.stash_bytes);
     memory.transient_bytes.push_back(e.transient_bytes);
-    for (int g : stage.gpus) memory.static_bytes[static_cast<std::size_t>(g)] = e.static_bytes;
+    memory.weight_stash_bytes.push_back(
+        model::stage_cost(model, stage.first_layer, stage.last_layer, stage.tensor_parallel)
+            .weight_stash_bytes);
+    // A GPU holds the static bytes of every stage it serves (spec 9.3).
+    for (int g : stage.gpus) memory.static_bytes[static_cast<std::size_t>(g)] += e.static_bytes;
     std::vector<GroupFigures> figures;
     figures.reserve(e.groups.size());
     for (const simulate::GroupExecution& group : e.groups) {
@@ -61,12 +64,31 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
 
 std::vector<int> rank_order(const PlanView& view) {
   std::vector<int> out;
-  std::set<std::vector<int>> seen;  // a device's GPUs come once, with its first stage (spec 9.2)
+  std::vector<bool> placed(view.gpu_ids.size(), false);
   for (const Stage& stage : view.plan.stages) {
-    if (seen.insert(stage.gpus).second) out.insert(out.end(), stage.gpus.begin(), stage.gpus.end());
+    for (int g : stage.gpus) {
+      // A GPU that serves several stages (spec 9.2) has the rank of its first.
+      if (static_cast<std::size_t>(g) < placed.size() && placed[static_cast<std::size_t>(g)]) {
+        continue;
+      }
+      if (static_cast<std::size_t>(g) < placed.size()) placed[static_cast<std::size_t>(g)] = true;
+      out.push_back(g);
+    }
   }
   return out;
 }
+
+std::vector<std::vector<int>> stages_per_gpu(const PlanView& view) {
+  std::vector<std::vector<int>> out(view.gpu_ids.size());
+  for (std::size_t s = 0; s < view.plan.stages.size(); ++s) {
+    for (int g : view.plan.stages[s].gpus) {
+      out[static_cast<std::size_t>(g)].push_back(static_cast<int>(s));
+    }
+  }
+  return out;
+}
+
+bool shares_devices(const Plan& plan) { return virtual_stages(plan.stages) > 1; }
 
 bool is_v2_plan(const Plan& plan) {
   if (plan.optimizer != Optimizer::kReplicated || !plan.timeline.updates.empty()) return true;
@@ -129,8 +151,9 @@ Timeline stated_timeline(const simulate::StatedPlan& stated, const simulate::Sta
     timeline.allreduces.push_back({e.stage, e.bytes, e.start_ms, e.end_ms});
   }
   timeline.gpus.resize(gpu_count);
-  for (std::size_t s = 0; s < stated.stages.size(); ++s) {  // every stage of a GPU's device
-    for (const int g : stated.stages[s].gpus) {
+  // Every stage a GPU serves, ascending (spec 9.2: several when stages share it).
+  for (std::size_t s = 0; s < stated.stages.size(); ++s) {
+    for (int g : stated.stages[s].gpus) {
       timeline.gpus[static_cast<std::size_t>(g)].stages.push_back(static_cast<int>(s));
     }
   }

@@ -58,14 +58,26 @@ std::string ratio(double value, double bound) {
 
 std::string plan_summary(const Plan& plan, const model::Model& model,
                          const topology::Topology& topology) {
+  // Distinct GPUs: stages may share them (spec 9.2).
+  std::vector<bool> serves(static_cast<std::size_t>(topology.size()), false);
   std::size_t used = 0;
-  for (const Stage& stage : plan.stages) used += stage.gpus.size();
+  for (const Stage& stage : plan.stages) {
+    for (int g : stage.gpus) {
+      if (serves[static_cast<std::size_t>(g)]) continue;
+      serves[static_cast<std::size_t>(g)] = true;
+      ++used;
+    }
+  }
   std::string out = std::to_string(plan.stages.size()) + " stage" +
                     (plan.stages.size() == 1 ? "" : "s") + " on " + std::to_string(used) + " of " +
                     std::to_string(topology.size()) + " GPUs, " +
                     std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
   if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
+  if (plan.split_backward) out += ", split backward";
+  if (virtual_stages(plan.stages) > 1) {
+    out += ", up to " + std::to_string(virtual_stages(plan.stages)) + " stages per device";
+  }
   const std::vector<simulate::StageExecution> exec =
       simulate::execution(model, topology, plan.stages, plan.optimizer);
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
@@ -102,7 +114,11 @@ std::string gpu_summary(const Plan& plan, const topology::Topology& topology) {
     if (usage.stages.empty()) continue;
     if (!out.empty()) out += "\n";
     const auto& capacity = topology.gpu(g).memory_bytes;
-    out += "  " + topology.gpu(g).id + " (stage " + std::to_string(usage.stages.front()) +
+    std::string stages;
+    for (std::size_t k = 0; k < usage.stages.size(); ++k) {
+      stages += (k ? ", " : "") + std::to_string(usage.stages[k]);
+    }
+    out += "  " + topology.gpu(g).id + " (stage" + (usage.stages.size() > 1 ? "s " : " ") + stages +
            "): busy " + format_ms(usage.busy_ms) + ", bubble " +
            format_number(100 * simulate::bubble_fraction(usage, plan.timeline.iteration_ms), 3) +
            "%, peak memory " + format_bytes(usage.peak_memory_bytes) +
@@ -132,8 +148,13 @@ nlohmann::ordered_json simulation_figures(const Plan& plan, const topology::Topo
     const auto& capacity = topology.gpu(g).memory_bytes;
     ordered_json entry = ordered_json::object();
     entry["id"] = topology.gpu(g).id;
-    entry["stage"] =
-        usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
+    // As plan.json's `/gpus` (spec 9.2): `stages`, a list, for a GPU that serves several.
+    if (usage.stages.size() > 1) {
+      entry["stages"] = usage.stages;
+    } else {
+      entry["stage"] =
+          usage.stages.empty() ? ordered_json(nullptr) : ordered_json(usage.stages.front());
+    }
     entry["busy_ms"] = usage.busy_ms;
     entry["bubble_fraction"] =
         !usage.stages.empty()

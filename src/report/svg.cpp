@@ -8,6 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "export_util.hpp"
 #include "pipeplan/io/format.hpp"
@@ -36,11 +40,16 @@ constexpr const char* kIdle = "#e4e4e4";
 constexpr const char* kUpdate = "#72b7b2";
 constexpr const char* kRecompute = "#b279a2";
 constexpr const char* kTensorParallel = "#9d755d";
+// A split backward (spec 9.2): its input-gradient half `I` red, its weight-gradient half `W`
+// yellow (labelled in dark text).
+constexpr const char* kBackwardInput = "#e45756";
+constexpr const char* kBackwardWeight = "#eeca3b";
 
 constexpr double kWidth = 1200;
 constexpr double kLeft = 220;  // the label column
 constexpr double kRight = 28;
-constexpr double kPlotTop = 104;
+constexpr double kPlotTop = 104;  // with a legend of one line
+constexpr double kLegendLine = 16;
 
 struct Geometry {
   double row;     // compute row height
@@ -154,6 +163,35 @@ class Svg {
   std::string out_;
 };
 
+// `#rrggbb` moved `amount` (0..1) of the way to black (`darker`) or white. O(1).
+std::string mix(const char* colour, double amount, bool darker) {
+  unsigned red = 0, green = 0, blue = 0;
+  std::sscanf(colour, "#%2x%2x%2x", &red, &green, &blue);
+  auto channel = [&](unsigned value) {
+    const double target = darker ? 0 : 255;
+    return static_cast<unsigned>(std::lround(value + (target - value) * amount));
+  };
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", channel(red) & 0xffu,
+                channel(green) & 0xffu, channel(blue) & 0xffu);
+  return buffer;
+}
+
+// The shade of a task of the `k`-th stage of its device (spec 9.2): the colour itself for the
+// first, then darker and lighter in turn, each pair further from it. O(1).
+std::string shade(const char* colour, int k) {
+  if (k == 0) return colour;
+  const double amount = std::min(0.3 + 0.2 * ((k - 1) / 2), 0.7);
+  return mix(colour, amount, k % 2 == 1);
+}
+
+// Whether a label on `colour` reads better in dark text: the yellow of `W` and light shades.
+bool light(const std::string& colour) {
+  unsigned red = 0, green = 0, blue = 0;
+  std::sscanf(colour.c_str(), "#%2x%2x%2x", &red, &green, &blue);
+  return 0.299 * red + 0.587 * green + 0.114 * blue > 170;
+}
+
 std::string span(double start_ms, double end_ms) {
   return format_number(start_ms, 6) + " - " + format_number(end_ms, 6) + " ms";
 }
@@ -177,6 +215,12 @@ std::string group_label(const PlanView& view, const std::vector<int>& gpus) {
   return out;
 }
 
+// The stages that share one GPU list (a device, spec 9.2), ascending; in a plan without shared
+// GPUs, one stage.
+struct Device {
+  std::vector<int> stages;
+};
+
 // One plan's chart, drawn part by part in document order (what is drawn later lies on top).
 class Gantt {
  public:
@@ -184,27 +228,24 @@ class Gantt {
       : view_(view),
         plan_(view.plan),
         v2_(is_v2_plan(view.plan)),
+        shared_(shares_devices(view.plan)),
         group_of_(view.gpu_ids.size()),
         place_of_(view.gpu_ids.size(), {0, 0}),
-        row_y_(view.gpu_ids.size(), 0) {
-    // One row per group (spec 8.2), named by its leader; in a v1 plan one per GPU.
-    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
-      const Stage& stage = plan_.stages[s];
-      for (int i = 0; i < stage.replicas(); ++i) {
-        rows_.push_back(stage.leader(i));
-        group_of_[static_cast<std::size_t>(stage.leader(i))] = stage.group(i);
-        place_of_[static_cast<std::size_t>(stage.leader(i))] = {static_cast<int>(s), i};
-      }
-    }
+        row_y_(view.gpu_ids.size(), 0),
+        device_of_(view.gpu_ids.size(), 0),
+        slot_(view.plan.stages.size(), 0) {
+    devices();
     geo_ = geometry_for(rows_.size());
     pitch_ = geo_.row + geo_.band + 1;
     const double iteration = plan_.timeline.iteration_ms;
     scale_ = iteration > 0 ? kPlotWidth / iteration : 0;
-    // Row positions: stage groups separated by a gap.
-    double y = kPlotTop + geo_.gap / 2;
-    for (const Stage& stage : plan_.stages) {
+    legend_entries();
+    plot_top_ = kPlotTop + kLegendLine * legend_lines_;
+    // Row positions: devices (in a plan without shared GPUs, stages) separated by a gap.
+    double y = plot_top_ + geo_.gap / 2;
+    for (const Device& device : devices_) {
       const double top = y;
-      for (int g : stage.leaders()) {
+      for (int g : plan_.stages[static_cast<std::size_t>(device.stages.front())].leaders()) {
         row_y_[static_cast<std::size_t>(g)] = y;
         y += pitch_;
       }
@@ -224,7 +265,7 @@ class Gantt {
     header();
     legend();
     stage_bands();
-    for (double t : ticks_) svg_.line(x_of(t), kPlotTop, x_of(t), plot_bottom_, "#cfd4da", 0.6);
+    for (double t : ticks_) svg_.line(x_of(t), plot_top_, x_of(t), plot_bottom_, "#cfd4da", 0.6);
     gpu_rows();
     compute();
     allreduces();
@@ -239,6 +280,30 @@ class Gantt {
   static constexpr double kPlotWidth = kWidth - kLeft - kRight;
 
   double x_of(double ms) const { return kLeft + ms * scale_; }
+
+  // The devices (spec 9.2: stages with one GPU list; in a plan without shared GPUs, each stage),
+  // in the order of their first stages, and one row per group of each (spec 8.2), named by its
+  // leader; in a v1 plan one per GPU. O(S log S + N).
+  void devices() {
+    std::map<std::vector<int>, std::size_t> index;
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
+      const Stage& stage = plan_.stages[s];
+      const auto [it, added] = index.emplace(stage.gpus, devices_.size());
+      if (!added) {
+        Device& device = devices_[it->second];
+        slot_[s] = static_cast<int>(device.stages.size());
+        device.stages.push_back(static_cast<int>(s));
+        continue;
+      }
+      devices_.push_back({{static_cast<int>(s)}});
+      for (int i = 0; i < stage.replicas(); ++i) {
+        device_of_[static_cast<std::size_t>(stage.leader(i))] = devices_.size() - 1;
+        rows_.push_back(stage.leader(i));
+        group_of_[static_cast<std::size_t>(stage.leader(i))] = stage.group(i);
+        place_of_[static_cast<std::size_t>(stage.leader(i))] = {static_cast<int>(s), i};
+      }
+    }
+  }
   double row_top(int gpu) const { return row_y_[static_cast<std::size_t>(gpu)]; }
 
   // The document, its background, title and the plan's figures.
@@ -260,45 +325,99 @@ class Gantt {
                   std::to_string(view_.micro_batches) + " micro-batches, " +
                   std::to_string(plan_.stages.size()) + " stage" +
                   (plan_.stages.size() == 1 ? "" : "s") + " on " + std::to_string(used) + " of " +
-                  std::to_string(view_.gpu_ids.size()) + " GPUs",
+                  std::to_string(view_.gpu_ids.size()) + " GPUs" +
+                  (shared_ ? " (up to " + std::to_string(virtual_stages(plan_.stages)) +
+                                 " stages per device)"
+                           : std::string()) +
+                  (plan_.split_backward ? ", split backward" : ""),
               11, "start", "#555555", "details");
   }
 
-  void legend() {
-    std::vector<std::pair<const char*, const char*>> entries = {
-        {kForward, "forward"},        {kBackward, "backward"},
-        {kAllReduce, "AllReduce"},    {kActivation, "activation send"},
-        {kGradient, "gradient send"}, {kIdle, "idle"}};
+  // The legend's entries, one per kind of box the chart may hold, and their places: lines of
+  // at most the chart's width (one line for every plan without a split backward or shared
+  // GPUs). O(entries).
+  void legend_entries() {
+    legend_ = {{kForward, "forward"}};
+    if (plan_.split_backward) {
+      legend_.insert(legend_.end(), {{kBackwardInput, "input gradient (I)"},
+                                     {kBackwardWeight, "weight gradient (W)"}});
+    } else {
+      legend_.emplace_back(kBackward, "backward");
+    }
+    legend_.insert(legend_.end(), {{kAllReduce, "AllReduce"},
+                                   {kActivation, "activation send"},
+                                   {kGradient, "gradient send"},
+                                   {kIdle, "idle"}});
     if (v2_) {
-      entries.insert(entries.end(), {{kUpdate, "optimizer step"},
+      legend_.insert(legend_.end(), {{kUpdate, "optimizer step"},
                                      {kRecompute, "recomputation"},
                                      {kTensorParallel, "tensor-parallel all-reduce"}});
     }
-    double legend_x = 14;
-    for (const auto& [colour, label] : entries) {
-      svg_.rect(legend_x, 78, 12, 12, colour, "legend");
-      svg_.text(legend_x + 17, 88.5, label, 11, "start", "#222222", "legend");
-      legend_x += 30 + 7.0 * static_cast<double>(std::string_view(label).size());
+    // The shades of the stages of a device, shown on the forward's colour.
+    for (int k = 0; shared_ && k < virtual_stages(plan_.stages); ++k) {
+      legend_.emplace_back(shade(kForward, k), "virtual stage " + std::to_string(k));
+    }
+    double x = 14;
+    for (const auto& [colour, label] : legend_) {
+      const double width = 30 + 7.0 * static_cast<double>(label.size());
+      if (x > 14 && x + width - 14 > kWidth - 14) {
+        x = 14;
+        ++legend_lines_;
+      }
+      legend_places_.emplace_back(x, 78 + kLegendLine * legend_lines_);
+      x += width;
     }
   }
 
-  // Stage groups: alternating backgrounds and labels that fit.
+  void legend() {
+    for (std::size_t k = 0; k < legend_.size(); ++k) {
+      const auto [x, y] = legend_places_[k];
+      svg_.rect(x, y, 12, 12, legend_[k].first.c_str(), "legend");
+      svg_.text(x + 17, y + 10.5, legend_[k].second, 11, "start", "#222222", "legend");
+    }
+  }
+
+  // `layers 0-1`, or for a device `layers 0-1, 4-5`, shortened to fit the label column.
+  std::string layers_text(const Device& device) const {
+    auto range = [&](int s) {
+      const Stage& stage = plan_.stages[static_cast<std::size_t>(s)];
+      return stage.first_layer == stage.last_layer
+                 ? std::to_string(stage.first_layer)
+                 : std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer);
+    };
+    if (device.stages.size() == 1) {
+      const Stage& stage = plan_.stages[static_cast<std::size_t>(device.stages.front())];
+      return (stage.first_layer == stage.last_layer ? "layer " : "layers ") +
+             range(device.stages.front());
+    }
+    std::string out = "layers ";
+    for (std::size_t k = 0; k < device.stages.size(); ++k) {
+      if (k > 0) out += ", ";
+      out += range(device.stages[k]);
+    }
+    return shorten(out, 24);
+  }
+
+  // Stage groups (devices): alternating backgrounds and labels that fit.
   void stage_bands() {
-    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
-      const auto [top, bottom] = bands_[s];
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+      const Device& device = devices_[d];
+      const auto s = static_cast<std::size_t>(device.stages.front());
+      const auto [top, bottom] = bands_[d];
       svg_.rect(0, top - geo_.gap / 2, kWidth, bottom - top + geo_.gap,
-                s % 2 == 0 ? "#f3f5f8" : "#ffffff", "stage");
+                d % 2 == 0 ? "#f3f5f8" : "#ffffff", "stage");
       const double h = bottom - top;
       const Stage& stage = plan_.stages[s];
-      const std::string layers = stage.first_layer == stage.last_layer
-                                     ? "layer " + std::to_string(stage.first_layer)
-                                     : "layers " + std::to_string(stage.first_layer) + "-" +
-                                           std::to_string(stage.last_layer);
-      // In a v2 plan: the stage's degrees and whether it recomputes.
+      const std::string layers = layers_text(device);
+      // In a v2 plan: the stage's degrees and whether it recomputes (a device's stages have
+      // the same degrees; `recompute` when one of them does).
+      const bool recompute = std::any_of(device.stages.begin(), device.stages.end(), [&](int k) {
+        return plan_.stages[static_cast<std::size_t>(k)].recompute;
+      });
       const std::string degrees = std::to_string(stage.replicas()) + " x " +
                                   std::to_string(stage.tensor_parallel) + " GPUs" +
-                                  (stage.recompute ? ", recompute" : "");
-      const std::string name = "stage " + std::to_string(s);
+                                  (recompute ? ", recompute" : "");
+      const std::string name = shorten(detail::stages_text(device.stages), 20);
       if (v2_ && h >= 40) {
         svg_.text(10, top + h / 2 - 8, name, 12, "start", "#222222", "stage-label", true);
         svg_.text(10, top + h / 2 + 5, layers, 10, "start", "#555555", "stage-label");
@@ -310,8 +429,8 @@ class Gantt {
         svg_.text(10, top + h / 2 + 4, name, std::min(11, static_cast<int>(h) - 1), "start",
                   "#222222", "stage-label", true);
       } else if (h >= 8) {
-        svg_.text(10, top + h / 2 + 3, "s" + std::to_string(s), 8, "start", "#222222",
-                  "stage-label", true);
+        svg_.text(10, top + h / 2 + 3, "s" + detail::stage_list(device.stages, ","), 8, "start",
+                  "#222222", "stage-label", true);
       }
     }
   }
@@ -332,9 +451,18 @@ class Gantt {
         if (k > 0) all += ", ";
         all += detail::gpu_id(view_, members[k]);
       }
-      svg_.text(kLeft - 8, top + geo_.row / 2 + size * 0.35,
-                shorten(group_label(view_, members), members.size() > 1 ? 30 : 24), size, "end",
-                "#222222", "gpu-label", false, all);
+      std::string label = shorten(group_label(view_, members), members.size() > 1 ? 30 : 24);
+      if (shared_) {
+        // Every stage of the device (spec 9.2): `n0/gpu0 (s0,2)`, and in full in the tooltip.
+        const std::vector<int>& stages = device_stages(g);
+        if (stages.size() > 1) {
+          const std::string suffix = " (s" + detail::stage_list(stages, ",") + ")";
+          label = shorten(group_label(view_, members), members.size() > 1 ? 22 : 16) + suffix;
+          all = (all.empty() ? detail::gpu_id(view_, g) : all) + ": " + detail::stages_text(stages);
+        }
+      }
+      svg_.text(kLeft - 8, top + geo_.row / 2 + size * 0.35, label, size, "end", "#222222",
+                "gpu-label", false, all);
     }
   }
 
@@ -342,6 +470,8 @@ class Gantt {
   void compute() {
     for (const TimedCompute& e : plan_.timeline.compute) {
       const bool forward = e.task.op == Op::kForward;
+      // A split backward recomputes and all-reduces input gradients in its `I`, not its `W`.
+      const bool weight = e.task.op == Op::kBackwardWeight;
       const double top = row_top(e.gpu);
       const double x = x_of(e.start_ms);
       const double w = (e.end_ms - e.start_ms) * scale_;
@@ -350,16 +480,20 @@ class Gantt {
       // tensor-parallel all-reduce, drawn side by side in a strip at the bottom of its box.
       double recompute_ms = 0, allreduce_ms = 0;
       if (v2_ && view_.group_figures) {
-        const auto [s, i] = place_of_[static_cast<std::size_t>(e.gpu)];
-        const GroupFigures& f =
-            (*view_.group_figures)[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-        recompute_ms = forward ? 0 : f.recompute_ms;
-        allreduce_ms = forward ? f.forward_allreduce_ms : f.backward_allreduce_ms;
+        const int i = place_of_[static_cast<std::size_t>(e.gpu)].second;
+        const GroupFigures& f = (*view_.group_figures)[static_cast<std::size_t>(e.task.stage)]
+                                                      [static_cast<std::size_t>(i)];
+        recompute_ms = forward || weight ? 0 : f.recompute_ms;
+        allreduce_ms = forward ? f.forward_allreduce_ms : (weight ? 0 : f.backward_allreduce_ms);
       }
       std::string shares;
       if (recompute_ms > 0) shares += ", recomputation " + format_ms(recompute_ms);
       if (allreduce_ms > 0) shares += ", tensor-parallel all-reduce " + format_ms(allreduce_ms);
-      svg_.rect(x, top, w, geo_.row, forward ? kForward : kBackward, forward ? "fwd" : "bwd",
+      const auto [base, css_class] = kind_of(e.task.op);
+      // The k-th stage of a shared device in the k-th shade (spec 9.2).
+      const std::string fill =
+          shared_ ? shade(base, slot_[static_cast<std::size_t>(e.task.stage)]) : base;
+      svg_.rect(x, top, w, geo_.row, fill.c_str(), css_class,
                 detail::short_name(e.task) + " on " + detail::gpu_id(view_, e.gpu) + ": " +
                     span(e.start_ms, e.end_ms) + shares,
                 w >= 4);
@@ -375,11 +509,32 @@ class Gantt {
         const std::string label = std::to_string(e.task.micro_batch);
         const double needed = static_cast<double>(label.size()) * geo_.task_font * 0.62 + 4;
         if (w >= needed) {
+          const bool dark = (shared_ || plan_.split_backward) && light(fill);
           svg_.text(x + w / 2, top + geo_.row / 2 + geo_.task_font * 0.36, label, geo_.task_font,
-                    "middle", "#ffffff", "mb");
+                    "middle", dark ? "#222222" : "#ffffff", "mb");
         }
       }
     }
+  }
+
+  // A compute task's colour and class: `fwd`, `bwd`, `bwd-input` or `bwd-weight`.
+  static std::pair<const char*, const char*> kind_of(Op op) {
+    switch (op) {
+      case Op::kForward:
+        return {kForward, "fwd"};
+      case Op::kBackward:
+        break;
+      case Op::kBackwardInput:
+        return {kBackwardInput, "bwd-input"};
+      case Op::kBackwardWeight:
+        return {kBackwardWeight, "bwd-weight"};
+    }
+    return {kBackward, "bwd"};
+  }
+
+  // The stages of the device whose row leader is `gpu`.
+  const std::vector<int>& device_stages(int gpu) const {
+    return devices_[device_of_[static_cast<std::size_t>(gpu)]].stages;
   }
 
   // AllReduces, in the rows of their GPUs (which compute nothing more for the stage).
@@ -442,11 +597,19 @@ class Gantt {
   const PlanView& view_;
   const Plan& plan_;
   const bool v2_;
+  const bool shared_;                             // some stages share GPUs
+  std::vector<Device> devices_;                   // in the order of their first stages
   std::vector<int> rows_;                         // the leader of each row, top to bottom
   std::vector<std::vector<int>> group_of_;        // per leader: its group's GPUs
   std::vector<std::pair<int, int>> place_of_;     // per leader: stage, replica
   std::vector<double> row_y_;                     // per leader: its row's top
-  std::vector<std::pair<double, double>> bands_;  // per stage: top and bottom
+  std::vector<std::size_t> device_of_;            // per leader: its device
+  std::vector<std::pair<double, double>> bands_;  // per device: top and bottom
+  std::vector<int> slot_;                         // per stage: its place among its device's
+  std::vector<std::pair<std::string, std::string>> legend_;  // colour and label
+  std::vector<std::pair<double, double>> legend_places_;     // x and y of each entry
+  int legend_lines_ = 0;                                     // lines beyond the first
+  double plot_top_ = kPlotTop;
   Geometry geo_{};
   double pitch_ = 0, scale_ = 0, plot_bottom_ = 0, step_ = 0;
   std::vector<double> ticks_;
