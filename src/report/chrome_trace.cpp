@@ -235,7 +235,7 @@ class TraceWriter {
       if (v2_) add_group_args(e, args);
       ordered_json event = complete(detail::short_name(e.task), op_name(e.task.op), pid(e.gpu),
                                     kComputeThread, e.start_ms, e.end_ms, std::move(args));
-      if (plan_.split_backward) event["cname"] = colour_name(e.task.op);
+      if (plan_.schedule.split_backward) event["cname"] = colour_name(e.task.op);
       add(event);
     }
   }
@@ -384,7 +384,7 @@ class TraceWriter {
       args = {{"static", io::json_number(memory.static_bytes[g])},
               {"stash", io::json_number(stash)}};
       if (v2_) args["transient"] = io::json_number(transient);
-      if (plan_.split_backward) args["weight_stash"] = io::json_number(weights);
+      if (plan_.schedule.split_backward) args["weight_stash"] = io::json_number(weights);
     } else {
       int in_flight = 0, weights = 0;
       for (const auto& [stage, c] : counts) {
@@ -392,7 +392,7 @@ class TraceWriter {
         weights += c.weights;
       }
       args = {{"micro_batches", in_flight}};
-      if (plan_.split_backward) args["weight_stashes"] = weights;
+      if (plan_.schedule.split_backward) args["weight_stashes"] = weights;
     }
     add({{"name", view_.memory ? "memory (bytes)" : "stashed micro-batches"},
          {"ph", "C"},
@@ -412,7 +412,7 @@ class TraceWriter {
     other["micro_batches"] = std::to_string(view_.micro_batches);
     other["iteration"] = io::format_ms(plan_.timeline.iteration_ms);
     if (v2_) other["optimizer"] = plan_.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
-    if (plan_.split_backward) other["split_backward"] = true;
+    if (plan_.schedule.split_backward) other["split_backward"] = true;
     if (shared_) other["virtual_stages"] = virtual_stages(plan_.stages);
     return other;
   }

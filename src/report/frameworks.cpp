@@ -308,7 +308,7 @@ std::optional<std::pair<int, int>> first_shared_stage(const Plan& plan) {
 
 // Spec 9.5: a framework that runs whole backwards refuses a plan with a split one.
 void refuse_split_backward(const PlanView& view, const std::string& framework) {
-  if (!view.plan.split_backward) return;
+  if (!view.plan.schedule.split_backward) return;
   throw InputError(plan_file(view), "/split_backward",
                    "the plan splits every backward into its input-gradient and weight-gradient "
                    "halves (I and W), and " +
@@ -692,7 +692,7 @@ std::vector<int> replica_numbering(const PlanView& view, const FrameworkShape& s
 
 // Whether the plan needs torch 2.6's grammar: `I`/`W` actions or several stages per rank.
 bool needs_torch_2_6(const Plan& plan) {
-  return plan.split_backward || virtual_stages(plan.stages) > 1;
+  return plan.schedule.split_backward || virtual_stages(plan.stages) > 1;
 }
 
 }  // namespace
@@ -745,10 +745,11 @@ std::vector<std::string> torch_schedule_notes(const PlanView& view) {
     notes.push_back(
         "the schedule follows the grammar of torch 2.6 and later (torch.distributed.pipelining): "
         "F the forward, " +
-        std::string(plan.split_backward ? "I and W the input-gradient and weight-gradient halves "
-                                          "of the backward"
-                                        : "B the full backward (its meaning since PyTorch PR "
-                                          "#138886)") +
+        std::string(plan.schedule.split_backward
+                        ? "I and W the input-gradient and weight-gradient halves "
+                          "of the backward"
+                        : "B the full backward (its meaning since PyTorch PR "
+                          "#138886)") +
         (devices.stages.size() < plan.stages.size() ? ", several stages per rank" : "") +
         "; earlier releases read it differently or not at all");
   } else {

@@ -125,7 +125,7 @@ std::string stages_table(const PlanView& view) {
                                                           : "replicated") +
         ".</p>\n";
   }
-  if (plan.split_backward) {
+  if (plan.schedule.split_backward) {
     out +=
         "<p>The backward is split into its input-gradient half I and its weight-gradient half W "
         "(the backward column is their sum); the chart draws them in colours of their own.</p>\n";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <set>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/report/export.hpp"

@@ -74,7 +74,7 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                     std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
   if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
-  if (plan.split_backward) out += ", split backward";
+  if (plan.schedule.split_backward) out += ", split backward";
   if (virtual_stages(plan.stages) > 1) {
     out += ", up to " + std::to_string(virtual_stages(plan.stages)) + " stages per device";
   }

@@ -329,7 +329,7 @@ class Gantt {
                   (shared_ ? " (up to " + std::to_string(virtual_stages(plan_.stages)) +
                                  " stages per device)"
                            : std::string()) +
-                  (plan_.split_backward ? ", split backward" : ""),
+                  (plan_.schedule.split_backward ? ", split backward" : ""),
               11, "start", "#555555", "details");
   }
 
@@ -338,7 +338,7 @@ class Gantt {
   // GPUs). O(entries).
   void legend_entries() {
     legend_ = {{kForward, "forward"}};
-    if (plan_.split_backward) {
+    if (plan_.schedule.split_backward) {
       legend_.insert(legend_.end(), {{kBackwardInput, "input gradient (I)"},
                                      {kBackwardWeight, "weight gradient (W)"}});
     } else {
@@ -509,7 +509,7 @@ class Gantt {
         const std::string label = std::to_string(e.task.micro_batch);
         const double needed = static_cast<double>(label.size()) * geo_.task_font * 0.62 + 4;
         if (w >= needed) {
-          const bool dark = (shared_ || plan_.split_backward) && light(fill);
+          const bool dark = (shared_ || plan_.schedule.split_backward) && light(fill);
           svg_.text(x + w / 2, top + geo_.row / 2 + geo_.task_font * 0.36, label, geo_.task_font,
                     "middle", dark ? "#222222" : "#ffffff", "mb");
         }

@@ -52,7 +52,7 @@ inline void hand_v3_setup(const HandPlanV3& hand, report::PlanView& view) {
   Plan& plan = view.plan;
   plan.planner = "hand";
   plan.schedule_policy = hand.schedule_policy;
-  plan.split_backward = hand.split_backward;
+  plan.schedule.split_backward = hand.split_backward;
   for (int s = 0; s < S; ++s) {
     Stage stage;
     stage.first_layer = s * hand.layers_per_stage;

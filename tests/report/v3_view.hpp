@@ -45,7 +45,7 @@ inline report::PlanView v3_view(const V3Plan& hand) {
   Plan& plan = view.plan;
   plan.planner = "hand";
   plan.schedule_policy = hand.schedule_policy;
-  plan.split_backward = hand.split_backward;
+  plan.schedule.split_backward = hand.split_backward;
   int layer = 0;
   for (int s = 0; s < S; ++s) {
     Stage stage;

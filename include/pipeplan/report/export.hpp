@@ -120,36 +120,62 @@ bool is_v2_plan(const Plan& plan);
 /// The degrees a framework runs a plan with (spec 8.4): every stage must have the same replica
 /// count `r` and tensor-parallel degree `t`.
 struct FrameworkShape {
-  int pipeline = 1;  ///< S, the pipeline-parallel size.
-  int data = 1;      ///< r, the data-parallel size.
-  int tensor = 1;    ///< t, the tensor-parallel size.
+  int pipeline = 1;        ///< P, the pipeline-parallel size: the devices (spec 9.2), which are
+                           ///< the stages S when no stages share GPUs.
+  int data = 1;            ///< r, the data-parallel size.
+  int tensor = 1;          ///< t, the tensor-parallel size.
+  int virtual_stages = 1;  ///< The most stages on one device (`virtual_stages`).
 };
+
+/// The plan's devices (spec 9.2): the stages of each GPU list, ascending, the devices in the
+/// order of their first stage (the pipeline ranks of the framework exports); `of_stage[s]` is
+/// stage `s`'s device. With no GPUs shared, device `s` is stage `s`. O(S log S).
+struct PipelineDevices {
+  std::vector<std::vector<int>> stages;
+  std::vector<int> of_stage;
+};
+PipelineDevices pipeline_devices(const Plan& plan);
 
 /// The shape of `view`'s plan for `framework` (named in the message), or `InputError` (exit 3)
 /// naming the plan file, the JSON pointer of the first stage whose `r` or `t` differs from stage
 /// 0's, and `--uniform`; also when M is not a multiple of `r` (every data-parallel replica gets
-/// the same number of micro-batches). O(S).
+/// the same number of micro-batches). O(S log S).
 FrameworkShape framework_shape(const PlanView& view, std::string_view framework);
 
 /// The Megatron-LM arguments for the plan (docs/formats.md, "megatron"): tensor, pipeline and
-/// data-parallel sizes, `--num-layers` and `--pipeline-model-parallel-layout` for a model
-/// shaped like `pipeplan model transformer`'s, recomputation, the distributed optimizer and the
-/// batch sizes, plus the global rank of every GPU and how to launch so that the ranks land on
-/// the plan's GPUs. Needs the model and topology. Throws as `framework_shape`. O(N + layers).
+/// data-parallel sizes, `--num-virtual-stages-per-pipeline-rank V` for stages that share GPUs
+/// the way Megatron-LM interleaves them (stage `s` on pipeline rank `s mod P`),
+/// `--num-layers` and `--pipeline-model-parallel-layout` for a model shaped like `pipeplan
+/// model transformer`'s, recomputation, the distributed optimizer and the batch sizes, plus the
+/// global rank of every GPU and how to launch so that the ranks land on the plan's GPUs. Needs
+/// the model and topology. Throws as `framework_shape`, and `InputError` naming `--schedule
+/// 1f1b` for a split backward, a `zb-*` policy or stages shared otherwise (spec 9.5).
+/// O(N + layers + S log S).
 nlohmann::ordered_json megatron_json(const PlanView& view);
 
 /// The DeepSpeed `PipelineModule` partition (`parts`), degrees, activation checkpointing and
 /// batch configuration for the plan, with the rank order as for Megatron-LM. Needs the model
-/// and topology. Throws as `framework_shape`. O(N + layers).
+/// and topology. Throws as `framework_shape`, and `InputError` naming `--schedule 1f1b` for a
+/// split backward or stages that share GPUs (spec 9.5). O(N + layers + S log S).
 nlohmann::ordered_json deepspeed_json(const PlanView& view);
 
 /// The compute-only schedule CSV of torch.distributed.pipelining: one row per pipeline rank
-/// (stage), the actions `<stage>F<m>` and `<stage>B<m>` in the order the stage's group (replica
-/// 0's, with r > 1) runs them. With r > 1 every micro-batch must run on the same replica index
-/// on every stage and every replica must run the same order of its own micro-batches
-/// (numbered 0..M/r-1 in ascending order), else `InputError` saying which is broken; throws as
-/// `framework_shape` too. O(T log T).
+/// (device, spec 9.2: a stage, or the stages that share its GPUs), the actions `<stage>F<m>`,
+/// `<stage>B<m>` (the full backward) or, for a split backward, `<stage>I<m>` and `<stage>W<m>`,
+/// with the global stage index, in the order the device's group (replica 0's, with r > 1) runs
+/// them. With r > 1 every micro-batch must run on the same replica index on every stage and
+/// every replica must run the same order of its own micro-batches (numbered 0..M/r-1 in
+/// ascending order), else `InputError` saying which is broken; throws as `framework_shape` too.
+/// O(T log T).
 std::string torch_schedule_csv(const PlanView& view);
+
+/// What a user of `torch_schedule_csv`'s file must know, which the CSV itself cannot hold: the
+/// torch release whose grammar it follows (2.6 or later for `I`/`W` actions or several stages
+/// per rank, where `B` means the full backward since PyTorch PR #138886; 2.5 or later
+/// otherwise), the schedule class that runs it (`_PipelineScheduleRuntime` with
+/// `_load_csv(path, "compute_only")`), and the stages each rank builds when ranks hold several.
+/// O(S log S).
+std::vector<std::string> torch_schedule_notes(const PlanView& view);
 
 /// A Chrome trace (Trace Event Format, JSON object form; opens in Perfetto and
 /// chrome://tracing): one process per used GPU in rank order (pid = rank + 1), threads for
@@ -186,7 +212,11 @@ std::string html_report(const PlanView& view);
 /// one global order of the plan's tasks (by start time, dependencies first on ties), so the
 /// lists run without deadlock with blocking or non-blocking send and receive. Every GPU of a
 /// group runs the leader's operations; a transfer between groups of t and t' GPUs is min(t, t')
-/// pieces between the GPUs at the same place; optimizer steps come last. O(T log T + T t).
+/// pieces between the GPUs at the same place; optimizer steps come last. I and W operations are
+/// `backward_input` and `backward_weight`. A GPU that serves several stages (spec 9.2) lists
+/// them in `stages`, names each compute operation's `stage`, and keeps `stage`, `layers` and
+/// `micro_batches` for the first of them; a boundary inside one device has no transfer.
+/// O(T log T + T t).
 nlohmann::ordered_json ranks_json(const PlanView& view);
 
 /// The split points for torch.distributed.pipelining: the name of the layer that begins each
@@ -225,8 +255,13 @@ inline constexpr std::int64_t kMaxViewTasks = std::int64_t{1} << 18;
 
 /// The text of `view` in `format`: JSON formats end with a newline (Chrome trace and ranks on
 /// one line per event or operation, the rest indented), the SVG with an XML declaration, the
-/// torch schedule one CSV line per stage. The drawings refuse, with `InfeasibleError`, a plan of
-/// more than `kMaxViewTasks` tasks.
+/// torch schedule one CSV line per pipeline rank. The drawings refuse, with `InfeasibleError`, a
+/// plan of more than `kMaxViewTasks` tasks.
 std::string export_plan(const PlanView& view, ExportFormat format);
+
+/// The notes of an export that has no place for them in its own text (`torch-schedule`:
+/// `torch_schedule_notes`), for the command to show; empty for the other formats, whose JSON
+/// carries its notes. O(S log S).
+std::vector<std::string> export_notes(const PlanView& view, ExportFormat format);
 
 }  // namespace pipeplan::report
