@@ -153,7 +153,8 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   }
   const bool shaped = transformer_shaped(model);
   const int splittable = shaped ? L - 2 : L;
-  // Megatron-LM's virtual pipeline (spec 9.5): P V stages, stage k on pipeline position k mod P.
+  // Megatron-LM's virtual pipeline (spec 9.5): P V stages, stage k on pipeline position k mod P
+  // (zb-v: the V of schedule::placed_stage, stages p and 2P-1-p on position p).
   const int V = virtual_stages_of(request, policy);
   const int stages = P * V;
   if (stages > splittable) {
@@ -168,8 +169,14 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   Partition partition;
   partition.gpu_order.resize(static_cast<std::size_t>(N));
   for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;
+  std::vector<int> position(static_cast<std::size_t>(stages));  // stage k's pipeline position
+  for (int p = 0; p < P; ++p) {
+    for (int c = 0; c < V; ++c) {
+      position[static_cast<std::size_t>(schedule::placed_stage(policy, P, p, c))] = p;
+    }
+  }
   for (int k = 0; k < stages; ++k) {
-    const int p = k % P;
+    const int p = position[static_cast<std::size_t>(k)];
     Stage stage;
     stage.first_layer = firsts[static_cast<std::size_t>(k)];
     stage.last_layer = k + 1 < stages ? firsts[static_cast<std::size_t>(k) + 1] - 1 : L - 1;
@@ -193,7 +200,10 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   // without recomputation, 370 s with it).
   const Recompute recompute = effective_recompute(request);
   bool all = recompute == Recompute::kAlways;
-  if (recompute == Recompute::kAuto) {
+  if (recompute == Recompute::kAuto && V > 1) {
+    // Several stages per device: whether the plan fits without recomputation, by its replay.
+    all = !try_finish_plan("megatron", partition, request, policy).plan;
+  } else if (recompute == Recompute::kAuto) {
     const Executions exec =
         simulate::execution(model, request.topology, partition.stages, request.optimizer);
     all = !fits(request, partition.stages, exec, schedule::Policy::kOneFOneB) ||

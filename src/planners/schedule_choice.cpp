@@ -79,12 +79,16 @@ std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<
 
 Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy) {
   std::vector<std::string> tried;
-  auto consider = [&](const std::vector<Stage>& stages, schedule::Policy candidate, int V) {
+  Request whole = request;  // the same, with whole backwards
+  whole.split_backward = SplitBackward::kNever;
+  auto consider = [&](const std::vector<Stage>& stages, schedule::Policy candidate, int V,
+                      bool split = true) {
     if (schedule::policy_refusal(candidate, stages, request.micro_batches)) return;
-    Finished finished =
-        try_finish_plan(plan.planner, Partition{plan.gpu_order, stages}, request, candidate);
+    Finished finished = try_finish_plan(plan.planner, Partition{plan.gpu_order, stages},
+                                        split ? request : whole, candidate);
     std::string label = std::string(schedule::policy_name(candidate));
     if (V > 1) label += " with " + std::to_string(V) + " stages per device";
+    if (!split) label += " without a split backward";
     if (!finished.plan) {
       tried.push_back(label + ": does not fit");
       return;
@@ -102,6 +106,8 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
   };
   const std::vector<Stage> chosen = plan.stages;
   const bool own = policy == schedule::Policy::kList || request.schedule_auto;
+  // A split backward is a choice too: never slower than the whole backward on these stages.
+  if (uses_split_backward(request, policy)) consider(chosen, policy, 1, false);
   if (own) {
     // On one stage per device interleaved-1f1b is 1f1b, and zb-h1 without a split is too.
     for (const schedule::Policy candidate : schedule::all_policies()) {
