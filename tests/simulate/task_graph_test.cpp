@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <vector>
@@ -281,6 +282,64 @@ TEST(TaskGraphTest, RefusesGraphsItCannotNumber) {
   // 4 S M - 2 M + 2 S with S = 2^16, M = 2^15: 2^33 - 2^16 + 2^17.
   EXPECT_EQ(message(1 << 16, 1 << 15), "the schedule has 8590000128 tasks, more than 2147483647");
   EXPECT_EQ(message(1000, 1000), "no error");
+}
+
+}  // namespace
+}  // namespace pipeplan::simulate
+
+namespace pipeplan::simulate {
+namespace {
+
+// Spec 9.3: with a split backward I takes B's place in the chain and W follows I; a boundary
+// inside a device (stages 1 and 2 on GPU 1) has no transfer, so F and I cross it directly.
+TEST(TaskGraphV3Test, SplitBackwardAndABoundaryInsideADevice) {
+  const std::vector<Stage> stages{{0, 0, {0}}, {1, 1, {1}}, {2, 2, {1}}, {3, 3, {0, 2}}};
+  const int M = 3;
+  const TaskGraph graph(stages, M, true);
+  EXPECT_TRUE(graph.split_backward());
+  EXPECT_EQ(graph.compute_count(), 3 * 4 * M);
+  EXPECT_EQ(graph.transfer_count(), 2 * 2 * M);  // boundaries 0 and 2 only
+  EXPECT_TRUE(graph.is_local_boundary(1));
+  EXPECT_FALSE(graph.is_local_boundary(0));
+  EXPECT_FALSE(graph.contains(TransferTask{TransferKind::kActivation, 1, 0}));
+  EXPECT_FALSE(graph.contains(ComputeTask{Op::kBackward, 0, 0}));
+  EXPECT_TRUE(graph.contains(ComputeTask{Op::kBackwardWeight, 0, 0}));
+  EXPECT_LE(TaskGraph::chain_task_count(4, M, true), graph.chain_count() + 2 * M);
+  for (int m = 0; m < M; ++m) {
+    const int f1 = graph.id(ComputeTask{Op::kForward, 1, m});
+    const int f2 = graph.id(ComputeTask{Op::kForward, 2, m});
+    const int i1 = graph.id(ComputeTask{Op::kBackwardInput, 1, m});
+    const int i2 = graph.id(ComputeTask{Op::kBackwardInput, 2, m});
+    const int w1 = graph.id(ComputeTask{Op::kBackwardWeight, 1, m});
+    EXPECT_EQ(graph.data_predecessor(f2), f1);
+    EXPECT_EQ(graph.data_successor(f1), f2);
+    EXPECT_EQ(graph.data_predecessor(i1), i2);
+    EXPECT_EQ(graph.data_successor(i2), i1);
+    EXPECT_EQ(graph.data_predecessor(w1), i1);
+    EXPECT_EQ(graph.data_successor(w1), TaskGraph::kNone);
+    const std::array<int, 2> after = graph.data_successors(i1);
+    EXPECT_EQ(after[0], graph.id(TransferTask{TransferKind::kGradient, 0, m}));
+    EXPECT_EQ(after[1], w1);
+    // The last stage's I follows its forward; every id round-trips.
+    EXPECT_EQ(graph.data_predecessor(graph.id(ComputeTask{Op::kBackwardInput, 3, m})),
+              graph.id(ComputeTask{Op::kForward, 3, m}));
+  }
+  for (int id = 0; id < graph.chain_count(); ++id) {
+    if (graph.is_compute(id)) {
+      EXPECT_EQ(graph.id(graph.compute_task(id)), id);
+    } else {
+      EXPECT_EQ(graph.id(graph.transfer_task(id)), id);
+    }
+  }
+  // Stage 3 is replicated: its AllReduce waits for its M weight gradients.
+  const std::vector<int> before = graph.predecessors(graph.allreduce(3));
+  ASSERT_EQ(before.size(), static_cast<std::size_t>(M));
+  for (int m = 0; m < M; ++m) {
+    EXPECT_EQ(before[static_cast<std::size_t>(m)],
+              graph.id(ComputeTask{Op::kBackwardWeight, 3, m}));
+  }
+  EXPECT_EQ(graph.describe_predecessors(graph.allreduce(3)),
+            "the last weight-gradient backward of stage 3");
 }
 
 }  // namespace
