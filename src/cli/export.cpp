@@ -61,6 +61,8 @@ int run_export(const ExportOptions& options, Context& context) {
   if (options.output && *options.output != "-") {
     context.say(options.plan + ": " + options.format + " written to " + *options.output);
   }
+  // What a CSV cannot say (torch-schedule: the torch release and class that read it).
+  for (const std::string& note : report::export_notes(view, *format)) context.say(note);
   return 0;
 }
 
