@@ -158,6 +158,47 @@ BENCHMARK(BM_PlanSppMixed)
     ->Args({1000, 1024, 64})
     ->Unit(benchmark::kMillisecond);
 
+// Spec 9 (issue 32): replaying zb-v with 8,192 micro-batches on 64 devices (two stages each, a
+// split backward: 5 x 128 x 8192 tasks). Goal: within 2 s on 2 cores.
+void BM_ReplayZbV(benchmark::State& state) {
+  const int P = 64;
+  const int M = static_cast<int>(state.range(0));
+  model::Model m = synthetic_model(2 * P);
+  for (model::Layer& layer : m.layers) layer.backward_weight_ms = layer.backward_ms / 2;
+  m.parameter_memory_factor = 0;
+  const topology::Topology t = synthetic_cluster(P / 8, 8);
+  std::vector<Stage> stages(static_cast<std::size_t>(2 * P));
+  for (int p = 0; p < P; ++p) {
+    for (int c = 0; c < 2; ++c) {
+      const int s = schedule::placed_stage(schedule::Policy::kZbV, P, p, c);
+      stages[static_cast<std::size_t>(s)] = Stage{s, s, {p}};
+    }
+  }
+  const schedule::Scheduled scheduled = schedule::make_schedule(
+      m, t, stages, M, schedule::Policy::kZbV, Optimizer::kReplicated, true);
+  for (auto _ : state) {
+    Timeline timeline = simulate::replay(m, t, stages, scheduled.schedule);
+    benchmark::DoNotOptimize(timeline.iteration_ms);
+  }
+}
+BENCHMARK(BM_ReplayZbV)->Arg(8192)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Spec 9.5: spp with --schedule auto on 1,000 layers (with weight gradients) and 1,024 GPUs.
+// Goal: within 5 s on 2 cores.
+void BM_PlanSppAuto(benchmark::State& state) {
+  model::Model m = mixed_model(static_cast<int>(state.range(0)));
+  for (model::Layer& layer : m.layers) layer.backward_weight_ms = layer.backward_ms / 2;
+  const topology::Topology t =
+      synthetic_cluster(static_cast<int>(state.range(1)) / 8, 8, 0, 1, 32.0 * 1024 * 1024 * 1024);
+  for (auto _ : state) {
+    planners::Request request{m, t, 64};
+    request.schedule_auto = true;
+    Plan plan = planners::make_plan("spp", request);
+    benchmark::DoNotOptimize(plan.timeline.iteration_ms);
+  }
+}
+BENCHMARK(BM_PlanSppAuto)->Args({1000, 1024})->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace pipeplan::bench
 
