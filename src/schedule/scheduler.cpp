@@ -238,6 +238,16 @@ class Engine {
     return best;
   }
 
+  // The replica of stage s for micro-batch m, whose forward just ended on `from`: the group
+  // that took m on its device's first stage, where m entered the device (and reserved its
+  // memory there, which it frees only after its last backward on the device), else the choice
+  // of `choose_replica`.
+  int replica_for(int s, int m, int from) {
+    const int entry = gpu(stages_[static_cast<std::size_t>(s)].leader(0)).stage;
+    if (entry != s && replica(entry, m) != kNone) return replica(entry, m);
+    return choose_replica(s, from);
+  }
+
   void assign(int s, int m, int g) {
     replica(s, m) = g;
     gpu(g).outstanding_ms += work_ms(g, s);
@@ -379,7 +389,7 @@ class Engine {
       const TransferTask transfer = graph_.transfer_task(next);
       const int peer_stage = simulate::TaskGraph::ends(transfer).to_stage;
       if (replica(peer_stage, m) == kNone)
-        assign(peer_stage, m, choose_replica(peer_stage, event.gpu));
+        assign(peer_stage, m, replica_for(peer_stage, m, event.gpu));
       enqueue_transfer({event.gpu, replica(peer_stage, m)}, transfer.kind, transfer.stage, m, now);
     }
   }
