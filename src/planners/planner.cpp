@@ -346,7 +346,7 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
                               " plan does not fit in memory: " + *violation};
   }
   plan.bounds = simulate::compute_bounds(request.model, request.topology, plan.stages,
-                                         request.micro_batches, request.optimizer);
+                                         request.micro_batches, request.optimizer, split);
   return {std::move(plan), {}};
 }
 

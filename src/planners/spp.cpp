@@ -489,6 +489,10 @@ Merged search_every_order(const SppRun& run, std::size_t orders,
 
 std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
                                const SppSearch& search, const partition::StageChoices& choices);
+std::optional<Plan> with_list_stages(const Request& request, std::optional<Plan> plan,
+                                     schedule::Policy policy, const SppSearch& search,
+                                     const partition::StageChoices& choices,
+                                     std::vector<std::string>& notes);
 
 // Step 4: spp's shapes include --uniform's, but its search can miss them where the uniform
 // search, whose moves change every stage at once, finds them (bert-48 on geo-distributed: 3163
@@ -577,6 +581,11 @@ std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
   Merged merged = search_every_order(run, candidates.orders.size(), models);
   // 4. (continued) The uniform search's plan where strictly faster (kUniformMargin).
   keep_uniform_if_faster(merged, uniform_search);
+  //    Under a fixed policy, the list search's stages under it where strictly faster.
+  if (schedule::policy_row(policy).fixed) {
+    merged.best =
+        with_list_stages(request, std::move(merged.best), policy, search, choices, merged.notes);
+  }
   if (!merged.best) return std::nullopt;
   // 5. The notes, the phase times and the ordering's warning.
   return annotated(std::move(merged), candidates);
@@ -588,7 +597,8 @@ std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
 // 11,277 ms from the fixed search, 2,702 ms on the list search's two stages). O(one search).
 std::optional<Plan> with_list_stages(const Request& request, std::optional<Plan> plan,
                                      schedule::Policy policy, const SppSearch& search,
-                                     const partition::StageChoices& choices) {
+                                     const partition::StageChoices& choices,
+                                     std::vector<std::string>& notes) {
   const std::optional<Plan> list_plan =
       spp_recipe(request, schedule::Policy::kList, search, choices);
   if (!list_plan || schedule::policy_refusal(policy, list_plan->stages, request.micro_batches)) {
@@ -602,14 +612,8 @@ std::optional<Plan> with_list_stages(const Request& request, std::optional<Plan>
                simulate::times_equal(ms, plan->timeline.iteration_ms))) {
     return plan;
   }
-  if (plan) {
-    finished.plan->notes = std::move(plan->notes);
-    finished.plan->warnings = std::move(plan->warnings);
-    finished.plan->phase_ms = std::move(plan->phase_ms);
-  }
-  finished.plan->notes.push_back("the list search's stages under " +
-                                 std::string(schedule::policy_name(policy)) + ": " +
-                                 io::format_ms(ms) + ", kept");
+  notes.push_back("the list search's stages under " + std::string(schedule::policy_name(policy)) +
+                  ": " + io::format_ms(ms) + ", kept");
   return finished.plan;
 }
 
@@ -650,9 +654,6 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   const partition::StageChoices choices = stage_choices(request);
   if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
   std::optional<Plan> plan = spp_recipe(request, policy, search, choices);
-  if (schedule::policy_row(policy).fixed) {
-    plan = with_list_stages(request, std::move(plan), policy, search, choices);
-  }
   if (!plan) refuse(request, policy, search, choices);
   // 6. The schedule of the chosen stages: never slower than a fixed policy on them, and under
   //    --schedule auto the devices with several stages each too (schedule_choice.hpp).

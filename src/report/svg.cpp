@@ -181,7 +181,8 @@ std::string mix(const char* colour, double amount, bool darker) {
 // first, then darker and lighter in turn, each pair further from it. O(1).
 std::string shade(const char* colour, int k) {
   if (k == 0) return colour;
-  const double amount = std::min(0.3 + 0.2 * ((k - 1) / 2), 0.7);
+  const int pair = (k - 1) / 2;  // 0 for the second and third stage, 1 for the next two, ...
+  const double amount = std::min(0.3 + 0.2 * pair, 0.7);
   return mix(colour, amount, k % 2 == 1);
 }
 

@@ -552,8 +552,8 @@ class ModelCheck {
       fail("/iteration_ms", "states " + ms(stated_.iteration_ms) + " but the replay ends at " +
                                 ms(plan.timeline.iteration_ms));
     }
-    plan.bounds =
-        compute_bounds(model_, topology_, stated_.stages, stated_.micro_batches, stated_.optimizer);
+    plan.bounds = compute_bounds(model_, topology_, stated_.stages, stated_.micro_batches,
+                                 stated_.optimizer, stated_.split_backward);
     bounds(plan.bounds);
     stage_figures();
     gpu_figures(plan.timeline);

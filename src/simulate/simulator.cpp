@@ -787,7 +787,8 @@ double device_bound(const std::vector<StageExecution>& exec, const std::vector<S
 }  // namespace
 
 Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
-                      const std::vector<Stage>& stages, int micro_batches, Optimizer optimizer) {
+                      const std::vector<Stage>& stages, int micro_batches, Optimizer optimizer,
+                      bool split_backward) {
   const double M = micro_batches;
   Bounds bounds;
   bounds.any_plan_ms = any_plan_bound(model, topology, M);
@@ -809,7 +810,7 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
       backward = std::min(backward, group.backward_ms);
     }
     const double load = steady_state_ms(e, stage, M);
-    const double tail = std::max(e.allreduce_ms, drain);
+    const double tail = split_backward ? e.allreduce_ms : std::max(e.allreduce_ms, drain);
     best = std::max(best, head + load + tail);
     if (s + 1 < S) {
       // A boundary inside a device has no transfer (spec 9.3).

@@ -104,9 +104,12 @@ long max_in_flight(double static_bytes, double stash_bytes, std::optional<double
 /// `partition_ms` is the largest sum of the steady-state terms `L_s` over a device's stages). O(L D
 /// + S + sum of r_s r_{s+1}
 /// + N) for D degrees per layer.
+/// With a split backward the drain term `D_s` is the stage's AllReduce alone: a stage's last
+/// task may be a `W`, which nothing waits for, so section 3's chain of backwards after it is no
+/// bound (docs/decisions.md).
 Bounds compute_bounds(const model::Model& model, const topology::Topology& topology,
                       const std::vector<Stage>& stages, int micro_batches,
-                      Optimizer optimizer = Optimizer::kReplicated);
+                      Optimizer optimizer = Optimizer::kReplicated, bool split_backward = false);
 
 /// Fraction of the iteration a used GPU spends idle: 1 - busy / iteration (0 for an empty
 /// iteration).
