@@ -305,3 +305,60 @@ TEST(SimulatorTest, BoundsByHand) {
 
 }  // namespace
 }  // namespace pipeplan::simulate
+
+namespace pipeplan::simulate {
+namespace {
+
+// Spec 9.2: stages on one device (the same GPU list) have the same groups, so the same degree.
+TEST(SimulatorTest, StagesOnOneDeviceHaveOneDegree) {
+  model::Model model = testing::make_model({{1, 2, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, 2, 0, 0, 0}});
+  for (model::Layer& layer : model.layers) {
+    model::TensorParallel split;
+    split.degrees = {1, 2};
+    layer.tensor_parallel = split;
+  }
+  const topology::Topology topology = testing::uniform_topology(3, 1e9, 0);
+  const std::vector<Stage> mixed{
+      {0, 0, {0, 1}, 1, false}, {1, 1, {2}, 1, false}, {2, 2, {0, 1}, 2, false}};
+  try {
+    check_stages(model, topology, mixed);
+    ADD_FAILURE() << "accepted";
+  } catch (const ScheduleError& error) {
+    EXPECT_STREQ(error.what(),
+                 "stage 2 shares its GPUs with stage 0 but has tensor-parallel degree 2, not 1 "
+                 "(stages on one device have the same groups, spec 9.2)");
+  }
+  std::vector<Stage> same = mixed;
+  same[2].tensor_parallel = 1;
+  EXPECT_NO_THROW(check_stages(model, topology, same));
+}
+
+// Spec 9.3: a boundary inside a device has no transfer, so a micro-batch must stay on its group
+// across it; the replay refuses an order that moves it.
+TEST(SimulatorTest, AMicroBatchStaysOnItsGroupInsideADevice) {
+  const model::Model model = testing::make_model({{1, 2, 0, 0, 0}, {1, 2, 0, 0, 0}});
+  const topology::Topology topology = testing::uniform_topology(2, 1e9, 0);
+  const std::vector<Stage> device{{0, 0, {0, 1}}, {1, 1, {0, 1}}};  // two replicas, one device
+  Schedule schedule = testing::schedule_of(
+      2,
+      {{{Op::kForward, 0, 0}, {Op::kForward, 1, 1}, {Op::kBackward, 1, 1}, {Op::kBackward, 0, 0}},
+       {{Op::kForward, 0, 1}, {Op::kForward, 1, 0}, {Op::kBackward, 1, 0}, {Op::kBackward, 0, 1}}});
+  try {
+    replay(model, topology, device, schedule);
+    ADD_FAILURE() << "accepted";
+  } catch (const ScheduleError& error) {
+    EXPECT_STREQ(error.what(),
+                 "forward of micro-batch 0 on stage 1 runs on GPU \"g1\" but stage 0 shares its "
+                 "device and runs micro-batch 0 on GPU \"g0\" (a boundary inside a device has no "
+                 "transfer, spec 9.3)");
+  }
+  // The same orders with each micro-batch on one group replay.
+  schedule = testing::schedule_of(
+      2,
+      {{{Op::kForward, 0, 0}, {Op::kForward, 1, 0}, {Op::kBackward, 1, 0}, {Op::kBackward, 0, 0}},
+       {{Op::kForward, 0, 1}, {Op::kForward, 1, 1}, {Op::kBackward, 1, 1}, {Op::kBackward, 0, 1}}});
+  EXPECT_EQ(replay(model, topology, device, schedule).iteration_ms, 6);
+}
+
+}  // namespace
+}  // namespace pipeplan::simulate
