@@ -39,7 +39,7 @@ std::vector<Step> interleaved(int P, int p, int v, int m) {
     return Step{op, op == Op::kForward ? chunk : v - 1 - chunk, j};
   };
   std::vector<Step> out;
-  out.reserve(static_cast<std::size_t>(2 * total));
+  out.reserve(2 * static_cast<std::size_t>(total));
   for (int k = 0; k < warmup; ++k) out.push_back(at(k, Op::kForward));
   for (int k = 0; k < total - warmup; ++k) {
     out.push_back(at(k + warmup, Op::kForward));
