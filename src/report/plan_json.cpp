@@ -9,6 +9,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/version.hpp"
@@ -40,9 +41,9 @@ bool plan_uses_v2_fields(const Plan& plan) {
 }
 
 bool plan_uses_v3_fields(const Plan& plan) {
-  const std::string& policy = plan.schedule_policy;
+  const std::optional<schedule::Policy> policy = schedule::parse_policy(plan.schedule_policy);
   return plan.schedule.split_backward || virtual_stages(plan.stages) > 1 ||
-         !(policy == "list" || policy == "1f1b" || policy == "gpipe");
+         (policy && schedule::policy_row(*policy).version3);
 }
 
 namespace {

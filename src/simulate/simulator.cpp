@@ -124,7 +124,9 @@ void check_compute_places(const Replay& r) {
       const ComputeTask forward{Op::kForward, s, m};
       const int f = r.where[r.slot(graph.id(forward))];
       if (f == kNone) throw ScheduleError(describe(forward) + " is missing");
-      for (const Op op : {graph.backward_op(), graph.last_backward_op()}) {
+      for (const Op op : graph.split_backward()
+                             ? std::vector<Op>{Op::kBackwardInput, Op::kBackwardWeight}
+                             : std::vector<Op>{Op::kBackward}) {
         const ComputeTask backward{op, s, m};
         const int b = r.where[r.slot(graph.id(backward))];
         if (b == kNone) throw ScheduleError(describe(backward) + " is missing");

@@ -46,6 +46,9 @@ TEST(CliTablesTest, ScheduleChoicesAreThePolicyTable) {
                                "-m", "4", "--planner", "gpipe"});
     ASSERT_EQ(plan.code, 0) << row.name << ": " << plan.err;
     EXPECT_EQ(nlohmann::json::parse(plan.out).at("schedule_policy"), row.name);
+    // A policy of spec 9.4 makes the plan v3 (spec 9.2), even on one stage per device.
+    EXPECT_EQ(nlohmann::json::parse(plan.out).at("schema") == "pipeplan/plan/v3", row.version3)
+        << row.name;
   }
 }
 

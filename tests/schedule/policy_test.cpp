@@ -52,6 +52,9 @@ TEST(PolicyTableTest, NamesAndPoliciesFollowTheTable) {
     const bool splits =
         policy == Policy::kList || policy == Policy::kZbH1 || policy == Policy::kZbV;
     EXPECT_EQ(policy_row(policy).splits, splits) << policy_name(policy);
+    const bool section5 =
+        policy == Policy::kList || policy == Policy::kOneFOneB || policy == Policy::kGpipe;
+    EXPECT_EQ(policy_row(policy).version3, !section5) << policy_name(policy);
   }
 }
 

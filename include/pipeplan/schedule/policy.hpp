@@ -45,6 +45,8 @@ struct PolicyRow {
   /// Whether it uses a split backward (`I`, `W`) when the model has weight gradients
   /// (`--split-backward auto`, spec 9.5); the others run whole backwards.
   bool splits = false;
+  /// Whether it is a policy of spec 9.4: a plan that uses it is written as v3 (spec 9.2).
+  bool version3 = false;
 };
 
 /// Every policy, in the order `--help` names them and `compare` runs the main planner under

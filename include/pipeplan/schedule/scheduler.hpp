@@ -62,8 +62,10 @@ ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Top
                                   bool split_backward = false);
 
 /// Stashes a GPU of a stage of `replicas` replicas holds at its peak under `policy` for
-/// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe`, `ceil(warmup / r)` under
-/// `kOneFOneB` (`warmup` the stage's 1F1B warm-up, `one_f_one_b_warmup`), and 1 under `kList`
+/// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe` and `kLoopedBfs`, `ceil(warmup /
+/// r)` under `kOneFOneB`, `kInterleaved1F1B`, `kZbH1` and `kZbV` (`warmup` the stage's 1F1B
+/// warm-up, `one_f_one_b_warmup`; an estimate for the last three, which the replay checks), and
+/// 1 under `kList`
 /// (the list scheduler caps in-flight work by memory, so one stash is all a stage needs). The
 /// one statement of this rule: the DP, the baselines and `planners::peak_stashes` use it. O(1).
 long stashes_per_replica(Policy policy, long micro_batches, long replicas, long warmup);
