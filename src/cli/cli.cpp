@@ -161,6 +161,13 @@ std::string planners_help(bool compare_rows) {
     out += std::string(policy_width - policies.size() + 2, ' ');
     out += planners::find_planner(name).description;
   }
+  if (compare_rows) {
+    out +=
+        "\n  Then each under every other schedule that orders its stages differently: list, 1f1b"
+        "\n  and gpipe; zb-h1 when the backward splits; for planners that place several stages"
+        "\n  per GPU, zb-v, and interleaved-1f1b and looped-bfs with --virtual-stages"
+        ".";
+  }
   return out + "\n";
 }
 

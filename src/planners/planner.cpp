@@ -97,7 +97,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_uniform = true,
                   .steps = spp_steps,
                   .plan = spp_plan,
-                  .baseline = false});
+                  .baseline = false,
+                  .shares_devices = true});
   rows.push_back({.name = "gpipe",
                   .description = "one stage per GPU in input order, layers balanced by compute",
                   .default_policy = Policy::kGpipe,
@@ -136,7 +137,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_policies = {},
                   .compare_variants = megatron_variants,
                   .steps = linear_steps,
-                  .partition = megatron_partition});
+                  .partition = megatron_partition,
+                  .shares_devices = true});
   return rows;
 }
 
@@ -164,6 +166,27 @@ const PlannerRow& find_planner(std::string_view name) {
   }
   throw UsageError("unknown planner \"" + std::string(name) + "\" (known: " + planner_names_text() +
                    ")");
+}
+
+std::vector<schedule::Policy> compare_policies_for(const PlannerRow& row, const Request& request) {
+  std::vector<schedule::Policy> out = row.compare_policies;
+  if (out.empty()) return out;
+  for (const schedule::Policy policy : schedule::all_policies()) {
+    if (std::find(out.begin(), out.end(), policy) != out.end()) continue;
+    const schedule::PolicyRow& p = schedule::policy_row(policy);
+    bool runs = true;  // the policies of spec 5
+    if (p.version3) {
+      switch (p.device_stages) {
+        case schedule::DeviceStages::kOne: runs = uses_split_backward(request, policy); break;
+        case schedule::DeviceStages::kAny:
+          runs = row.shares_devices && request.virtual_stages.value_or(1) > 1;
+          break;
+        case schedule::DeviceStages::kTwo: runs = row.shares_devices; break;
+      }
+    }
+    if (runs) out.push_back(policy);
+  }
+  return out;
 }
 
 std::vector<CompareVariant> compare_variants(const PlannerRow& row, const Request& request) {
@@ -361,11 +384,36 @@ schedule::Policy default_policy(std::string_view planner) {
   return find_planner(planner).default_policy;
 }
 
+namespace {
+
+// A planner that places one stage per GPU cannot run several per device: a usage error naming
+// the option that asks for them (`--virtual-stages`, or `--schedule zb-v`) and the planners that
+// take it. O(planners).
+void check_shares_devices(const PlannerRow& row, const Request& request,
+                          schedule::Policy policy) {
+  const int V = virtual_stages_of(request, policy);
+  if (row.shares_devices || V == 1) return;
+  std::vector<std::string> takers;
+  for (const PlannerRow& other : planner_table()) {
+    if (other.shares_devices) takers.emplace_back(other.name);
+  }
+  const std::string option = request.virtual_stages
+                                 ? "--virtual-stages " + std::to_string(V)
+                                 : "--schedule " + std::string(schedule::policy_name(policy));
+  throw UsageError(option + " places " + std::to_string(V) +
+                   " stages on each device, but the " + std::string(row.name) +
+                   " planner places one stage per GPU; the " + io::format_list(takers, " and ") +
+                   " planners place several");
+}
+
+}  // namespace
+
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy) {
   const PlannerRow& row = find_planner(name);
   const schedule::Policy chosen = policy.value_or(default_policy_for(name, request));
   check_limits(row.name, request);
+  check_shares_devices(row, request, chosen);
   Plan plan = row.plan ? row.plan(request, chosen)
                        : finish_plan(std::string(row.name), row.partition(request, chosen), request,
                                      chosen);

@@ -77,6 +77,40 @@ std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<
   return out;
 }
 
+Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy policy) {
+  const schedule::PolicyRow& row = schedule::policy_row(policy);
+  const int V = virtual_stages_of(request, policy);
+  if (!row.fixed || row.device_stages == schedule::DeviceStages::kOne || V == 1 ||
+      virtual_stages(plan.stages) > 1) {
+    return plan;
+  }
+  const std::string what = std::to_string(V) + " stages per device (--virtual-stages " +
+                           std::to_string(V) + ") under " +
+                           std::string(schedule::policy_name(policy));
+  const std::vector<Stage> variant = virtual_variant(request.model, plan.stages, V, policy);
+  if (variant.empty()) {
+    throw InfeasibleError("spp: its plan (" + std::to_string(plan.stages.size()) +
+                          " stages) cannot be spread to " + what +
+                          ": its devices differ in replicas or degree, or the model has fewer "
+                          "layers than stages; try --uniform or a smaller --virtual-stages");
+  }
+  Finished finished =
+      try_finish_plan(plan.planner, Partition{plan.gpu_order, variant}, request, policy);
+  if (!finished.plan) {
+    throw InfeasibleError("spp: its plan spread to " + what + " does not fit: " +
+                          finished.refusal);
+  }
+  finished.plan->notes = std::move(plan.notes);
+  finished.plan->notes.push_back("spread to " + what + ": " +
+                                 io::format_ms(finished.plan->timeline.iteration_ms) +
+                                 " (one stage per device: " +
+                                 io::format_ms(plan.timeline.iteration_ms) + ")");
+  finished.plan->warnings = std::move(plan.warnings);
+  finished.plan->phase_ms = std::move(plan.phase_ms);
+  finished.plan->micro_batch_size = plan.micro_batch_size;
+  return std::move(*finished.plan);
+}
+
 Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy) {
   std::vector<std::string> tried;
   Request whole = request;  // the same, with whole backwards

@@ -653,11 +653,18 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
   // no recomputation, so the search is that of sections 1-7).
   const partition::StageChoices choices = stage_choices(request);
   if (choices.degrees.empty()) throw InfeasibleError(no_degree_message(request));
-  std::optional<Plan> plan = spp_recipe(request, policy, search, choices);
-  if (!plan) refuse(request, policy, search, choices);
+  // A policy of two stages per device (zb-v) searches one stage per device under 1f1b, whose
+  // activation memory it shares (spec 9.4), and spreads the devices below.
+  const schedule::Policy searched =
+      schedule::policy_row(policy).device_stages == schedule::DeviceStages::kTwo
+          ? schedule::Policy::kOneFOneB
+          : policy;
+  std::optional<Plan> plan = spp_recipe(request, searched, search, choices);
+  if (!plan) refuse(request, searched, search, choices);
   // 6. The schedule of the chosen stages: never slower than a fixed policy on them, and under
   //    --schedule auto the devices with several stages each too (schedule_choice.hpp).
-  return fastest_schedule(request, std::move(*plan), policy);
+  //    Under a multi-stage policy with V > 1, the chosen devices hold V stages each.
+  return fastest_schedule(request, spread_over_devices(request, std::move(*plan), policy), policy);
 }
 
 }  // namespace pipeplan::planners

@@ -59,7 +59,7 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
   // Every row of the planner table: its plain runs, then its variants (planners::PlannerRow).
   std::vector<std::pair<CompareRow, planners::Request>> runs;
   for (const planners::PlannerRow& planner : planners::planner_table()) {
-    for (const schedule::Policy policy : planner.compare_policies) {
+    for (const schedule::Policy policy : planners::compare_policies_for(planner, request)) {
       runs.emplace_back(
           CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},
           request);
@@ -67,7 +67,7 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
     for (planners::CompareVariant& variant : planners::compare_variants(planner, request)) {
       runs.emplace_back(CompareRow{std::string(planner.name),
                                    std::move(variant.label),
-                                   planner.default_policy,
+                                   planners::default_policy_for(planner.name, variant.request),
                                    planner.baseline,
                                    std::nullopt,
                                    {},

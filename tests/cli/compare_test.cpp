@@ -30,10 +30,15 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// The rows compare prints, in order.
+// The rows compare prints, in order: each planner under its own schedule, then under the
+// others that order its stages differently (a v1 model: list, 1f1b, gpipe; spp also zb-v).
 const std::vector<std::pair<std::string, std::string>> kRows{
-    {"spp", "list"},    {"spp", "1f1b"},       {"spp", "gpipe"},    {"spp --uniform", "list"},
-    {"gpipe", "gpipe"}, {"pipedream", "1f1b"}, {"uniform", "1f1b"}, {"data-parallel", "1f1b"}};
+    {"spp", "list"},           {"spp", "1f1b"},           {"spp", "gpipe"},
+    {"spp", "zb-v"},           {"spp --uniform", "list"}, {"gpipe", "gpipe"},
+    {"gpipe", "list"},         {"gpipe", "1f1b"},         {"pipedream", "1f1b"},
+    {"pipedream", "list"},     {"pipedream", "gpipe"},    {"uniform", "1f1b"},
+    {"uniform", "list"},       {"uniform", "gpipe"},      {"data-parallel", "1f1b"},
+    {"data-parallel", "list"}, {"data-parallel", "gpipe"}};
 
 // Four layers of 4 x 1 MiB static bytes each on four 12 MiB GPUs: every pipeline fits, the
 // whole model on one GPU (16 MiB of static bytes) does not, so data-parallel is infeasible.
@@ -84,7 +89,8 @@ TEST_F(CompareTest, TableIsAlignedAndMarksInfeasibleRows) {
       EXPECT_EQ(status,
                 "infeasible: data-parallel: stage 0 (layers 0-3) needs 18 MiB (4 x parameters + 1 "
                 "stash) but "
-                "GPU \"n/gpu0\" has 12 MiB under the 1f1b schedule");
+                "GPU \"n/gpu0\" has 12 MiB under the " +
+                    kRows[x].second + " schedule");
     } else {
       EXPECT_EQ(status, "feasible") << line;
     }
@@ -155,11 +161,11 @@ TEST_F(CompareTest, CsvHasAHeaderRow) {
     EXPECT_EQ(line.rfind(kRows[x].first + "," + kRows[x].second + ",", 0), 0u) << line;
     if (kRows[x].first == "data-parallel") {
       // The message holds quotes, so the field is quoted with doubled quotes.
-      EXPECT_EQ(
-          line,
-          "data-parallel,1f1b,,,,,,,,,infeasible,\"data-parallel: stage 0 (layers 0-3) needs 18 "
-          "MiB (4 x "
-          "parameters + 1 stash) but GPU \"\"n/gpu0\"\" has 12 MiB under the 1f1b schedule\"");
+      EXPECT_EQ(line, "data-parallel," + kRows[x].second +
+                          ",,,,,,,,,infeasible,\"data-parallel: stage 0 (layers 0-3) needs 18 "
+                          "MiB (4 x "
+                          "parameters + 1 stash) but GPU \"\"n/gpu0\"\" has 12 MiB under the " +
+                          kRows[x].second + " schedule\"");
     } else {
       EXPECT_EQ(line.substr(line.size() - 10), ",feasible,") << line;
       EXPECT_EQ(std::count(line.begin(), line.end(), ','), 11) << line;

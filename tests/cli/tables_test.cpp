@@ -36,10 +36,13 @@ TEST(CliTablesTest, ScheduleChoicesAreThePolicyTable) {
     if (row.device_stages == schedule::DeviceStages::kTwo) {  // gpipe's plans: one per device
       const auto refused = run_cli({"-q", "plan", kModel, kTopology, "--schedule",
                                     std::string(row.name), "-m", "4", "--planner", "gpipe"});
-      EXPECT_EQ(refused.code, 3);
+      // A usage error: gpipe never places two stages on a device (the planner table's
+      // shares_devices), whatever the input.
+      EXPECT_EQ(refused.code, 2);
       EXPECT_EQ(refused.err, "pipeplan: error: --schedule " + std::string(row.name) +
-                                 " runs two stages per device, but the plan has 1 (use "
-                                 "--virtual-stages 2)\n");
+                                 " places 2 stages on each device, but the gpipe planner places "
+                                 "one stage per GPU; the spp and megatron planners place "
+                                 "several\n");
       continue;
     }
     const auto plan = run_cli({"-q", "plan", kModel, kTopology, "--schedule", std::string(row.name),

@@ -9,6 +9,7 @@
 
 #include "../support/builders.hpp"
 #include "../support/examples.hpp"
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/plan_json.hpp"
@@ -110,6 +111,57 @@ TEST(ScheduleChoiceTest, MegatronVirtualStagesUnderEveryMultiStagePolicy) {
   }
   // Without --schedule: Megatron-LM's interleaved 1F1B.
   EXPECT_EQ(make_plan("megatron", request).schedule_policy, "interleaved-1f1b");
+}
+
+// --virtual-stages V (zb-v: 2) under a fixed policy that runs several stages per device: spp's
+// devices hold V stages each (spec 9.5) instead of the option being dropped.
+TEST(ScheduleChoiceTest, SppSpreadsItsDevicesUnderVirtualStages) {
+  std::vector<testing::L> layers(8, testing::L{2, 5, 1e6, 1e6, 1e6});
+  model::Model model = testing::make_model(layers);
+  for (model::Layer& layer : model.layers) layer.backward_weight_ms = 2;
+  const topology::Topology topology = testing::uniform_topology(4, 10e9, 0.005);
+  for (const schedule::Policy policy : schedule::all_policies()) {
+    const schedule::PolicyRow& row = schedule::policy_row(policy);
+    if (!row.fixed || row.device_stages == schedule::DeviceStages::kOne) continue;
+    SCOPED_TRACE(std::string(row.name));
+    Request request{model, topology, 8};
+    if (policy != schedule::Policy::kZbV) request.virtual_stages = 2;
+    const Plan plan = make_plan("spp", request, policy);
+    EXPECT_EQ(plan.schedule_policy, row.name);
+    EXPECT_EQ(virtual_stages(plan.stages), 2);
+    expect_checks(plan, model, topology);
+  }
+}
+
+// A planner that places one stage per GPU refuses several per device with a usage error naming
+// the option and the planners that take it.
+TEST(ScheduleChoiceTest, OneStagePerGpuPlannersRefuseVirtualStages) {
+  const model::Model model = testing::make_model(std::vector<testing::L>(4, testing::L{1, 2}));
+  const topology::Topology topology = testing::uniform_topology(2, 10e9, 0);
+  Request request{model, topology, 4};
+  request.virtual_stages = 2;
+  for (const char* planner : {"gpipe", "pipedream", "uniform", "data-parallel"}) {
+    SCOPED_TRACE(planner);
+    try {
+      make_plan(planner, request);
+      ADD_FAILURE() << "no error";
+    } catch (const UsageError& error) {
+      EXPECT_EQ(std::string(error.what()),
+                "--virtual-stages 2 places 2 stages on each device, but the " +
+                    std::string(planner) +
+                    " planner places one stage per GPU; the spp and megatron planners place "
+                    "several");
+    }
+  }
+  request.virtual_stages.reset();
+  try {
+    make_plan("gpipe", request, schedule::Policy::kZbV);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--schedule zb-v places 2 stages on each device, but the gpipe planner places one "
+              "stage per GPU; the spp and megatron planners place several");
+  }
 }
 
 }  // namespace

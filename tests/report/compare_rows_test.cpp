@@ -1,5 +1,5 @@
 // report::compare_planners makes its runs from the planner table: each row under its
-// compare_policies, then its variants (planners::compare_variants), in table order.
+// compare_policies_for, then its variants (planners::compare_variants), in table order.
 
 #include <gtest/gtest.h>
 
@@ -17,13 +17,15 @@ using pipeplan::testing::uniform_topology;
 std::vector<std::string> table_runs(const planners::Request& request) {
   std::vector<std::string> out;
   for (const planners::PlannerRow& row : planners::planner_table()) {
-    for (schedule::Policy policy : row.compare_policies) {
+    for (schedule::Policy policy : planners::compare_policies_for(row, request)) {
       out.push_back(std::string(row.name) + " (" + std::string(schedule::policy_name(policy)) +
                     ")");
     }
     for (const planners::CompareVariant& variant : planners::compare_variants(row, request)) {
       out.push_back(std::string(row.name) + " " + variant.label + " (" +
-                    std::string(schedule::policy_name(row.default_policy)) + ")");
+                    std::string(schedule::policy_name(
+                        planners::default_policy_for(row.name, variant.request))) +
+                    ")");
     }
   }
   return out;
@@ -52,6 +54,36 @@ TEST(CompareRowsTest, RowsFollowThePlannerTable) {
       return label.starts_with("megatron t");
     }));
   }
+}
+
+// Each planner under each policy that orders its stages differently here (issue 32): the
+// section-9 policies join with weight gradients (zb-h1) and --virtual-stages (the multi-stage
+// ones), and only for the planners that place several stages per device.
+TEST(CompareRowsTest, EveryPolicyThatAppliesToAPlanner) {
+  using schedule::Policy;
+  std::vector<pipeplan::testing::L> layers(4, pipeplan::testing::L{1, 2});
+  model::Model model = pipeplan::testing::make_model(layers);
+  const topology::Topology topology = uniform_topology(2, 1e9, 0);
+  planners::Request request{model, topology, 4};
+  const planners::PlannerRow& spp = planners::find_planner("spp");
+  const planners::PlannerRow& gpipe = planners::find_planner("gpipe");
+  const planners::PlannerRow& megatron = planners::find_planner("megatron");
+  EXPECT_EQ(planners::compare_policies_for(spp, request),
+            (std::vector<Policy>{Policy::kList, Policy::kOneFOneB, Policy::kGpipe, Policy::kZbV}));
+  EXPECT_EQ(planners::compare_policies_for(gpipe, request),
+            (std::vector<Policy>{Policy::kGpipe, Policy::kList, Policy::kOneFOneB}));
+  EXPECT_TRUE(planners::compare_policies_for(megatron, request).empty());
+  for (model::Layer& layer : model.layers) layer.backward_weight_ms = 1;
+  const planners::Request split{model, topology, 4};
+  EXPECT_EQ(planners::compare_policies_for(gpipe, split),
+            (std::vector<Policy>{Policy::kGpipe, Policy::kList, Policy::kOneFOneB,
+                                 Policy::kZbH1}));
+  planners::Request both = split;
+  both.virtual_stages = 2;
+  EXPECT_EQ(planners::compare_policies_for(spp, both),
+            (std::vector<Policy>{Policy::kList, Policy::kOneFOneB, Policy::kGpipe,
+                                 Policy::kInterleaved1F1B, Policy::kLoopedBfs, Policy::kZbH1,
+                                 Policy::kZbV}));
 }
 
 TEST(CompareRowsTest, FormatsByName) {

@@ -208,6 +208,9 @@ struct PlannerRow {
   Partition (*partition)(const Request& request, schedule::Policy policy) = nullptr;
   /// Whether it is a baseline: `compare`'s speed-ups are against the fastest baseline row.
   bool baseline = true;
+  /// Whether it places several stages on one device (`--virtual-stages`, `zb-v`); a planner
+  /// that places one stage per GPU refuses them with a usage error (`make_plan`).
+  bool shares_devices = false;
   /// Whether spp's search starts from its partition too (on the input order, when its `steps`
   /// are cheap), so that spp is never slower than it under the same policy. Needs `partition`.
   bool seeds_spp = false;
@@ -228,6 +231,14 @@ std::string planner_names_text();
 /// The extra runs `compare` makes of `row` beside its `compare_policies`: its `--uniform` run
 /// (`compare_uniform`, unless `request.uniform`), then its `compare_variants`. O(variants).
 std::vector<CompareVariant> compare_variants(const PlannerRow& row, const Request& request);
+
+/// The policies `compare` runs `row` under on `request`, one row each: its `compare_policies`,
+/// then every other policy that can run its stages and orders them differently here, in table
+/// order: `list`, `1f1b` and `gpipe`; `zb-h1` when the backward is split (else it is `1f1b`);
+/// `interleaved-1f1b` and `looped-bfs` with `--virtual-stages` above 1 (else they order as
+/// `1f1b` and `gpipe` do) and `zb-v`, both for a planner that `shares_devices`. Empty when
+/// `compare_policies` is (megatron: `compare_variants` only). O(policies^2).
+std::vector<schedule::Policy> compare_policies_for(const PlannerRow& row, const Request& request);
 
 /// The policy a planner uses unless told otherwise (its row's `default_policy`). Throws
 /// `UsageError` for an unknown planner.

@@ -20,6 +20,15 @@ namespace pipeplan::planners {
 std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<Stage>& stages,
                                    int V, schedule::Policy policy);
 
+/// spp's plan under a fixed policy that places `V > 1` stages per device (`--virtual-stages V`,
+/// or `zb-v`'s 2; spec 9.5): `plan`'s devices with `virtual_variant`'s stages, scheduled under
+/// `policy`. `plan` as it is under `list` or a one-stage policy, when it has several stages
+/// per device already, or when `V` is 1.
+/// Throws `InfeasibleError` naming `--virtual-stages` when the variant cannot be made (devices
+/// of different replica counts or degrees, fewer layers than stages) or does not fit.
+/// O(L + S V) plus one schedule and replay.
+Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy policy);
+
 /// The fastest plan that fits among `plan` (spp's plan of its stages under `policy`), the same
 /// stages with whole backwards where `plan` splits them, the same devices under every other
 /// fixed policy that can run them (list: never slower than a fixed policy on the same stages),
