@@ -14,6 +14,7 @@
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -338,6 +339,11 @@ bool uses_split_backward(const Request& request, schedule::Policy policy) {
 Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
                          schedule::Policy policy) {
   simulate::check_stages(request.model, request.topology, partition.stages);
+  // A partition the policy cannot run (Megatron-LM's micro-batch groups, a one-stage policy on
+  // shared devices) is "no plan" for a search's candidate; finish_plan makes it a usage error.
+  if (auto refusal = schedule::policy_refusal(policy, partition.stages, request.micro_batches)) {
+    return {std::nullopt, std::move(*refusal)};
+  }
   const bool split = uses_split_backward(request, policy);
   if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split)) {
     return {std::nullopt, std::move(*refusal)};
@@ -375,6 +381,10 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
 
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy) {
+  // What the user's configuration cannot run under the policy they named: exit 3, naming it.
+  if (auto refusal = schedule::policy_refusal(policy, partition.stages, request.micro_batches)) {
+    throw simulate::ScheduleError(*refusal);
+  }
   Finished finished = try_finish_plan(std::move(planner), partition, request, policy);
   if (!finished.plan) throw InfeasibleError(finished.refusal);
   return std::move(*finished.plan);

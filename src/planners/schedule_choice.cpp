@@ -6,6 +6,7 @@
 #include "pipeplan/planners/schedule_choice.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/schedule/fixed_orders.hpp"
@@ -19,23 +20,67 @@ double layer_work(const model::Layer& layer, int t) {
   return model::forward_ms_at(layer, t) + model::backward_ms_at(layer, t);
 }
 
-// The first layer of each of K stages over layers 0..L-1, balanced by prefix work: stage k
-// starts at the first layer whose prefix reaches k/K of the total, at least one layer each.
-// O(L + K).
-std::vector<int> balanced_firsts(const model::Model& model, int K, int t) {
-  const int L = static_cast<int>(model.layers.size());
-  std::vector<double> prefix(static_cast<std::size_t>(L) + 1, 0);
-  for (int l = 0; l < L; ++l) {
-    prefix[static_cast<std::size_t>(l) + 1] =
-        prefix[static_cast<std::size_t>(l)] +
-        layer_work(model.layers[static_cast<std::size_t>(l)], t);
-  }
+// The first layers of the runs that packing `work` greedily left to right under `bound` makes
+// (a run closes before the layer that would take it over `bound`). O(L).
+std::vector<int> packed_firsts(const std::vector<double>& work, double bound) {
   std::vector<int> firsts{0};
-  int l = 1;
-  for (int k = 1; k < K; ++k) {
-    const double target = prefix.back() * k / K;
-    while (l < L - (K - k) && prefix[static_cast<std::size_t>(l)] < target) ++l;
-    firsts.push_back(l++);
+  double run = 0;
+  for (std::size_t l = 0; l < work.size(); ++l) {
+    if (l > 0 && run + work[l] > bound) {
+      firsts.push_back(static_cast<int>(l));
+      run = 0;
+    }
+    run += work[l];
+  }
+  return firsts;
+}
+
+// The first layer of each of K stages over layers 0..L-1 (L >= K), at least one layer each, with
+// the largest stage work as small as a contiguous split allows: the least bound that greedy
+// packing meets with at most K runs (bisection, 100 steps), then the heaviest run of two or more
+// layers split where its larger half is least until there are K. A prefix-proportional split
+// can give one stage two layers' work while the others hold one (MT-NLG's 105 layers in 105
+// stages). O(100 L + K^2 + K L).
+std::vector<int> balanced_firsts(const model::Model& model, int K, int t) {
+  std::vector<double> work;
+  for (const model::Layer& layer : model.layers) work.push_back(layer_work(layer, t));
+  double lo = *std::max_element(work.begin(), work.end());
+  double hi = std::accumulate(work.begin(), work.end(), 0.0);
+  for (int step = 0; step < 100 && lo < hi; ++step) {
+    const double mid = lo + (hi - lo) / 2;
+    if (static_cast<int>(packed_firsts(work, mid).size()) <= K) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  std::vector<int> firsts = packed_firsts(work, hi);
+  const int L = static_cast<int>(work.size());
+  auto run_end = [&](std::size_t r) {
+    return r + 1 < firsts.size() ? firsts[r + 1] : L;
+  };
+  while (static_cast<int>(firsts.size()) < K) {
+    std::size_t heaviest = firsts.size();
+    double heaviest_work = -1;
+    for (std::size_t r = 0; r < firsts.size(); ++r) {
+      if (run_end(r) - firsts[r] < 2) continue;
+      const double w = std::accumulate(work.begin() + firsts[r], work.begin() + run_end(r), 0.0);
+      if (w > heaviest_work) {
+        heaviest = r;
+        heaviest_work = w;
+      }
+    }
+    int best = firsts[heaviest] + 1;
+    double best_max = heaviest_work, left = 0;
+    for (int cut = firsts[heaviest] + 1; cut < run_end(heaviest); ++cut) {
+      left += work[static_cast<std::size_t>(cut) - 1];
+      const double larger = std::max(left, heaviest_work - left);
+      if (larger < best_max) {
+        best = cut;
+        best_max = larger;
+      }
+    }
+    firsts.insert(firsts.begin() + static_cast<std::ptrdiff_t>(heaviest) + 1, best);
   }
   return firsts;
 }
@@ -94,6 +139,11 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
                           ": its devices differ in replicas or degree, or the model has fewer "
                           "layers than stages; try --uniform or a smaller --virtual-stages");
   }
+  // What the policy cannot run on these devices (micro-batches not in groups of P, say) is
+  // "no plan" for this candidate, not a usage error: a batch-size search tries other sizes.
+  if (auto refusal = schedule::policy_refusal(policy, variant, request.micro_batches)) {
+    throw InfeasibleError("spp: its plan spread to " + what + " cannot run: " + *refusal);
+  }
   Finished finished =
       try_finish_plan(plan.planner, Partition{plan.gpu_order, variant}, request, policy);
   if (!finished.plan) {
@@ -140,8 +190,10 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
   };
   const std::vector<Stage> chosen = plan.stages;
   const bool own = policy == schedule::Policy::kList || request.schedule_auto;
-  // A split backward is a choice too: never slower than the whole backward on these stages.
-  if (uses_split_backward(request, policy)) consider(chosen, policy, 1, false);
+  // A split backward is a choice too: the stages with the other kind of backward than `plan`'s.
+  if (uses_split_backward(request, policy)) {
+    consider(chosen, policy, 1, !plan.schedule.split_backward);
+  }
   if (own) {
     // On one stage per device interleaved-1f1b is 1f1b, and zb-h1 without a split is too.
     for (const schedule::Policy candidate : schedule::all_policies()) {
@@ -153,7 +205,7 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
     }
   }
   if (request.schedule_auto && virtual_stages(chosen) == 1) {
-    for (const int V : {2, 4}) {
+    for (const int V : {2, 3, 4}) {  // 3: the chunks per GPU of Korthikanti et al.'s runs
       for (const schedule::Policy candidate : schedule::all_policies()) {
         if (schedule::policy_row(candidate).device_stages == schedule::DeviceStages::kOne) continue;
         if (candidate == schedule::Policy::kZbV && V != 2) continue;

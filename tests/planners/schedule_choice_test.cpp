@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <random>
+
 #include "../support/builders.hpp"
+#include "../support/builders_v2.hpp"
 #include "../support/examples.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
@@ -130,6 +134,39 @@ TEST(ScheduleChoiceTest, SppSpreadsItsDevicesUnderVirtualStages) {
     EXPECT_EQ(plan.schedule_policy, row.name);
     EXPECT_EQ(virtual_stages(plan.stages), 2);
     expect_checks(plan, model, topology);
+  }
+}
+
+// --split-backward auto is never slower than never: spp searches with the whole backward too
+// and keeps the faster plan (seeded models with weight gradients and tight memory).
+TEST(ScheduleChoiceTest, SplittingIsNeverSlowerThanTheWholeBackward) {
+  for (unsigned seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    model::Model model = testing::random_v2_model(rng, 8, 4e6);
+    std::uniform_real_distribution<double> part(0.2, 0.7);
+    for (model::Layer& layer : model.layers) {
+      layer.backward_weight_ms = part(rng) * layer.backward_ms;
+      layer.weight_stash_bytes = part(rng) * layer.stash_bytes;
+    }
+    const topology::Topology topology =
+        testing::uniform_topology(4, 2e9, 0.01, {}, 12e6 + 4e6 * (seed % 4));
+    Request request{model, topology, 8};
+    Request whole = request;
+    whole.split_backward = SplitBackward::kNever;
+    std::optional<Plan> split_plan, whole_plan;
+    try {
+      split_plan = make_plan("spp", request);
+    } catch (const InfeasibleError&) {
+    }
+    try {
+      whole_plan = make_plan("spp", whole);
+    } catch (const InfeasibleError&) {
+    }
+    if (!whole_plan) continue;
+    ASSERT_TRUE(split_plan) << "the whole backward has a plan, so auto must have one";
+    EXPECT_LE(split_plan->timeline.iteration_ms, whole_plan->timeline.iteration_ms * (1 + 1e-9));
+    expect_checks(*split_plan, model, topology);
   }
 }
 

@@ -32,10 +32,10 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
 /// The fastest plan that fits among `plan` (spp's plan of its stages under `policy`), the same
 /// stages with whole backwards where `plan` splits them, the same devices under every other
 /// fixed policy that can run them (list: never slower than a fixed policy on the same stages),
-/// and, when `request.schedule_auto`, with 2 and 4 stages per
+/// and, when `request.schedule_auto`, with 2, 3 and 4 stages per
 /// device under every multi-stage policy and the list scheduler. Ties keep the earlier
 /// (`plan` first). The kept plan's `schedule_policy` names the policy whose order it runs; a
-/// note says what was tried. O(K T log T) for K candidates (at most 3 + 2 x 4 here).
+/// note says what was tried. O(K T log T) for K candidates (at most 8 + 3 x 5 here).
 Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy);
 
 }  // namespace pipeplan::planners
