@@ -63,12 +63,17 @@ summary=$work/summary.tsv
       cat "$work/table.txt"
       echo '```'
       # One summary line: topology, model, spp (list), best baseline and its name, pipedream.
-      # spp's own rows (spp under other policies, spp --uniform) are no baselines.
+      # spp's own rows (spp under other policies, spp --uniform) are no baselines, and a
+      # baseline counts under its own schedule, its first row (compare lists each planner under
+      # its default policy first, then under the others).
       # Fields 1-4 of the CSV (planner, policy, stages, iteration_ms) never hold commas.
       awk -F, -v topo="$topo" -v model="$model" '
         NR == 1 { next }
         $1 == "spp" && $2 == "list" && $4 != "" { spp = $4 }
-        $1 !~ /^spp/ && $4 != "" && (best == "" || $4 + 0 < best + 0) { best = $4; name = $1 }
+        $1 ~ /^spp/ { next }
+        $1 in seen { next }
+        { seen[$1] = 1 }
+        $4 != "" && (best == "" || $4 + 0 < best + 0) { best = $4; name = $1 }
         $1 == "pipedream" && $4 != "" { pipedream = $4 }
         END {
           printf "%s\t%s\t%s\t%s\t%s\t%s\n", topo, model, (spp == "" ? "-" : spp),

@@ -4,8 +4,10 @@
 For every run in examples/validation/runs.json this writes the run's model (its transformer
 description, micro-batch size fixed) and its cluster (a topology of the run's system), plans the
 published configuration with `pipeplan plan --planner megatron` (its tensor, pipeline and data
-degrees, recomputation, optimizer sharding and global batch) and then lets `spp` plan the same
-GPUs and global batch freely (micro-batch size searched, `--global-batch`), and writes one table
+degrees, recomputation, optimizer sharding and global batch; interleaved 1F1B with the run's
+model chunks per GPU where it used them) and then lets `spp` plan the same
+GPUs and global batch freely (micro-batch size and schedule searched, `--global-batch` and
+`--schedule auto`), and writes one table
 row with the measured and estimated seconds per iteration and the error. Below the table: the
 median error per group, the scaling error of each strong-scaling series, and the sources.
 
@@ -104,7 +106,17 @@ def shape(plan_json):
         plan_json.get("micro_batch_size", "?"))
     if recomputed:
         text += ", %d recomputed" % recomputed
+    if plan_json.get("virtual_stages", 1) > 1:
+        text += ", %d per device, %s" % (plan_json["virtual_stages"], plan_json["schedule_policy"])
     return text
+
+
+def schedule(run):
+    """The published schedule: Megatron-LM's interleaved 1F1B with the run's model chunks per
+    GPU (`virtual_stages`), else the megatron planner's 1F1B."""
+    if run.get("virtual_stages", 1) > 1:
+        return ["--schedule", "interleaved-1f1b", "--virtual-stages", str(run["virtual_stages"])]
+    return []
 
 
 def seconds(ms):
@@ -148,10 +160,11 @@ def main(argv):
                 binary, work, run["id"], model(run, system, True), topo,
                 options + ["--planner", "megatron", "--tensor-parallel", str(t),
                            "--pipeline-parallel", str(p), "--data-parallel", str(d),
-                           "--recompute", RECOMPUTE[run["recompute"]]])
+                           "--recompute", RECOMPUTE[run["recompute"]]] + schedule(run))
             print("validate.py: %s (spp)" % run["id"], file=sys.stderr)
+            # spp chooses the schedule too (--schedule auto): the published runs interleave.
             spp, spp_failure = plan(binary, work, run["id"] + "-spp", model(run, system, False),
-                                    topo, options)
+                                    topo, options + ["--schedule", "auto"])
             sources.append(run["source"] + (" Measured: " + run["measured_note"] + "."
                                             if run.get("measured_note") else ""))
             if run.get("measured_schedule"):
