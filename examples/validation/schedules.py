@@ -136,14 +136,7 @@ def main(argv):
                                           schedule["reading"]))
     lines += ["", "Notes:", ""] + ["* " + validate.escape(note) for note in notes or ["none"]]
     lines += ["", "Source: " + data["source"], "", END]
-    generated = "\n".join(lines) + "\n"
-    text = open(output).read() if os.path.exists(output) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1:]
-    else:
-        text += ("\n" if text else "") + generated
-    with open(output, "w") as out:
-        out.write(text)
+    validate.replace_section(output, BEGIN, END, lines)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def plan(binary, work, name, model_json, topo_json, options):
 
 
 def shape(plan_json):
-    """`S stages, t T, r R, b B[, recompute]` of a plan, from its stages."""
+    """`S stages, t T, r R, b B[, N recomputed][, V per device]` of a plan, from its stages."""
     stages = plan_json["stages"]
     ts = sorted({stage.get("tensor_parallel", 1) for stage in stages})
     rs = sorted({len(stage["gpus"]) // stage.get("tensor_parallel", 1) for stage in stages})
@@ -107,7 +107,7 @@ def shape(plan_json):
     if recomputed:
         text += ", %d recomputed" % recomputed
     if plan_json.get("virtual_stages", 1) > 1:
-        text += ", %d per device, %s" % (plan_json["virtual_stages"], plan_json["schedule_policy"])
+        text += ", %d per device" % plan_json["virtual_stages"]
     return text
 
 
@@ -149,8 +149,8 @@ def main(argv):
             gpus = run["nodes"] * system["gpus_per_node"]
             t, p, d = run["tensor_parallel"], run["pipeline_parallel"], run["data_parallel"]
             if t * p * d != gpus:
-                sys.exit("validate.py: %s: t x p x d = %d, but %d GPUs" % (run["id"], t * p * d,
-                                                                            gpus))
+                sys.exit("validate.py: %s: t x p x d = %d, but %d GPUs"
+                         % (run["id"], t * p * d, gpus))
             topo = topology(system, run["nodes"])
             options = ["--global-batch", str(run["global_batch"])]
             if run.get("shard_optimizer"):
@@ -168,8 +168,8 @@ def main(argv):
             sources.append(run["source"] + (" Measured: " + run["measured_note"] + "."
                                             if run.get("measured_note") else ""))
             if run.get("measured_schedule"):
-                notes.append("%s: the measured run used %s." % (run["id"],
-                                                               run["measured_schedule"]))
+                notes.append("%s: the measured run used %s."
+                             % (run["id"], run["measured_schedule"]))
             measured_ms = run["measured_s"] * 1000.0
             if megatron:
                 error = megatron["iteration_ms"] / measured_ms - 1
@@ -183,7 +183,8 @@ def main(argv):
                 estimate, error_text = "refused", ""
                 notes.append("%s, megatron: %s" % (run["id"], failure))
             if spp:
-                spp_text = "%s (%s)" % (seconds(spp["iteration_ms"]), shape(spp))
+                spp_text = "%s (%s, %s)" % (seconds(spp["iteration_ms"]), shape(spp),
+                                            spp["schedule_policy"])
                 if megatron:
                     spp_text += ", %.2fx" % (megatron["iteration_ms"] / spp["iteration_ms"])
             else:
@@ -227,10 +228,16 @@ def main(argv):
     lines += ["", "Notes:", ""] + ["* " + escape(note) for note in notes]
     lines += ["", "Sources:", ""] + ["%d. %s" % (i + 1, s) for i, s in enumerate(sources)]
     lines += ["", END]
+    replace_section(output, BEGIN, END, lines)
+
+
+def replace_section(output, begin, end, lines):
+    """Writes `lines` (from the `begin` marker to the `end` one) over that part of `output`, or
+    appends them when the file has no such part."""
     generated = "\n".join(lines) + "\n"
     text = open(output).read() if os.path.exists(output) else ""
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END) + 1:]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + generated + text[text.index(end) + len(end) + 1:]
     else:
         text += ("\n" if text else "") + generated
     with open(output, "w") as out:

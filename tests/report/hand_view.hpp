@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hand_timeline.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::testing {
@@ -198,13 +199,7 @@ inline std::vector<std::vector<double>> hand_replay(const HandPlan& hand, Plan& 
       }
     }
   }
-  std::stable_sort(timeline.compute.begin(), timeline.compute.end(),
-                   [](const TimedCompute& a, const TimedCompute& b) {
-                     return a.start_ms != b.start_ms ? a.start_ms < b.start_ms : a.gpu < b.gpu;
-                   });
-  std::stable_sort(
-      timeline.transfers.begin(), timeline.transfers.end(),
-      [](const TimedTransfer& a, const TimedTransfer& b) { return a.start_ms < b.start_ms; });
+  sort_timeline(timeline);
   return b_end;
 }
 

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hand_timeline.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::testing {
@@ -36,23 +37,29 @@ inline int rank_of(Op op) { return op == Op::kBackwardWeight ? 2 : (op == Op::kF
 
 }  // namespace detail_v3
 
-/// The view's inputs and stages: GPU names, stages of one GPU each, layer names.
-inline void hand_v3_setup(const HandPlanV3& hand, report::PlanView& view) {
-  const int S = static_cast<int>(hand.device_of.size());
-  const int M = hand.micro_batches;
-  const int N = hand.devices;
+/// The hosts of a hand-made v3 view: `devices` GPUs `n0/gpu0`.. of 80 GB on one node, and the
+/// plan's planner ("hand"), policy and split.
+inline void hand_v3_hosts(report::PlanView& view, int devices, int micro_batches,
+                          const std::string& policy, bool split_backward) {
   view.model_name = "hand";
   view.topology_name = "hosts";
-  view.micro_batches = M;
-  for (int g = 0; g < N; ++g) {
+  view.micro_batches = micro_batches;
+  for (int g = 0; g < devices; ++g) {
     view.gpu_ids.push_back("n0/gpu" + std::to_string(g));
     view.gpu_nodes.push_back("n0");
     view.memory_bytes.emplace_back(80e9);
   }
+  view.plan.planner = "hand";
+  view.plan.schedule_policy = policy;
+  view.plan.schedule.split_backward = split_backward;
+}
+
+/// The view's inputs and stages: GPU names, stages of one GPU each, layer names.
+inline void hand_v3_setup(const HandPlanV3& hand, report::PlanView& view) {
+  const int S = static_cast<int>(hand.device_of.size());
+  const int N = hand.devices;
+  hand_v3_hosts(view, N, hand.micro_batches, hand.schedule_policy, hand.split_backward);
   Plan& plan = view.plan;
-  plan.planner = "hand";
-  plan.schedule_policy = hand.schedule_policy;
-  plan.schedule.split_backward = hand.split_backward;
   for (int s = 0; s < S; ++s) {
     Stage stage;
     stage.first_layer = s * hand.layers_per_stage;
@@ -137,13 +144,7 @@ inline void hand_v3_replay(const HandPlanV3& hand, Plan& plan) {
     }
   }
   Timeline& timeline = plan.timeline;
-  std::stable_sort(timeline.compute.begin(), timeline.compute.end(),
-                   [](const TimedCompute& a, const TimedCompute& b) {
-                     return a.start_ms != b.start_ms ? a.start_ms < b.start_ms : a.gpu < b.gpu;
-                   });
-  std::stable_sort(
-      timeline.transfers.begin(), timeline.transfers.end(),
-      [](const TimedTransfer& a, const TimedTransfer& b) { return a.start_ms < b.start_ms; });
+  sort_timeline(timeline);
   double iteration = 0;
   for (const auto& e : timeline.compute) iteration = std::max(iteration, e.end_ms);
   for (const auto& e : timeline.transfers) iteration = std::max(iteration, e.end_ms);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "hand_view_v3.hpp"
+#include "hand_timeline.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::testing {
@@ -25,27 +27,15 @@ struct V3Plan {
   std::string schedule_policy = "interleaved-1f1b";
 };
 
-/// The view of `hand`: stages, orders, timeline and GPU usage; no AllReduces (one replica).
-inline report::PlanView v3_view(const V3Plan& hand) {
-  report::PlanView view;
+/// The view's inputs and stages of `hand`: hosts, stages of one GPU each, layer names.
+inline void v3_setup(const V3Plan& hand, report::PlanView& view) {
   const int S = static_cast<int>(hand.device_of_stage.size());
-  const int M = hand.micro_batches;
   const int N = *std::max_element(hand.device_of_stage.begin(), hand.device_of_stage.end()) + 1;
-  view.model_name = "hand";
-  view.topology_name = "hosts";
+  hand_v3_hosts(view, N, hand.micro_batches, hand.schedule_policy, hand.split_backward);
   view.plan_file = "plan.json";
   view.model_file = "model.json";
-  view.micro_batches = M;
   view.batch_size = 4;
-  for (int g = 0; g < N; ++g) {
-    view.gpu_ids.push_back("n0/gpu" + std::to_string(g));
-    view.gpu_nodes.push_back("n0");
-    view.memory_bytes.emplace_back(80e9);
-  }
   Plan& plan = view.plan;
-  plan.planner = "hand";
-  plan.schedule_policy = hand.schedule_policy;
-  plan.schedule.split_backward = hand.split_backward;
   int layer = 0;
   for (int s = 0; s < S; ++s) {
     Stage stage;
@@ -60,7 +50,15 @@ inline report::PlanView v3_view(const V3Plan& hand) {
   for (int l = static_cast<int>(names.size()); l < layer; ++l)
     names.push_back("l" + std::to_string(l));
   view.layer_names = names;
+}
 
+/// The replay of `hand` into `plan`: F and B or I 2 ms (B 4 ms), W 2 ms; transfers 0.5 ms
+/// between devices; a device runs the ready task that can start first (ties: backward,
+/// forward, weight; micro-batch; stage). O(T^2) for T tasks.
+inline void v3_replay(const V3Plan& hand, Plan& plan) {
+  const int S = static_cast<int>(hand.device_of_stage.size());
+  const int M = hand.micro_batches;
+  const int N = *std::max_element(hand.device_of_stage.begin(), hand.device_of_stage.end()) + 1;
   // The tasks: 0 = F, 1 = B or I, 2 = W; their ends, and when each one's input arrives.
   const Op backward = hand.split_backward ? Op::kBackwardInput : Op::kBackward;
   constexpr double kUnknown = -1;
@@ -119,13 +117,7 @@ inline report::PlanView v3_view(const V3Plan& hand) {
     }
     arrival[{kind, to, m}] = arrives;
   }
-  std::stable_sort(plan.timeline.compute.begin(), plan.timeline.compute.end(),
-                   [](const TimedCompute& a, const TimedCompute& b) {
-                     return a.start_ms != b.start_ms ? a.start_ms < b.start_ms : a.gpu < b.gpu;
-                   });
-  std::stable_sort(
-      plan.timeline.transfers.begin(), plan.timeline.transfers.end(),
-      [](const TimedTransfer& a, const TimedTransfer& b) { return a.start_ms < b.start_ms; });
+  sort_timeline(plan.timeline);
   plan.timeline.gpus.assign(static_cast<std::size_t>(N), {});
   for (int s = 0; s < S; ++s)
     plan.timeline.gpus[static_cast<std::size_t>(gpu(s))].stages.push_back(s);
@@ -134,6 +126,13 @@ inline report::PlanView v3_view(const V3Plan& hand) {
     plan.timeline.iteration_ms = std::max(plan.timeline.iteration_ms, e.end_ms);
   }
   plan.bounds = {plan.timeline.iteration_ms / 2, plan.timeline.iteration_ms * 0.9};
+}
+
+/// The view of `hand`: stages, orders, timeline and GPU usage; no AllReduces (one replica).
+inline report::PlanView v3_view(const V3Plan& hand) {
+  report::PlanView view;
+  v3_setup(hand, view);
+  v3_replay(hand, view.plan);
   return view;
 }
 
