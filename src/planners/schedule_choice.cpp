@@ -43,6 +43,7 @@ std::vector<int> packed_firsts(const std::vector<double>& work, double bound) {
 // stages). O(100 L + K^2 + K L).
 std::vector<int> balanced_firsts(const model::Model& model, int K, int t) {
   std::vector<double> work;
+  work.reserve(model.layers.size());
   for (const model::Layer& layer : model.layers) work.push_back(layer_work(layer, t));
   double lo = *std::max_element(work.begin(), work.end());
   double hi = std::accumulate(work.begin(), work.end(), 0.0);
