@@ -170,6 +170,44 @@ TEST(ScheduleChoiceTest, SplittingIsNeverSlowerThanTheWholeBackward) {
   }
 }
 
+// Issue 32: spp under --schedule auto is never slower than the megatron planner's plan of any
+// configuration under any policy (GPT-3 13B on two DGX A100 40GB: every t x p that fits the 16
+// GPUs, every policy, V = 2 for the multi-stage ones).
+TEST(ScheduleChoiceTest, AutoIsNeverSlowerThanAMegatronConfigurationUnderAnyPolicy) {
+  const model::Model model = model::read_model(
+      load(source_dir() / "examples/models/llm/gpt3-13b-mb8.json"));
+  const topology::Topology topology = topology::read_topology(
+      load(source_dir() / "examples/topologies/llm/dgx-a100-40gb-2x8.json"),
+      model.profile_device);
+  const int M = static_cast<int>(*model.micro_batches);
+  Request automatic{model, topology, M};
+  automatic.schedule_auto = true;
+  const Plan spp = make_plan("spp", automatic);
+  expect_checks(spp, model, topology);
+  int compared = 0;
+  for (const int t : {1, 2, 4, 8}) {
+    for (const int p : {1, 2, 4, 8, 16}) {
+      if (t * p > topology.size()) continue;
+      for (const schedule::Policy policy : schedule::all_policies()) {
+        Request request{model, topology, M};
+        request.tensor_parallel = {t};
+        request.pipeline_parallel = p;
+        if (schedule::policy_row(policy).device_stages != schedule::DeviceStages::kOne) {
+          request.virtual_stages = 2;
+        }
+        try {
+          const Plan megatron = make_plan("megatron", request, policy);
+          ++compared;
+          EXPECT_LE(spp.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9))
+              << "t " << t << " p " << p << " " << schedule::policy_name(policy);
+        } catch (const Error&) {  // a configuration that does not fit or cannot run the policy
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 20);
+}
+
 // A planner that places one stage per GPU refuses several per device with a usage error naming
 // the option and the planners that take it.
 TEST(ScheduleChoiceTest, OneStagePerGpuPlannersRefuseVirtualStages) {
