@@ -650,10 +650,17 @@ int max_stages_within_task_limit(int micro_batches) {
 
 namespace {
 
-// Steps 1-5 for `request`, and (when the backward splits) for the whole backward too, the
-// faster plan kept: a split backward changes what the search prefers (the weight stash stays
-// until W), and the search is a heuristic, so splitting is never slower (MT-NLG 530B on 3,360
-// GPUs: 34.05 s split, 29.57 s whole). `uniform` restricts the search to uniform plans.
+bool strictly_faster(const Plan& a, const Plan& b) {
+  return a.timeline.iteration_ms < b.timeline.iteration_ms &&
+         !simulate::times_equal(a.timeline.iteration_ms, b.timeline.iteration_ms);
+}
+
+// Steps 1-5 for `request`; when the backward splits, the search runs with the whole backward
+// too and the split plan is kept only when strictly faster: a split changes what the search
+// prefers (the weight stash stays until W) and the search is a heuristic, so splitting is never
+// slower (MT-NLG 530B on 3,360 GPUs: 34.05 s split, 29.57 s whole), and a problem it does not
+// speed up keeps its whole-backward (v1 or v2) plan. `uniform` restricts the search to uniform
+// plans.
 std::optional<Plan> searched_plan(const Request& request, schedule::Policy policy,
                                   const SppSearch& search, partition::StageChoices choices,
                                   bool uniform) {
@@ -662,23 +669,17 @@ std::optional<Plan> searched_plan(const Request& request, schedule::Policy polic
     asked.uniform = true;
     choices.uniform = true;
   }
-  std::optional<Plan> plan = spp_recipe(asked, policy, search, choices);
-  if (!uses_split_backward(asked, policy)) return plan;
+  if (!uses_split_backward(asked, policy)) return spp_recipe(asked, policy, search, choices);
   Request whole = asked;
   whole.split_backward = SplitBackward::kNever;
-  std::optional<Plan> other = spp_recipe(whole, policy, search, choices);
-  if (other && (!plan || (other->timeline.iteration_ms < plan->timeline.iteration_ms &&
-                          !simulate::times_equal(other->timeline.iteration_ms,
-                                                 plan->timeline.iteration_ms)))) {
-    other->notes.push_back("the search without a split backward found a faster plan");
-    return other;
+  std::optional<Plan> plan = spp_recipe(whole, policy, search, choices);
+  std::optional<Plan> split = spp_recipe(asked, policy, search, choices);
+  if (split && (!plan || strictly_faster(*split, *plan))) return split;
+  if (plan && split) {
+    plan->notes.push_back("a split backward (" + io::format_ms(split->timeline.iteration_ms) +
+                          ") was not faster");
   }
   return plan;
-}
-
-bool strictly_faster(const Plan& a, const Plan& b) {
-  return a.timeline.iteration_ms < b.timeline.iteration_ms &&
-         !simulate::times_equal(a.timeline.iteration_ms, b.timeline.iteration_ms);
 }
 
 }  // namespace
