@@ -274,7 +274,8 @@ void check_limits(std::string_view planner, const Request& request) {
   // execution model and the planners form stays finite.
   double work_ms = 0, activation_bytes = 0, parameter_bytes = 0;
   for (const model::Layer& layer : model.layers) {
-    work_ms += layer.forward_ms + layer.backward_ms;
+    // The optimizer step too: once per iteration, not per micro-batch (spec 8.3).
+    work_ms += layer.forward_ms + layer.backward_ms + layer.update_ms / static_cast<double>(M);
     activation_bytes += layer.activation_bytes;
     parameter_bytes += layer.parameter_bytes;
   }

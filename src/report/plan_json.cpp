@@ -9,6 +9,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/schedule/policy.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -325,6 +326,12 @@ void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& 
   if (auto planner = plan.optional("planner")) stated.planner = planner->as_string();
   if (auto policy = plan.optional("schedule_policy")) stated.schedule_policy = policy->as_string();
   stated.micro_batches = static_cast<int>(plan.required("micro_batches").as_integer(1, kMaxIndex));
+  // The sequences per micro-batch: checked like the model's fields though the replay does not
+  // need it (a plan of a transformer description is costed at it, report::model_for_plan); at
+  // most the largest global batch a plan is made for.
+  if (auto size = plan.optional("micro_batch_size")) {
+    static_cast<void>(size->as_integer(1, planners::kMaxGlobalBatch));
+  }
   stated.iteration_ms = plan.required("iteration_ms").as_number();
   if (auto bounds = plan.optional("bounds")) {
     Members b(*bounds);
