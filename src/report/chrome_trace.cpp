@@ -440,8 +440,10 @@ std::string chrome_trace_text(const PlanView& view) {
   // Every time lies within the iteration (the readers check it): when its end is finite in
   // microseconds, so is every figure written below, never `null`.
   if (!std::isfinite(to_us(view.plan.timeline.iteration_ms))) {
-    throw InputError("the plan's iteration of " + io::format_ms(view.plan.timeline.iteration_ms) +
-                     " is too long for a Chrome trace: its times in microseconds would overflow");
+    throw InputError(view.plan_file.empty() ? "plan.json" : view.plan_file, "/iteration_ms",
+                     io::format_ms(view.plan.timeline.iteration_ms) +
+                         " is too long for a Chrome trace: its times in microseconds would "
+                         "overflow");
   }
   return TraceWriter(view).write();
 }
