@@ -39,6 +39,13 @@ class CheckError(Error):
     code = 6
 
 
+def _one_line(error: BaseException) -> str:
+    """`error` as one line: its type, and its message's first line (a SyntaxError's with the
+    line number)."""
+    text = str(error).strip().splitlines()
+    return type(error).__name__ + (": " + text[0] if text else "")
+
+
 def load_factory(spec: str) -> Callable[[], Any]:
     """Returns the function named by `spec`, "path/to/file.py:build" or "package.module:build"."""
     module_name, sep, function_name = spec.rpartition(":")
@@ -53,12 +60,17 @@ def load_factory(spec: str) -> Callable[[], Any]:
         module_spec = importlib.util.spec_from_file_location(unique, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[unique] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:  # the user's file: a syntax error, a failing import, ...
+            raise InputError(f"{spec}: {module_name} does not load: {_one_line(e)}") from e
     else:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
             raise InputError(f"{spec}: cannot import {module_name}: {e}") from e
+        except Exception as e:
+            raise InputError(f"{spec}: {module_name} does not load: {_one_line(e)}") from e
     factory = getattr(module, function_name, None)
     if not callable(factory):
         raise InputError(f"{spec}: {module_name} has no function {function_name}")
@@ -71,7 +83,11 @@ def build(spec: str, seed: int = 0) -> tuple[Any, Callable[..., Any], Callable[.
     import torch
 
     torch.manual_seed(seed)
-    result = load_factory(spec)()
+    factory = load_factory(spec)
+    try:
+        result = factory()
+    except Exception as e:  # the user's factory
+        raise InputError(f"{spec}: the factory raised {_one_line(e)}") from e
     if (not isinstance(result, tuple) or len(result) != 3
             or not isinstance(result[0], torch.nn.Sequential)
             or not callable(result[1]) or not callable(result[2])):
@@ -142,7 +158,12 @@ def write_json(path: Optional[str], value: Any) -> None:
 
 def pipeplan_binary() -> str:
     """The pipeplan executable: $PIPEPLAN_BIN, else `pipeplan` on PATH."""
-    path = os.environ.get("PIPEPLAN_BIN") or shutil.which("pipeplan")
+    named = os.environ.get("PIPEPLAN_BIN")
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise UsageError(f"$PIPEPLAN_BIN names {named}, which is not an executable file")
+        return named
+    path = shutil.which("pipeplan")
     if not path:
         raise UsageError("cannot find pipeplan: set $PIPEPLAN_BIN or put pipeplan on PATH")
     return path

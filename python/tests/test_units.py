@@ -57,6 +57,29 @@ class FactoryTest(unittest.TestCase):
                     common.build(spec)
                 self.assertEqual(str(caught.exception), message)
 
+    def test_a_broken_file_or_factory_is_one_line(self):
+        # Issue 34: a factory file that does not compile and a factory that raises are input
+        # errors of one line, not tracebacks.
+        with tempfile.TemporaryDirectory() as folder:
+            broken = os.path.join(folder, "broken.py")
+            with open(broken, "w") as out:
+                out.write("def build(:\n    pass\n")
+            raising = os.path.join(folder, "raising.py")
+            with open(raising, "w") as out:
+                out.write("def build():\n    raise RuntimeError('no weights here')\n")
+            cases = [
+                (broken + ":build",
+                 f"{broken}:build: {broken} does not load: SyntaxError: invalid syntax "
+                 "(broken.py, line 1)"),
+                (raising + ":build",
+                 f"{raising}:build: the factory raised RuntimeError: no weights here"),
+            ]
+            for spec, message in cases:
+                with self.subTest(spec=spec):
+                    with self.assertRaises(common.InputError) as caught:
+                        common.build(spec)
+                    self.assertEqual(str(caught.exception), message)
+
 
 class WriteJsonTest(unittest.TestCase):
     def setUp(self):
@@ -201,6 +224,32 @@ class CommandLineTest(unittest.TestCase):
                           "the following arguments are required: MODEL, TOPO, --module")
         self.assert_fails(["probe", "--ranks", "1", "-o", "t.json"], 2,
                           "--ranks must be >= 2 (a probe measures pairs)")
+
+    def test_arguments_are_checked_before_anything_starts(self):
+        # Issue 34: found in milliseconds as usage errors, not after ranks start.
+        cases = [
+            (["run", "p.json", "m.json", "t.json", "--module", support.GPT, "--timeout", "nan"],
+             "argument --timeout: must be a finite number above 0, got 'nan'"),
+            (["probe", "--ranks", "2", "--timeout", "-1", "-o", "t.json"],
+             "argument --timeout: must be a finite number above 0, got '-1'"),
+            (["probe", "--ranks", "2", "--memory", "16 Gib", "-o", "t.json"],
+             "argument --memory: must be a size with a unit of B, kB, MB, GB, TB, KiB, MiB, "
+             "GiB or TiB, got '16 Gib'"),
+            (["probe", "--ranks", "2", "--threads", "0", "-o", "t.json"],
+             "argument --threads: must be an integer from 1, got '0'"),
+            (["profile", support.GPT, "--micro-batches", "0", "-o", "m.json"],
+             "argument --micro-batches: must be an integer from 1, got '0'"),
+            (["profile", support.GPT, "--batch-size", "0x8", "-o", "m.json"],
+             "argument --batch-size: must be an integer from 1, got '0x8'"),
+        ]
+        for argv, message in cases:
+            with self.subTest(argv=argv):
+                self.assert_fails(argv, 2, message)
+
+    def test_a_pipeplan_bin_that_is_not_a_program(self):
+        self.assert_fails(["run", "p.json", "m.json", "t.json", "--module", support.GPT], 2,
+                          "$PIPEPLAN_BIN names /nonexistent/pipeplan, which is not an "
+                          "executable file", PIPEPLAN_BIN="/nonexistent/pipeplan")
 
     def test_missing_binary(self):
         self.assert_fails(["run", "p.json", "m.json", "t.json", "--module", support.GPT], 2,
