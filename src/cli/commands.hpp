@@ -89,6 +89,10 @@ struct PlanningOptions {
 /// Adds the planning options to a command.
 void add_planning_options(CLI::App& command, PlanningOptions& options);
 
+/// A `UsageError` naming the first planning option given that `planner` does not take (its
+/// planner table row's `options`) and the planners that take it. O(options x planners).
+void check_planner_options(const PlanningOptions& options, std::string_view planner);
+
 /// Puts the given options into `request`; a `UsageError` for a malformed degree list.
 void apply_planning_options(const PlanningOptions& options, planners::Request& request);
 

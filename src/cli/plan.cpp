@@ -36,6 +36,8 @@ struct PlanOptions {
 
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
+  // A planning option the planner would drop is a usage error, found before any input is read.
+  check_planner_options(options.planning, options.planner);
   // --check writes nothing (it excludes --trace and --report, and -o is not written).
   std::vector<NamedPath> outputs;
   if (!options.check) {

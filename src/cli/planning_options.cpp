@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/planners/planner.hpp"
 
@@ -75,6 +76,26 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                   "Stages per device V for interleaved-1f1b, looped-bfs and gpipe, and for the "
                   "megatron planner (Megatron-LM's virtual pipeline stages; zb-v uses 2)")
       ->transform(decimal_integer(1, planners::kMaxVirtualStages));
+}
+
+void check_planner_options(const PlanningOptions& options, std::string_view planner) {
+  const planners::PlannerRow& row = planners::find_planner(planner);
+  const std::pair<std::string_view, bool> given[] = {
+      {"--tensor-parallel", options.tensor_parallel.has_value()},
+      {"--recompute", options.recompute.has_value()},
+      {"--uniform", options.uniform},
+      {"--pipeline-parallel", options.pipeline_parallel.has_value()},
+      {"--data-parallel", options.data_parallel.has_value()}};
+  for (const auto& [option, is_given] : given) {
+    if (!is_given ||
+        std::find(row.options.begin(), row.options.end(), option) != row.options.end()) {
+      continue;
+    }
+    const std::vector<std::string> takers = planners::planners_taking(option);
+    throw UsageError(std::string(option) + ": the " + std::string(planner) +
+                     " planner does not take it; the " + io::format_list(takers, " and ") +
+                     (takers.size() == 1 ? " planner does" : " planners do"));
+  }
 }
 
 void apply_planning_options(const PlanningOptions& options, planners::Request& request) {

@@ -99,6 +99,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .steps = spp_steps,
                   .plan = spp_plan,
                   .baseline = false,
+                  .options = {"--tensor-parallel", "--recompute", "--uniform"},
                   .shares_devices = true});
   rows.push_back({.name = "gpipe",
                   .description = "one stage per GPU in input order, layers balanced by compute",
@@ -106,6 +107,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_policies = {Policy::kGpipe},
                   .steps = gpipe_steps,
                   .partition = gpipe_partition,
+                  .options = {"--uniform"},  // its plans are uniform: one stage per GPU
                   .seeds_spp = true});
   rows.push_back({.name = "pipedream",
                   .description = "PipeDream's DP minimising the slowest replicated stage, GPUs in "
@@ -114,6 +116,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_policies = {Policy::kOneFOneB},
                   .steps = pipedream_steps,
                   .partition = pipedream_partition,
+                  .options = {"--uniform"},
                   .seeds_spp = true});
   rows.push_back({.name = "uniform",
                   .description = "equal layer counts per stage, one GPU per stage",
@@ -121,6 +124,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_policies = {Policy::kOneFOneB},
                   .steps = linear_steps,
                   .partition = uniform_partition,
+                  .options = {"--uniform"},
                   .seeds_spp = true});
   rows.push_back({.name = "data-parallel",
                   .description = "one stage of every layer on every GPU",
@@ -128,6 +132,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_policies = {Policy::kOneFOneB},
                   .steps = linear_steps,
                   .partition = data_parallel_partition,
+                  .options = {"--uniform"},  // one stage: uniform
                   .seeds_spp = true});
   // A configuration the user gives (--tensor-parallel T --pipeline-parallel P): compare runs it
   // in the configurations that use every GPU (megatron_variants), not as a row of its own.
@@ -139,6 +144,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_variants = megatron_variants,
                   .steps = linear_steps,
                   .partition = megatron_partition,
+                  .options = {"--tensor-parallel", "--recompute", "--uniform", "--pipeline-parallel",
+                              "--data-parallel"},
                   .shares_devices = true});
   return rows;
 }
@@ -160,6 +167,16 @@ const std::vector<std::string>& planner_names() {
 }
 
 std::string planner_names_text() { return io::format_list(planner_names()); }
+
+std::vector<std::string> planners_taking(std::string_view option) {
+  std::vector<std::string> out;
+  for (const PlannerRow& row : planner_table()) {
+    if (std::find(row.options.begin(), row.options.end(), option) != row.options.end()) {
+      out.emplace_back(row.name);
+    }
+  }
+  return out;
+}
 
 const PlannerRow& find_planner(std::string_view name) {
   for (const PlannerRow& row : planner_table()) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../support/builders.hpp"
 #include "../support/builders_v2.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -33,6 +35,22 @@ TEST(PlannerTableTest, CompareRunsEveryPlanner) {
   EXPECT_EQ(find_planner("spp").compare_policies,
             (std::vector<schedule::Policy>{schedule::Policy::kList, schedule::Policy::kOneFOneB,
                                            schedule::Policy::kGpipe}));
+}
+
+// Issue 34: each planner declares the planning options it takes; `plan` refuses the others.
+TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
+  const std::vector<std::string_view> known{"--tensor-parallel", "--recompute", "--uniform",
+                                            "--pipeline-parallel", "--data-parallel"};
+  for (const PlannerRow& row : planner_table()) {
+    for (std::string_view option : row.options) {
+      EXPECT_NE(std::find(known.begin(), known.end(), option), known.end())
+          << row.name << ": " << option;
+    }
+  }
+  EXPECT_EQ(planners_taking("--pipeline-parallel"), std::vector<std::string>{"megatron"});
+  EXPECT_EQ(planners_taking("--tensor-parallel"),
+            (std::vector<std::string>{"spp", "megatron"}));
+  EXPECT_EQ(planners_taking("--uniform").size(), planner_table().size());
 }
 
 TEST(PlannerTableTest, UniformVariantUnlessTheRequestIsUniform) {

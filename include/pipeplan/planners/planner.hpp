@@ -208,6 +208,11 @@ struct PlannerRow {
   Partition (*partition)(const Request& request, schedule::Policy policy) = nullptr;
   /// Whether it is a baseline: `compare`'s speed-ups are against the fastest baseline row.
   bool baseline = true;
+  /// The planning options of `plan` it takes beside those every planner takes
+  /// (`--shard-optimizer`, `--split-backward`, `--global-batch`; `--virtual-stages` follows
+  /// `shares_devices`): `plan` refuses any other with a usage error naming the option and the
+  /// planners that take it (issue 34). Names as on the command line.
+  std::vector<std::string_view> options;
   /// Whether it places several stages on one device (`--virtual-stages`, `zb-v`); a planner
   /// that places one stage per GPU refuses them with a usage error (`make_plan`).
   bool shares_devices = false;
@@ -221,6 +226,9 @@ const std::vector<PlannerRow>& planner_table();
 
 /// The row of the planner `name`; `UsageError` naming the known planners when there is none.
 const PlannerRow& find_planner(std::string_view name);
+
+/// The planners whose row lists `option` among its `options`, in table order.
+std::vector<std::string> planners_taking(std::string_view option);
 
 /// The planners' names, in table order.
 const std::vector<std::string>& planner_names();
