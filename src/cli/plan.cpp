@@ -34,10 +34,20 @@ struct PlanOptions {
   PlanningOptions planning;  // spec 8.4
 };
 
+// The option combinations `plan` refuses before reading any input: a planning option the
+// planner would drop, and `--schedule auto` with another planner than spp (usage errors).
+void check_option_combinations(const PlanOptions& options) {
+  check_planner_options(options.planning, options.planner);
+  if (options.policy == "auto" && options.planner != "spp") {
+    throw UsageError("--schedule auto: only the spp planner searches the schedules (the " +
+                     options.planner + " planner takes one of " + schedule::policy_names_text() +
+                     ")");
+  }
+}
+
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
-  // A planning option the planner would drop is a usage error, found before any input is read.
-  check_planner_options(options.planning, options.planner);
+  check_option_combinations(options);
   // --check writes nothing (it excludes --trace and --report, and -o is not written).
   std::vector<NamedPath> outputs;
   if (!options.check) {
@@ -54,11 +64,6 @@ int run_plan(const PlanOptions& options, Context& context) {
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
   const bool schedule_auto = options.policy == "auto";
-  if (schedule_auto && options.planner != "spp") {
-    throw UsageError("--schedule auto: only the spp planner searches the schedules (the " +
-                     options.planner + " planner takes one of " + schedule::policy_names_text() +
-                     ")");
-  }
   auto request_for = [&](const model::Model& planned, int micro_batches) {
     planners::Request request{planned, topology, micro_batches};
     apply_planning_options(options.planning, request);
