@@ -3,6 +3,7 @@
 
 #include "pipeplan/model/model.hpp"
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,25 +125,39 @@ void add_model_command(CLI::App& app, Action& action) {
                           "A decoder-only transformer's v2 model.json, costed analytically "
                           "(docs/transformer-model.md)");
   transformer->add_option("--preset", options->preset, "A published shape: " + preset_names);
-  CLI::Option* layers = transformer->add_option("--layers", options->layers, "Decoder layers");
-  CLI::Option* hidden = transformer->add_option("--hidden", options->hidden, "Hidden size");
-  CLI::Option* heads = transformer->add_option("--heads", options->heads, "Attention heads");
+  // Integers as `plan` reads them (decimal_integer): decimal digits only, sizes from 1.
+  const CLI::Validator size = decimal_integer(1, std::numeric_limits<int>::max());
+  CLI::Option* layers =
+      transformer->add_option("--layers", options->layers, "Decoder layers")->transform(size);
+  CLI::Option* hidden =
+      transformer->add_option("--hidden", options->hidden, "Hidden size")->transform(size);
+  CLI::Option* heads =
+      transformer->add_option("--heads", options->heads, "Attention heads")->transform(size);
   CLI::Option* kv_heads =
-      transformer->add_option("--kv-heads", options->kv_heads,
-                              "Key/value heads (grouped-query attention; default: --heads)");
-  CLI::Option* ffn_hidden = transformer->add_option(
-      "--ffn-hidden", options->ffn_hidden,
-      "FFN size (default: 4 x hidden for gelu, Llama's 8/3 x hidden rounded up to 256 for swiglu)");
+      transformer
+          ->add_option("--kv-heads", options->kv_heads,
+                       "Key/value heads (grouped-query attention; default: --heads)")
+          ->transform(size);
+  CLI::Option* ffn_hidden =
+      transformer
+          ->add_option("--ffn-hidden", options->ffn_hidden,
+                       "FFN size (default: 4 x hidden for gelu, Llama's 8/3 x hidden rounded up "
+                       "to 256 for swiglu)")
+          ->transform(size);
   CLI::Option* sequence =
-      transformer->add_option("--sequence", options->sequence, "Sequence length, tokens");
-  CLI::Option* vocab = transformer->add_option("--vocab", options->vocab, "Vocabulary size");
+      transformer->add_option("--sequence", options->sequence, "Sequence length, tokens")
+          ->transform(size);
+  CLI::Option* vocab =
+      transformer->add_option("--vocab", options->vocab, "Vocabulary size")->transform(size);
   transformer
       ->add_option("--ffn", options->ffn,
                    "gelu (GPT/OPT style: biases, LayerNorm, learned positions) or swiglu (Llama "
                    "style); default: the preset's, else gelu")
       ->check(CLI::IsMember({"gelu", "swiglu"}));
-  transformer->add_option("--micro-batch-size", options->micro_batch_size,
-                          "Sequences per micro-batch (default 1)");
+  transformer
+      ->add_option("--micro-batch-size", options->micro_batch_size,
+                   "Sequences per micro-batch (default 1)")
+      ->transform(decimal_integer(1, model::kMaxTransformerMicroBatchSize));
   transformer->add_option("--dtype", options->dtype, "Training number format (default bf16)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
   transformer->add_option("--gpu", options->gpu,
@@ -157,14 +172,20 @@ void add_model_command(CLI::App& app, Action& action) {
       ->add_option("--degrees", options->degrees,
                    "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "
                    "divide the heads and the FFN size)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(decimal_integer(1, model::kMaxTensorParallelDegree));
   transformer
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches per iteration, written into the model")
-      ->check(CLI::Range(std::int64_t{1}, model::kMaxMicroBatches));
-  transformer->add_option("--name", options->name, "Model name (default: the preset's)");
-  transformer->add_option("-o,--output", options->output,
-                          "Write model.json here (atomically) instead of standard output");
+      ->transform(decimal_integer(1, model::kMaxMicroBatches));
+  transformer->add_option("--name", options->name, "Model name (default: the preset's)")
+      ->check([](const std::string& value) {
+        return value.empty() ? std::string("an empty name names no model") : std::string();
+      });
+  transformer
+      ->add_option("-o,--output", options->output,
+                   "Write model.json here (atomically) instead of standard output")
+      ->check(output_path, "FILE");
   transformer->callback([=, &action] {
     options->given_layers = layers->count() > 0;
     options->given_hidden = hidden->count() > 0;

@@ -79,6 +79,33 @@ TEST_F(ModelCommandTest, ExplicitShapeAndOverrides) {
   EXPECT_EQ(model::read_model(io::source_from_text("out", shorter.out)).layers.size(), 5u);
 }
 
+// Issue 34: integers as `plan` reads them (decimal digits only, sizes from 1), and an empty
+// name or output path is a usage error naming the option.
+TEST_F(ModelCommandTest, ReadsOptionsLikePlan) {
+  auto check = [](const std::vector<std::string>& extra, const std::string& message) {
+    std::vector<std::string> args{"model", "transformer", "--preset", "opt-350m"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 2) << message;
+    EXPECT_EQ(result.err, "pipeplan: error: " + message + " (see pipeplan --help)\n");
+    EXPECT_EQ(result.out, "");
+  };
+  check({"--micro-batches", "0x8"},
+        "--micro-batches: must be an integer from 1 to 1048576, got \"0x8\"");
+  check({"--micro-batch-size", "0x2"},
+        "--micro-batch-size: must be an integer from 1 to 1048576, got \"0x2\"");
+  check({"--kv-heads", "0"}, "--kv-heads: must be an integer from 1 to 2147483647, got \"0\"");
+  check({"--ffn-hidden", "0"},
+        "--ffn-hidden: must be an integer from 1 to 2147483647, got \"0\"");
+  check({"--degrees", "1,0x2"}, "--degrees: must be an integer from 1 to 65536, got \"0x2\"");
+  check({"--name", ""}, "--name: an empty name names no model");
+  check({"-o", ""}, "--output: an empty path names no file (use - for standard output)");
+  // A leading zero is decimal, not octal: 010 layers are ten.
+  auto ten = run_cli({"model", "transformer", "--preset", "opt-350m", "--layers", "010", "-q"});
+  ASSERT_EQ(ten.code, 0) << ten.err;
+  EXPECT_EQ(model::read_model(io::source_from_text("out", ten.out)).layers.size(), 12u);
+}
+
 TEST_F(ModelCommandTest, RejectsBadShapesAsUsageErrors) {
   auto check = [](const std::vector<std::string>& args, const std::string& message) {
     auto result = run_cli(args);
@@ -91,7 +118,8 @@ TEST_F(ModelCommandTest, RejectsBadShapesAsUsageErrors) {
   check({"model", "transformer", "--preset", "opt-350m", "--layers", "70000"},
         "--layers: must be at most 65536");
   check({"model", "transformer", "--preset", "opt-350m", "--micro-batch-size", "0"},
-        "--micro-batch-size: must be at least 1");
+        "--micro-batch-size: must be an integer from 1 to 1048576, got \"0\" (see pipeplan "
+        "--help)");
   check({"model", "transformer", "--preset", "opt-350m", "--gpu", "TPUv4"},
         "--gpu: unknown GPU \"TPUv4\" (known: " + hardware::catalogue_names() + ")");
   check({"model", "transformer", "--preset", "llama3-8b", "--degrees", "1,3"},
