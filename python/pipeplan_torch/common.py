@@ -39,7 +39,7 @@ class CheckError(Error):
     code = 6
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     """`error` as one line: its type, and its message's first line (a SyntaxError's with the
     line number)."""
     text = str(error).strip().splitlines()
@@ -63,14 +63,14 @@ def load_factory(spec: str) -> Callable[[], Any]:
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:  # the user's file: a syntax error, a failing import, ...
-            raise InputError(f"{spec}: {module_name} does not load: {_one_line(e)}") from e
+            raise InputError(f"{spec}: {module_name} does not load: {one_line(e)}") from e
     else:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
             raise InputError(f"{spec}: cannot import {module_name}: {e}") from e
         except Exception as e:
-            raise InputError(f"{spec}: {module_name} does not load: {_one_line(e)}") from e
+            raise InputError(f"{spec}: {module_name} does not load: {one_line(e)}") from e
     factory = getattr(module, function_name, None)
     if not callable(factory):
         raise InputError(f"{spec}: {module_name} has no function {function_name}")
@@ -87,7 +87,7 @@ def build(spec: str, seed: int = 0) -> tuple[Any, Callable[..., Any], Callable[.
     try:
         result = factory()
     except Exception as e:  # the user's factory
-        raise InputError(f"{spec}: the factory raised {_one_line(e)}") from e
+        raise InputError(f"{spec}: the factory raised {one_line(e)}") from e
     if (not isinstance(result, tuple) or len(result) != 3
             or not isinstance(result[0], torch.nn.Sequential)
             or not callable(result[1]) or not callable(result[2])):

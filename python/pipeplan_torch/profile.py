@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from .common import UsageError, build, write_json
+from .common import InputError, UsageError, build, one_line, write_json
 from .tensors import synchronize, to_device
 
 
@@ -62,7 +62,10 @@ def measure(model: torch.nn.Sequential, make_micro_batch: Callable[[int, int], A
     """Times every layer's forward and backward (the last layer's include the loss) and
     measures its output, parameter and saved-tensor bytes. Returns one dict per layer."""
     layers = list(model.named_children())
-    inputs, targets = to_device(make_micro_batch(batch_size, 0), device)
+    try:
+        inputs, targets = to_device(make_micro_batch(batch_size, 0), device)
+    except Exception as e:  # the user's function
+        raise InputError(f"make_micro_batch({batch_size}, 0) raised {one_line(e)}") from e
     forward = [[] for _ in layers]
     backward = [[] for _ in layers]
     stash = [0] * len(layers)
@@ -76,9 +79,17 @@ def measure(model: torch.nn.Sequential, make_micro_batch: Callable[[int, int], A
             synchronize(device)
             start = time.perf_counter()
             with meter.hooks():
-                y = layer(x)
+                name = layers[i][0]
+                try:  # the user's layer: a shape it refuses, say
+                    y = layer(x)
+                except Exception as e:
+                    label = f"layer {i}" + (f" ({name})" if name != str(i) else "")
+                    raise InputError(f"{label} refused the micro-batch: {one_line(e)}") from e
                 if i == len(layers) - 1:
-                    y = loss_fn(y, targets)
+                    try:
+                        y = loss_fn(y, targets)
+                    except Exception as e:
+                        raise InputError(f"loss_fn raised {one_line(e)}") from e
             synchronize(device)
             if run >= warmup:
                 forward[i].append(time.perf_counter() - start)
@@ -139,8 +150,11 @@ def profile(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     model, make_micro_batch, loss_fn = build(args.factory)
     model.to(device)
-    layers = measure(model, make_micro_batch, loss_fn, args.batch_size, device, args.warmup,
-                     args.repeat)
+    try:
+        layers = measure(model, make_micro_batch, loss_fn, args.batch_size, device,
+                         args.warmup, args.repeat)
+    except InputError as e:
+        raise InputError(f"{args.factory}: {e}") from e
     result = {
         "schema": "pipeplan/model/v1",
         "name": model_name(args.factory),

@@ -246,6 +246,25 @@ class CommandLineTest(unittest.TestCase):
             with self.subTest(argv=argv):
                 self.assert_fails(argv, 2, message)
 
+    def test_a_micro_batch_the_first_layer_refuses(self):
+        # Issue 34: one line naming the factory and the layer, exit 3, no model file written.
+        with tempfile.TemporaryDirectory() as folder:
+            factory = os.path.join(folder, "shapes.py")
+            with open(factory, "w") as out:
+                out.write("import torch\n\n\ndef build():\n"
+                          "    model = torch.nn.Sequential(torch.nn.Linear(4, 3))\n"
+                          "    return (model, lambda size, i: (torch.randn(size, 5), None),\n"
+                          "            lambda y, t: y.sum())\n")
+            output = os.path.join(folder, "model.json")
+            result = support.tool("profile", factory + ":build", "--repeat", "1", "--warmup",
+                                  "0", "-o", output)
+            self.assertEqual(result.returncode, 3, result.stderr)
+            self.assertTrue(result.stderr.startswith(
+                f"pipeplan_torch: error: {factory}:build: layer 0 refused the micro-batch: "
+                "RuntimeError: "), result.stderr)
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+            self.assertFalse(os.path.exists(output))
+
     def test_a_pipeplan_bin_that_is_not_a_program(self):
         self.assert_fails(["run", "p.json", "m.json", "t.json", "--module", support.GPT], 2,
                           "$PIPEPLAN_BIN names /nonexistent/pipeplan, which is not an "
