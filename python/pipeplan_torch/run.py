@@ -518,6 +518,9 @@ def run(args: argparse.Namespace) -> None:
         if result is None:
             return
     else:
+        # The factory once here, so that a file that does not load or a factory that raises is
+        # one line before any rank starts, not one traceback per rank.
+        build(args.module)
         result = launch.spawn(rank_main, len(ranks), payload, args.threads, describe)
     write_json(args.output, result)
     sys.stderr.write(summary(result))

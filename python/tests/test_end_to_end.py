@@ -272,6 +272,18 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("Traceback", result.stderr)
         self.assertEqual(processes_tagged(tag), [])
 
+    def test_a_factory_that_raises_is_one_line_before_any_rank(self):
+        # Issue 34: not one traceback per rank.
+        model, plan_file = self.not_separable_plan()
+        tag = uuid.uuid4().hex
+        factory = os.path.join(support.FIXTURES, "not_separable.py") + ":raises"
+        result = support.tool("run", plan_file, model, self.topo2, "--module", factory,
+                              "--iterations", "1", PIPEPLAN_TORCH_TEST=tag)
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertEqual(result.stderr, f"pipeplan_torch: error: {factory}: the factory raised "
+                         "RuntimeError: no weights here\n")
+        self.assertEqual(processes_tagged(tag), [])
+
     def test_check_names_the_first_gradient_that_differs(self):
         factory = os.path.join(support.FIXTURES, "not_separable.py") + ":build"
         model, plan_file = self.not_separable_plan()
