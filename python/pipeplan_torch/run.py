@@ -474,6 +474,47 @@ def check_operations(ranks: list[Json], path: str) -> None:
                          f"or absent")
 
 
+def check_order(ranks: list[Json], path: str) -> None:
+    """Refuses, with one line naming the rank, the operation's index and the operation, an
+    order that would wait forever or fail once running: a receive no rank sends; a gradient
+    received, a backward run or an activation sent before this rank's forward of that
+    micro-batch; a gradient sent before its backward. O(operations)."""
+    sends: dict[tuple[int, int, str, int], int] = {}
+    for entry in ranks:
+        for op in entry["operations"]:
+            if op["op"] == "send":
+                key = (entry["rank"], op["peer"], op["kind"], op["micro_batch"])
+                sends[key] = sends.get(key, 0) + 1
+    for entry in ranks:
+        where = f"{path}: ranks export: rank {entry['rank']}"
+        forwarded: set[int] = set()
+        backwarded: set[int] = set()
+        for i, op in enumerate(entry["operations"]):
+            kind, m = op.get("kind"), op.get("micro_batch")
+            what = f"operation {i} ({op['op']} {kind + ' ' if kind else ''}of micro-batch {m})"
+            if op["op"] == "forward":
+                forwarded.add(m)
+            elif op["op"] == "backward":
+                if m not in forwarded:
+                    raise InputError(f"{where}, {what}: comes before this rank's forward of "
+                                     f"micro-batch {m}")
+                backwarded.add(m)
+            elif op["op"] == "recv":
+                key = (op["peer"], entry["rank"], kind, m)
+                if not sends.get(key):
+                    raise InputError(f"{where}, {what}: rank {op['peer']} never sends it")
+                sends[key] -= 1
+                if kind == "gradient" and m not in forwarded:
+                    raise InputError(f"{where}, {what}: comes before this rank's forward of "
+                                     f"micro-batch {m}")
+            elif op["op"] == "send":
+                done = forwarded if kind == "activation" else backwarded
+                if m not in done:
+                    step = "forward" if kind == "activation" else "backward"
+                    raise InputError(f"{where}, {what}: comes before this rank's {step} of "
+                                     f"micro-batch {m}")
+
+
 def _planned_updates(plan: Json) -> dict[str, float]:
     """Per GPU, the duration of its update task in the plan (spec 8.3); GPUs without one are
     absent."""
@@ -495,6 +536,7 @@ def run(args: argparse.Namespace) -> None:
     model = read_json(args.model, "model")
     ranks = ranks_export(args.plan, args.model, args.topology)
     check_operations(ranks, args.plan)
+    check_order(ranks, args.plan)
     batch_size = model.get("profile", {}).get("batch_size")
     if not isinstance(batch_size, int):
         raise InputError(f"{args.model}: /profile/batch_size: run needs the micro-batch size "

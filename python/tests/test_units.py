@@ -319,6 +319,52 @@ class CommandLineTest(unittest.TestCase):
         run.check_runnable(dict(plan, optimizer="replicated"), "p.json")
 
 
+class OrderCheckTest(unittest.TestCase):
+    """Issue 34: an order that would fail once running is refused before any rank starts."""
+
+    @staticmethod
+    def two_ranks():
+        def op(name, m, kind=None, peer=None):
+            out = {"op": name, "micro_batch": m}
+            if kind:
+                out.update({"kind": kind, "peer": peer})
+            return out
+        first = [op("forward", 0), op("send", 0, "activation", 1),
+                 op("recv", 0, "gradient", 1), op("backward", 0)]
+        last = [op("recv", 0, "activation", 0), op("forward", 0), op("backward", 0),
+                op("send", 0, "gradient", 0)]
+        return [{"rank": 0, "operations": first}, {"rank": 1, "operations": last}]
+
+    def assert_refused(self, ranks, message):
+        with self.assertRaises(common.InputError) as caught:
+            run.check_order(ranks, "plan.json")
+        self.assertEqual(str(caught.exception), message)
+
+    def test_a_plan_order_passes(self):
+        run.check_order(self.two_ranks(), "plan.json")
+
+    def test_a_gradient_before_the_forward(self):
+        ranks = self.two_ranks()
+        ops = ranks[0]["operations"]
+        ops.insert(0, ops.pop(2))
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 0 (recv gradient "
+                            "of micro-batch 0): comes before this rank's forward of micro-batch 0")
+
+    def test_a_receive_nobody_sends(self):
+        ranks = self.two_ranks()
+        ranks[1]["operations"][0]["micro_batch"] = 1
+        self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 0 (recv "
+                            "activation of micro-batch 1): rank 0 never sends it")
+
+    def test_a_send_before_its_computation(self):
+        ranks = self.two_ranks()
+        ops = ranks[1]["operations"]
+        ops.insert(2, ops.pop(3))
+        self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 2 (send gradient "
+                            "of micro-batch 0): comes before this rank's backward of "
+                            "micro-batch 0")
+
+
 class VersionThreeTest(unittest.TestCase):
     """check_runnable refuses what spec 9.2 adds, which run cannot execute yet."""
 
