@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target of the `fuzz` preset on its seed corpus.
 #   tests/fuzz/run.sh TARGET SECONDS [more libFuzzer flags]
-# TARGET is fuzz_model, fuzz_topology, fuzz_plan, fuzz_pipedream, fuzz_plan_end_to_end or
-# fuzz_plan_structured.
+# TARGET is fuzz_model, fuzz_topology, fuzz_plan, fuzz_pipedream, fuzz_plan_end_to_end,
+# fuzz_plan_structured or fuzz_model_transformer.
 # New inputs go to build/fuzz/corpus/TARGET (never into the repository); a crash, a leak, a
 # time-out (10 s for one input) or more than 2 GiB of memory is saved as
 # build/fuzz/artifacts/TARGET-*. Exit status 0 means nothing was found.
@@ -20,6 +20,7 @@ case $target in
            examples/models/sources/dapple tests/data/pipedream) dict=pipedream.dict ;;
   fuzz_plan_end_to_end) seeds=(tests/fuzz/corpus/plan_end_to_end) dict=json.dict ;;
   fuzz_plan_structured) seeds=(tests/fuzz/corpus/plan_structured) dict= ;;
+  fuzz_model_transformer) seeds=(tests/fuzz/corpus/model_transformer) dict= ;;
   *) echo "$0: unknown target $target" >&2; exit 2 ;;
 esac
 binary=build/fuzz/tests/fuzz/$target
