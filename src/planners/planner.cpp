@@ -144,8 +144,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_variants = megatron_variants,
                   .steps = linear_steps,
                   .partition = megatron_partition,
-                  .options = {"--tensor-parallel", "--recompute", "--uniform", "--pipeline-parallel",
-                              "--data-parallel"},
+                  .options = {"--tensor-parallel", "--recompute", "--uniform",
+                              "--pipeline-parallel", "--data-parallel"},
                   .shares_devices = true});
   return rows;
 }
@@ -195,11 +195,15 @@ std::vector<schedule::Policy> compare_policies_for(const PlannerRow& row, const 
     bool runs = true;  // the policies of spec 5
     if (p.version3) {
       switch (p.device_stages) {
-        case schedule::DeviceStages::kOne: runs = uses_split_backward(request, policy); break;
+        case schedule::DeviceStages::kOne:
+          runs = uses_split_backward(request, policy);
+          break;
         case schedule::DeviceStages::kAny:
           runs = row.shares_devices && request.virtual_stages.value_or(1) > 1;
           break;
-        case schedule::DeviceStages::kTwo: runs = row.shares_devices; break;
+        case schedule::DeviceStages::kTwo:
+          runs = row.shares_devices;
+          break;
       }
     }
     if (runs) out.push_back(policy);
@@ -417,8 +421,7 @@ namespace {
 // A planner that places one stage per GPU cannot run several per device: a usage error naming
 // the option that asks for them (`--virtual-stages`, or `--schedule zb-v`) and the planners that
 // take it. O(planners).
-void check_shares_devices(const PlannerRow& row, const Request& request,
-                          schedule::Policy policy) {
+void check_shares_devices(const PlannerRow& row, const Request& request, schedule::Policy policy) {
   const int V = virtual_stages_of(request, policy);
   if (row.shares_devices || V == 1) return;
   std::vector<std::string> takers;
@@ -428,10 +431,9 @@ void check_shares_devices(const PlannerRow& row, const Request& request,
   const std::string option = request.virtual_stages
                                  ? "--virtual-stages " + std::to_string(V)
                                  : "--schedule " + std::string(schedule::policy_name(policy));
-  throw UsageError(option + " places " + std::to_string(V) +
-                   " stages on each device, but the " + std::string(row.name) +
-                   " planner places one stage per GPU; the " + io::format_list(takers, " and ") +
-                   " planners place several");
+  throw UsageError(option + " places " + std::to_string(V) + " stages on each device, but the " +
+                   std::string(row.name) + " planner places one stage per GPU; the " +
+                   io::format_list(takers, " and ") + " planners place several");
 }
 
 }  // namespace

@@ -57,9 +57,7 @@ std::vector<int> balanced_firsts(const model::Model& model, int K, int t) {
   }
   std::vector<int> firsts = packed_firsts(work, hi);
   const int L = static_cast<int>(work.size());
-  auto run_end = [&](std::size_t r) {
-    return r + 1 < firsts.size() ? firsts[r + 1] : L;
-  };
+  auto run_end = [&](std::size_t r) { return r + 1 < firsts.size() ? firsts[r + 1] : L; };
   while (static_cast<int>(firsts.size()) < K) {
     std::size_t heaviest = firsts.size();
     double heaviest_work = -1;
@@ -148,14 +146,12 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
   Finished finished =
       try_finish_plan(plan.planner, Partition{plan.gpu_order, variant}, request, policy);
   if (!finished.plan) {
-    throw InfeasibleError("spp: its plan spread to " + what + " does not fit: " +
-                          finished.refusal);
+    throw InfeasibleError("spp: its plan spread to " + what + " does not fit: " + finished.refusal);
   }
   finished.plan->notes = std::move(plan.notes);
-  finished.plan->notes.push_back("spread to " + what + ": " +
-                                 io::format_ms(finished.plan->timeline.iteration_ms) +
-                                 " (one stage per device: " +
-                                 io::format_ms(plan.timeline.iteration_ms) + ")");
+  finished.plan->notes.push_back(
+      "spread to " + what + ": " + io::format_ms(finished.plan->timeline.iteration_ms) +
+      " (one stage per device: " + io::format_ms(plan.timeline.iteration_ms) + ")");
   finished.plan->warnings = std::move(plan.warnings);
   finished.plan->phase_ms = std::move(plan.phase_ms);
   finished.plan->micro_batch_size = plan.micro_batch_size;

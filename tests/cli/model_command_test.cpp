@@ -95,8 +95,7 @@ TEST_F(ModelCommandTest, ReadsOptionsLikePlan) {
   check({"--micro-batch-size", "0x2"},
         "--micro-batch-size: must be an integer from 1 to 1048576, got \"0x2\"");
   check({"--kv-heads", "0"}, "--kv-heads: must be an integer from 1 to 2147483647, got \"0\"");
-  check({"--ffn-hidden", "0"},
-        "--ffn-hidden: must be an integer from 1 to 2147483647, got \"0\"");
+  check({"--ffn-hidden", "0"}, "--ffn-hidden: must be an integer from 1 to 2147483647, got \"0\"");
   check({"--degrees", "1,0x2"}, "--degrees: must be an integer from 1 to 65536, got \"0x2\"");
   check({"--name", ""}, "--name: an empty name names no model");
   check({"-o", ""}, "--output: an empty path names no file (use - for standard output)");

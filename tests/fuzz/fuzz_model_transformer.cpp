@@ -26,14 +26,24 @@ struct Option {
 };
 
 // Every option of `model transformer` but -o (the output goes to standard output here).
-const Option kOptions[] = {
-    {"--preset", false},          {"--layers", false},       {"--hidden", false},
-    {"--heads", false},           {"--kv-heads", false},     {"--ffn-hidden", false},
-    {"--sequence", false},        {"--vocab", false},        {"--ffn", false},
-    {"--micro-batch-size", false}, {"--dtype", false},       {"--gpu", false},
-    {"--degrees", false},         {"--micro-batches", false}, {"--name", false},
-    {"--sequence-parallel", true}, {"--selective-recompute", true},
-    {"--flash-attention", true}};
+const Option kOptions[] = {{"--preset", false},
+                           {"--layers", false},
+                           {"--hidden", false},
+                           {"--heads", false},
+                           {"--kv-heads", false},
+                           {"--ffn-hidden", false},
+                           {"--sequence", false},
+                           {"--vocab", false},
+                           {"--ffn", false},
+                           {"--micro-batch-size", false},
+                           {"--dtype", false},
+                           {"--gpu", false},
+                           {"--degrees", false},
+                           {"--micro-batches", false},
+                           {"--name", false},
+                           {"--sequence-parallel", true},
+                           {"--selective-recompute", true},
+                           {"--flash-attention", true}};
 
 // Whether `value` holds a run of digits worth more than 4,096 (leading zeros aside).
 bool names_a_large_size(const std::string& value) {

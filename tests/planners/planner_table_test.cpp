@@ -48,8 +48,7 @@ TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
     }
   }
   EXPECT_EQ(planners_taking("--pipeline-parallel"), std::vector<std::string>{"megatron"});
-  EXPECT_EQ(planners_taking("--tensor-parallel"),
-            (std::vector<std::string>{"spp", "megatron"}));
+  EXPECT_EQ(planners_taking("--tensor-parallel"), (std::vector<std::string>{"spp", "megatron"}));
   EXPECT_EQ(planners_taking("--uniform").size(), planner_table().size());
 }
 

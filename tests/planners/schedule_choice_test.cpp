@@ -174,11 +174,10 @@ TEST(ScheduleChoiceTest, SplittingIsNeverSlowerThanTheWholeBackward) {
 // configuration under any policy (GPT-3 13B on two DGX A100 40GB: every t x p that fits the 16
 // GPUs, every policy, V = 2 for the multi-stage ones).
 TEST(ScheduleChoiceTest, AutoIsNeverSlowerThanAMegatronConfigurationUnderAnyPolicy) {
-  const model::Model model = model::read_model(
-      load(source_dir() / "examples/models/llm/gpt3-13b-mb8.json"));
+  const model::Model model =
+      model::read_model(load(source_dir() / "examples/models/llm/gpt3-13b-mb8.json"));
   const topology::Topology topology = topology::read_topology(
-      load(source_dir() / "examples/topologies/llm/dgx-a100-40gb-2x8.json"),
-      model.profile_device);
+      load(source_dir() / "examples/topologies/llm/dgx-a100-40gb-2x8.json"), model.profile_device);
   const int M = static_cast<int>(*model.micro_batches);
   Request automatic{model, topology, M};
   automatic.schedule_auto = true;

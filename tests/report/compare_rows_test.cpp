@@ -76,8 +76,7 @@ TEST(CompareRowsTest, EveryPolicyThatAppliesToAPlanner) {
   for (model::Layer& layer : model.layers) layer.backward_weight_ms = 1;
   const planners::Request split{model, topology, 4};
   EXPECT_EQ(planners::compare_policies_for(gpipe, split),
-            (std::vector<Policy>{Policy::kGpipe, Policy::kList, Policy::kOneFOneB,
-                                 Policy::kZbH1}));
+            (std::vector<Policy>{Policy::kGpipe, Policy::kList, Policy::kOneFOneB, Policy::kZbH1}));
   planners::Request both = split;
   both.virtual_stages = 2;
   EXPECT_EQ(planners::compare_policies_for(spp, both),

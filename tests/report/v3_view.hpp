@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "hand_view_v3.hpp"
 #include "hand_timeline.hpp"
+#include "hand_view_v3.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::testing {
