@@ -135,18 +135,15 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
   if (variant.empty()) {
     throw InfeasibleError("spp: its plan (" + std::to_string(plan.stages.size()) +
                           " stages) cannot be spread to " + what +
-                          ": its devices differ in replicas or degree, or the model has fewer "
-                          "layers than stages; try --uniform or a smaller --virtual-stages");
+                          ": the model has fewer layers than stages, or a stage cannot run at "
+                          "its degree; try a smaller --virtual-stages");
   }
-  // What the policy cannot run on these devices (micro-batches not in groups of P, say) is
-  // "no plan" for this candidate, not a usage error: a batch-size search tries other sizes.
-  if (auto refusal = schedule::policy_refusal(policy, variant, request.micro_batches)) {
-    throw InfeasibleError("spp: its plan spread to " + what + " cannot run: " + *refusal);
-  }
+  // What the policy cannot run (micro-batches not in groups of P, say) or what does not fit is
+  // "no plan", not a usage error: a batch-size search tries other sizes (try_finish_plan).
   Finished finished =
       try_finish_plan(plan.planner, Partition{plan.gpu_order, variant}, request, policy);
   if (!finished.plan) {
-    throw InfeasibleError("spp: its plan spread to " + what + " does not fit: " + finished.refusal);
+    throw InfeasibleError("spp: its plan spread to " + what + " has no plan: " + finished.refusal);
   }
   finished.plan->notes = std::move(plan.notes);
   finished.plan->notes.push_back(

@@ -207,6 +207,24 @@ TEST(ScheduleChoiceTest, AutoIsNeverSlowerThanAMegatronConfigurationUnderAnyPoli
   EXPECT_GT(compared, 20);
 }
 
+// More stages per device than the layers allow: "no plan" (exit 4) naming --virtual-stages.
+TEST(ScheduleChoiceTest, SppRefusesASpreadBeyondTheLayers) {
+  const model::Model model = testing::make_model(std::vector<testing::L>(3, testing::L{1, 2}));
+  const topology::Topology topology = testing::uniform_topology(2, 10e9, 0);
+  Request request{model, topology, 4};
+  request.virtual_stages = 4;
+  try {
+    make_plan("spp", request, schedule::Policy::kInterleaved1F1B);
+    ADD_FAILURE() << "no error";
+  } catch (const InfeasibleError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("cannot be spread to 4 stages per device (--virtual-stages 4) under "
+                        "interleaved-1f1b: the model has fewer layers than stages"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 // A planner that places one stage per GPU refuses several per device with a usage error naming
 // the option and the planners that take it.
 TEST(ScheduleChoiceTest, OneStagePerGpuPlannersRefuseVirtualStages) {

@@ -25,7 +25,8 @@ std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<
 /// `policy`. `plan` as it is under `list` or a one-stage policy, when it has several stages
 /// per device already, or when `V` is 1.
 /// Throws `InfeasibleError` naming `--virtual-stages` when the variant cannot be made (devices
-/// of different replica counts or degrees, fewer layers than stages) or does not fit.
+/// of different replica counts or degrees, fewer layers than stages), the policy cannot run it
+/// or it does not fit.
 /// O(L + S V) plus one schedule and replay.
 Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy policy);
 
