@@ -27,21 +27,20 @@ class Weights {
  public:
   Weights(const topology::Topology& topology, const std::vector<int>& group, Measure measure)
       : n_(group.size()), weight_(n_ * (n_ - 1) / 2, 0.0) {
-    double worst = measure == Measure::kBandwidth ? std::numeric_limits<double>::infinity() : 0;
+    // One pass reads the pair costs (row by row, as the triangle is laid out), a second turns
+    // them into weights in place: O(n^2).
+    const bool by_bandwidth = measure == Measure::kBandwidth;
+    double worst = by_bandwidth ? std::numeric_limits<double>::infinity() : 0;
+    std::size_t at = 0;
     for (std::size_t a = 0; a < n_; ++a) {
-      for (std::size_t b = a + 1; b < n_; ++b) {
-        worst = measure == Measure::kBandwidth
-                    ? std::min(worst, topology.bandwidth_bytes_per_s(group[a], group[b]))
-                    : std::max(worst, topology.latency_ms(group[a], group[b]));
+      for (std::size_t b = a + 1; b < n_; ++b, ++at) {
+        const double cost = by_bandwidth ? topology.bandwidth_bytes_per_s(group[a], group[b])
+                                         : topology.latency_ms(group[a], group[b]);
+        worst = by_bandwidth ? std::min(worst, cost) : std::max(worst, cost);
+        weight_[at] = cost;
       }
     }
-    for (std::size_t a = 0; a < n_; ++a) {
-      for (std::size_t b = a + 1; b < n_; ++b) {
-        weight_[slot(a, b)] = measure == Measure::kBandwidth
-                                  ? topology.bandwidth_bytes_per_s(group[a], group[b]) - worst
-                                  : worst - topology.latency_ms(group[a], group[b]);
-      }
-    }
+    for (double& w : weight_) w = by_bandwidth ? w - worst : worst - w;
   }
   [[nodiscard]] double operator()(std::size_t a, std::size_t b) const {
     if (a == b) return 0;
@@ -219,12 +218,15 @@ std::vector<int> order_by_spanning_tree(const topology::Topology& topology,
     std::size_t next = n;
     for (std::size_t v = 0; v < n; ++v) {
       if (in_tree[v]) continue;
+      // The latency is read only on a tie of bandwidths (the reads of a column miss the cache).
       const double bandwidth = topology.bandwidth_bytes_per_s(group[current], group[v]);
-      const double latency = topology.latency_ms(group[current], group[v]);
-      if (better(bandwidth, latency, best_bandwidth[v], best_latency[v])) {
-        best_bandwidth[v] = bandwidth;
-        best_latency[v] = latency;
-        best_from[v] = current;
+      if (bandwidth >= best_bandwidth[v]) {
+        const double latency = topology.latency_ms(group[current], group[v]);
+        if (better(bandwidth, latency, best_bandwidth[v], best_latency[v])) {
+          best_bandwidth[v] = bandwidth;
+          best_latency[v] = latency;
+          best_from[v] = current;
+        }
       }
       if (next == n ||
           better(best_bandwidth[v], best_latency[v], best_bandwidth[next], best_latency[next])) {

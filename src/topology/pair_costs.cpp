@@ -3,7 +3,8 @@
 // Pair costs: a linked pair uses its link; any other pair uses the widest-bottleneck path,
 // with ties broken by fewest hops, then by the lexicographically smallest sequence of GPU ids
 // read from the smaller id, and latencies summed along it. Two steps:
-//  1. Bottlenecks. A maximum spanning tree (Prim on the dense link matrix, O(N^2)) holds a
+//  1. Bottlenecks. A maximum spanning tree (Prim on the dense link matrix, O(N^2), or Kruskal
+//     on the list of links when they are few, O(N^2 + E log E)) holds a
 //     widest path between every pair (Hu, "The maximum capacity route problem", Operations
 //     Research 9(6), 1961), so a walk of the tree from a GPU gives its bottleneck to every
 //     other in O(N).
@@ -17,6 +18,8 @@
 // Twins (GPUs with the same link to every other GPU, as shorthand makes them) are searched as
 // one class: discovered together, expanded once. A GPU scans either its adjacency list (GPUs
 // of low degree) or the undiscovered classes through the matrix, whichever is shorter.
+// When the links form a tree (N - 1 links, as in a star or a chain), every pair has one path and
+// one walk of the tree per source fills them all: O(N^2), whatever the bandwidths.
 // Complexity: O(N^2) time and memory when every pair is linked; otherwise O(N^2) for the tree,
 // the classes and the lists, plus per search O(N + expanded classes x classes), so about
 // O(N^2) for shorthand clusters; at worst O(N^3) for inputs with many distinct bandwidths and
@@ -69,14 +72,25 @@ class PathFiller {
   void run() {
     if (n_ < 2) return;
     // hops 1 marks a direct link; 0 an unlinked pair, filled with its path below.
-    bool any_missing = false;
+    std::size_t linked_pairs = 0;
     for (std::size_t i = 0; i < bandwidth_.size(); ++i) {
       hops_[i] = bandwidth_[i] > 0 ? 1 : 0;
-      any_missing = any_missing || hops_[i] == 0;
+      linked_pairs += hops_[i];
     }
-    if (!any_missing) return;
-    spanning_tree();
+    if (linked_pairs == bandwidth_.size()) return;
+    if (linked_pairs <= kSparseLinksPerGpu * at(n_)) {
+      sparse_spanning_tree();
+    } else {
+      spanning_tree();
+    }
     rank_ids();
+    if (linked_pairs == at(n_) - 1) {  // connected with N - 1 links: the links are the tree
+      path_latency_.assign(at(n_), 0.0);
+      path_hops_.assign(at(n_), 0);
+      widest_.assign(at(n_), 0.0);
+      for (int source = 0; source < n_; ++source) fill_from_tree(source);
+      return;
+    }
     build_classes();
     build_sparse_lists();
     for (int source = 0; source < n_; ++source) fill_from(source);
@@ -86,7 +100,12 @@ class PathFiller {
   struct TreeEdge {
     int to;
     double bandwidth;
+    double latency_ms;
   };
+
+  // Links per GPU below which the spanning tree is built from the list of links (Kruskal)
+  // rather than by Prim over the matrix, whose reads of a GPU's column miss the cache.
+  static constexpr std::size_t kSparseLinksPerGpu = 8;
 
   // An entry of an adjacency list.
   struct Neighbour {
@@ -128,16 +147,62 @@ class PathFiller {
       if (next < 0) {
         int unreached = 0;
         while (in_tree[at(unreached)]) ++unreached;
-        throw InputError(file_ + ": topology is not connected: no path between " +
-                         in_quotes(gpus_[0].id) + " and " + in_quotes(gpus_[at(unreached)].id) +
-                         " (add a link, a node link or a network)");
+        throw_not_connected(unreached);
       }
       in_tree[at(next)] = 1;
-      tree_[at(next)].push_back(TreeEdge{best_from[at(next)], best[at(next)]});
-      tree_[at(best_from[at(next)])].push_back(TreeEdge{next, best[at(next)]});
+      add_tree_edge(best_from[at(next)], next);
       current = next;
     }
-    // Flattened, for the walks from every source.
+    flatten_tree();
+  }
+
+  void add_tree_edge(int u, int v) {
+    const std::size_t s = slot(u, v);
+    tree_[at(u)].push_back(TreeEdge{v, bandwidth_[s], latency_ms_[s]});
+    tree_[at(v)].push_back(TreeEdge{u, bandwidth_[s], latency_ms_[s]});
+  }
+
+  // Kruskal's maximum spanning tree over the links, read from the matrix in one sequential
+  // pass: O(N^2 + E log E) for E links. Any maximum spanning tree gives the same bottlenecks;
+  // when the links are a tree (N - 1 links) it is that tree. Also the connectivity check, with
+  // the same message as Prim's (the first GPU outside the first GPU's component).
+  void sparse_spanning_tree() {
+    std::vector<std::pair<int, int>> links;
+    for (int u = 0; u < n_; ++u) {
+      for (int v = u + 1; v < n_; ++v) {
+        if (linked(u, v)) links.emplace_back(u, v);
+      }
+    }
+    std::stable_sort(links.begin(), links.end(), [&](const auto& x, const auto& y) {
+      return bandwidth_[slot(x.first, x.second)] > bandwidth_[slot(y.first, y.second)];
+    });
+    std::vector<int> parent(at(n_));
+    std::iota(parent.begin(), parent.end(), 0);
+    auto root = [&](int v) {
+      while (parent[at(v)] != v) v = parent[at(v)] = parent[at(parent[at(v)])];
+      return v;
+    };
+    tree_.assign(at(n_), {});
+    for (const auto& [u, v] : links) {
+      const int ru = root(u), rv = root(v);
+      if (ru == rv) continue;
+      parent[at(std::max(ru, rv))] = std::min(ru, rv);
+      add_tree_edge(u, v);
+    }
+    for (int v = 1; v < n_; ++v) {
+      if (root(v) != root(0)) throw_not_connected(v);
+    }
+    flatten_tree();
+  }
+
+  [[noreturn]] void throw_not_connected(int unreached) const {
+    throw InputError(file_ + ": topology is not connected: no path between " +
+                     in_quotes(gpus_[0].id) + " and " + in_quotes(gpus_[at(unreached)].id) +
+                     " (add a link, a node link or a network)");
+  }
+
+  // The tree's edges flattened, for the walks from every source.
+  void flatten_tree() {
     tree_offset_.assign(at(n_) + 1, 0);
     for (int u = 0; u < n_; ++u)
       tree_offset_[at(u) + 1] = tree_offset_[at(u)] + tree_[at(u)].size();
@@ -318,6 +383,31 @@ class PathFiller {
     }
   }
 
+  // When the links form a tree (a star, a chain) every pair has one path: the tree's. Fills the
+  // unlinked pairs from `source` to the GPUs after it in id order by one walk, latencies summed
+  // from `source` outward as the search would. O(N) per source, O(N^2) in all.
+  void fill_from_tree(int source) {
+    path_latency_[at(source)] = 0;
+    path_hops_[at(source)] = 0;
+    widest_[at(source)] = std::numeric_limits<double>::infinity();
+    tree_stack_.assign(1, {source, -1});
+    while (!tree_stack_.empty()) {
+      auto [u, parent] = tree_stack_.back();
+      tree_stack_.pop_back();
+      for (std::size_t i = tree_offset_[at(u)]; i < tree_offset_[at(u) + 1]; ++i) {
+        const TreeEdge& e = tree_edges_[i];
+        if (e.to == parent) continue;
+        widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
+        path_latency_[at(e.to)] = path_latency_[at(u)] + e.latency_ms;
+        path_hops_[at(e.to)] = path_hops_[at(u)] + 1;
+        tree_stack_.emplace_back(e.to, u);
+        if (path_hops_[at(e.to)] > 1 && id_rank_[at(e.to)] > id_rank_[at(source)]) {
+          record_path(source, e.to, widest_[at(e.to)]);
+        }
+      }
+    }
+  }
+
   // The member of class `c` that stands for it in a search from `source`.
   [[nodiscard]] int representative(int c, int source) const {
     const std::vector<int>& members = classes_[at(c)];
@@ -490,17 +580,20 @@ class PathFiller {
 
   // Stores the widest paths found from `source` at bottleneck `width` to `targets`.
   void record_paths(int source, double width, const std::vector<int>& targets) {
-    for (int t : targets) {
-      if (!std::isfinite(path_latency_[at(t)])) {
-        throw InputError(file_ + ": the latency along the path between " +
-                         in_quotes(gpus_[at(source)].id) + " and " + in_quotes(gpus_[at(t)].id) +
-                         " is too large");
-      }
-      std::size_t s = slot(source, t);
-      bandwidth_[s] = width;
-      latency_ms_[s] = path_latency_[at(t)];
-      hops_[s] = static_cast<std::uint16_t>(path_hops_[at(t)]);
+    for (int t : targets) record_path(source, t, width);
+  }
+
+  // Stores the path found from `source` to `target` at bottleneck `width`.
+  void record_path(int source, int target, double width) {
+    if (!std::isfinite(path_latency_[at(target)])) {
+      throw InputError(file_ + ": the latency along the path between " +
+                       in_quotes(gpus_[at(source)].id) + " and " + in_quotes(gpus_[at(target)].id) +
+                       " is too large");
     }
+    std::size_t s = slot(source, target);
+    bandwidth_[s] = width;
+    latency_ms_[s] = path_latency_[at(target)];
+    hops_[s] = static_cast<std::uint16_t>(path_hops_[at(target)]);
   }
 
   // Counts the work of the searches (GPUs and classes looked at) against kMaxPathSteps, so that

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -472,9 +473,11 @@ TEST(TopologyTest, PathsMatchBruteForceOnShorthandLikeClusters) {
   EXPECT_GT(check_random_clusters(7, 80, 8, 9, 3, 12), 100);
 }
 
-// A chain whose bandwidths fall along it, ids in chain order: from each GPU every later one
-// has its own bottleneck, and each needs a search of the chain up to it, about N^3 / 3 steps.
-Topology falling_chain(int n) {
+// A chain whose bandwidths fall along it, ids in chain order, closed into a ring by a link
+// narrower than all: from each GPU every later one has its own bottleneck, and each needs a
+// search of the chain up to it, about N^3 / 3 steps. (Without the closing link the links are
+// a tree, whose paths need no search.)
+Topology falling_ring(int n) {
   std::vector<Gpu> gpus;
   for (int i = 0; i < n; ++i) {
     Gpu g;
@@ -484,25 +487,77 @@ Topology falling_chain(int n) {
   }
   std::vector<Link> links;
   for (int i = 0; i + 1 < n; ++i) links.push_back({i, i + 1, 1e9 * (2 * n - i), 0.001});
-  return Topology::build("chain", gpus, links, "chain.json");
+  links.push_back({n - 1, 0, 1e9, 0.001});
+  return Topology::build("ring", gpus, links, "ring.json");
 }
 
 TEST(TopologyTest, PathSearchesHaveALimit) {
-  // 600 GPUs: about 7e7 steps, accepted (every path is the chain).
-  const Topology accepted = falling_chain(600);
-  EXPECT_EQ(accepted.pair(0, 599).hops, 599);
-  EXPECT_DOUBLE_EQ(accepted.pair(0, 599).bandwidth_bytes_per_s, 1e9 * (1200 - 598));
+  // 600 GPUs: about 7e7 steps, accepted (the widest paths follow the chain).
+  const Topology accepted = falling_ring(600);
+  EXPECT_EQ(accepted.pair(0, 598).hops, 598);
+  EXPECT_EQ(accepted.pair(0, 597).hops, 597);
+  EXPECT_DOUBLE_EQ(accepted.pair(0, 597).bandwidth_bytes_per_s, 1e9 * (1200 - 596));
   // 1,000 GPUs: about 3.3e8 steps, beyond kMaxPathSteps: refused, not minutes of work.
   try {
-    falling_chain(1000);
+    falling_ring(1000);
     FAIL() << "no error";
   } catch (const InputError& error) {
     EXPECT_EQ(std::string(error.what()),
-              "chain.json: too many distinct paths to search: the widest paths between the 1000 "
+              "ring.json: too many distinct paths to search: the widest paths between the 1000 "
               "GPUs' unlinked pairs take more than 2e+08 steps (many distinct link bandwidths "
               "and few links); link more pairs directly or use fewer distinct bandwidths (see "
               "\"Limits\" in docs/errors.md)");
   }
+}
+
+// Links that form a tree (N - 1 links) have one path per pair, found without a search: any
+// number of distinct bandwidths is accepted. Random trees against the brute force (latencies
+// of several magnitudes, so that the order of the sums shows), and a star of 8,000 GPUs with
+// 7,999 distinct bandwidths, which the searches refused.
+TEST(TopologyTest, TreesOfLinksNeedNoSearch) {
+  std::mt19937 random(33);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 2 + static_cast<int>(random() % 8);
+    std::vector<Gpu> gpus(static_cast<std::size_t>(n));
+    const auto size = static_cast<std::size_t>(n);
+    for (std::size_t i = 0; i < size; ++i) {
+      gpus[i].id = "t" + std::to_string(random() % 1000) + "-" + std::to_string(i);
+      gpus[i].node = gpus[i].id;
+    }
+    std::vector<std::vector<double>> bw(size, std::vector<double>(size, 0)), lat = bw;
+    std::vector<Link> links;
+    for (int v = 1; v < n; ++v) {
+      const int u = static_cast<int>(random() % static_cast<unsigned>(v));
+      const double b = 1e9 * static_cast<double>(1 + random() % 5);
+      const double l = std::ldexp(1.0 + static_cast<double>(random() % 1000) / 7.0,
+                                  -static_cast<int>(random() % 30));
+      links.push_back({u, v, b, l});
+      const auto su = static_cast<std::size_t>(u), sv = static_cast<std::size_t>(v);
+      bw[su][sv] = bw[sv][su] = b;
+      lat[su][sv] = lat[sv][su] = l;
+    }
+    const Topology topo = Topology::build("tree", gpus, links, "tree.json");
+    for (int u = 0; u < n; ++u) {
+      for (int v = u + 1; v < n; ++v) {
+        const Oracle want = brute_force(gpus, bw, lat, u, v);
+        const PairCost got = topo.pair(u, v);
+        EXPECT_EQ(got.bandwidth_bytes_per_s, want.bandwidth) << "trial " << trial;
+        EXPECT_EQ(got.hops, want.hops) << "trial " << trial;
+        EXPECT_EQ(got.latency_ms, want.latency_ms) << "trial " << trial;  // summed in order
+      }
+    }
+  }
+  std::vector<Gpu> gpus(8000);
+  std::vector<Link> links;
+  for (int i = 0; i < 8000; ++i) {
+    gpus[static_cast<std::size_t>(i)].id = "g" + std::to_string(i);
+    gpus[static_cast<std::size_t>(i)].node = gpus[static_cast<std::size_t>(i)].id;
+    if (i > 0) links.push_back({0, i, 1e9 + 1e6 * i, 0.001});
+  }
+  const Topology star = Topology::build("star", gpus, links, "star.json");
+  EXPECT_EQ(star.pair(1, 7999).bandwidth_bytes_per_s, 1e9 + 1e6);
+  EXPECT_EQ(star.pair(1, 7999).hops, 2);
+  EXPECT_EQ(star.pair(1, 7999).latency_ms, 0.002);
 }
 
 // ---- A GPU's catalogue `type`: memory and speed defaults, and the errors.

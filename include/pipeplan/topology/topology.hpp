@@ -26,8 +26,9 @@ inline constexpr int kMaxGpus = 8192;
 
 /// Work allowed to the widest-path searches that fill unlinked pairs (GPUs and classes looked at).
 /// They cost O(N) per distinct bottleneck per source: nothing on clusters written with the
-/// `nodes` shorthand, up to O(N^3) on a long chain of distinct bandwidths (a chain of 1,000 GPUs
-/// takes 5e7). 2e8 steps take about two seconds; beyond them the topology is rejected.
+/// `nodes` shorthand or links that form a tree (one path per pair, no search), up to O(N^3) on a
+/// long ring of distinct bandwidths (a ring of 600 GPUs takes about 7e7). 2e8 steps take about
+/// two seconds; beyond them the topology is rejected.
 inline constexpr std::uint64_t kMaxPathSteps = 200'000'000;
 
 /// Longest node name or GPU id accepted, in bytes. A shorthand node's name is repeated in the
@@ -98,7 +99,8 @@ class Topology {
   /// Throws `InputError` prefixed with `file` when the GPUs are not all connected (or a path's
   /// summed latency overflows). GPU ids must be unique and the links' size must match the
   /// GPUs (else `InternalError`).
-  /// Complexity: O(N^2) time and memory when every pair is linked. Otherwise a maximum spanning
+  /// Complexity: O(N^2) time and memory when every pair is linked, or when the links form a
+  /// tree (one walk of it per GPU). Otherwise a maximum spanning
   /// tree (O(N^2)) gives every bottleneck, and for every GPU with an unlinked partner of larger
   /// id, one breadth-first search per distinct bottleneck value among those partners, limited
   /// to the GPUs reachable at that bottleneck: O(N^2) in all for shorthand clusters, at worst
