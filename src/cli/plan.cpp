@@ -45,6 +45,19 @@ void check_option_combinations(const PlanOptions& options) {
   }
 }
 
+// The batch-size search's planning of one size: a size the planner refuses (Megatron-LM's
+// equal shares per replica, planners::refusal) is one that did not plan, so the search goes on
+// with the others.
+template <typename RequestFor, typename Make>
+auto skipping_refusals(const std::string& planner, RequestFor request_for, Make make) {
+  return [planner, request_for, make](const model::Model& planned, int micro_batches) {
+    if (auto why = planners::refusal(planner, request_for(planned, micro_batches))) {
+      throw InfeasibleError(*why);
+    }
+    return make(planned, micro_batches);
+  };
+}
+
 int run_plan(const PlanOptions& options, Context& context) {
   const auto started = std::chrono::steady_clock::now();
   check_option_combinations(options);
@@ -89,7 +102,8 @@ int run_plan(const PlanOptions& options, Context& context) {
   Plan plan;
   if (options.global_batch) {
     planners::GlobalBatchPlan chosen = planners::plan_global_batch(
-        model, *options.global_batch, options.model, make, estimate, topology.size());
+        model, *options.global_batch, options.model,
+        skipping_refusals(options.planner, request_for, make), estimate, topology.size());
     model = std::move(chosen.model);
     plan = std::move(chosen.plan);
   } else {

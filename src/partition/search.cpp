@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "pipeplan/partition/building_blocks.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::partition {
@@ -98,6 +99,7 @@ bool valid(const Layout& layout, const std::vector<int>& order, const ShapeLimit
     const int n = layout.runs[at];
     const int t = layout.degrees[at];
     if (t < 1 || n < 1 || n % t != 0 || n / t > limits.max_replicas) return false;
+    if (limits.equal_shares_of > 0 && !shares_equally(limits.equal_shares_of, n / t)) return false;
     if (!degree_allowed(limits, layout.firsts[at], end - 1, t)) return false;
     const bool recompute = layout.recompute[at] != 0;
     if (recompute ? !(limits.may_recompute || limits.must_recompute) : limits.must_recompute) {
@@ -168,6 +170,7 @@ void for_each_shape(const ShapeLimits& limits, const std::vector<int>& order,
         if (follow && t != current.front().tensor_parallel) continue;
         for (int r = 1; r <= limits.max_replicas && position + r * t <= N; ++r) {
           if (follow && r != current.front().replicas()) continue;
+          if (limits.equal_shares_of > 0 && !shares_equally(limits.equal_shares_of, r)) continue;
           for (const bool recompute : options) {
             Stage stage{layer, last, {}};
             for (int p = position; p < position + r * t; ++p)

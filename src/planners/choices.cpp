@@ -38,16 +38,18 @@ partition::StageChoices stage_choices(const Request& request) {
   choices.must_recompute = recompute == Recompute::kAlways;
   choices.optimizer = request.optimizer;
   choices.uniform = request.uniform;
+  if (request.uniform) choices.equal_shares_of = request.micro_batches;
   return choices;
 }
 
-void restrict_shapes(const Request& request, partition::ShapeLimits& limits) {
-  const partition::StageChoices choices = stage_choices(request);
+void restrict_shapes(const Request& request, const partition::StageChoices& choices,
+                     partition::ShapeLimits& limits) {
   limits.degrees = choices.degrees;
   limits.may_recompute = choices.may_recompute;
   limits.must_recompute = choices.must_recompute;
   limits.model = &request.model;
   limits.uniform = choices.uniform;
+  limits.equal_shares_of = choices.equal_shares_of;
 }
 
 }  // namespace pipeplan::planners

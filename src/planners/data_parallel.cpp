@@ -8,9 +8,19 @@
 #include <numeric>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/baselines.hpp"
 
 namespace pipeplan::planners {
+
+std::optional<std::string> data_parallel_refusal(const Request& request) {
+  const int N = request.topology.size();
+  if (!request.uniform || partition::shares_equally(request.micro_batches, N)) return std::nullopt;
+  const std::string m = std::to_string(request.micro_batches), n = std::to_string(N);
+  return "--micro-batches " + m + ": under --uniform every replica takes the same number of " +
+         "micro-batches, and the data-parallel planner's " + n + " replicas (every GPU) cannot " +
+         "share " + m + "; give a multiple of " + n + " micro-batches";
+}
 
 Partition data_parallel_partition(const Request& request, schedule::Policy policy) {
   const int L = static_cast<int>(request.model.layers.size());

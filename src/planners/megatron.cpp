@@ -19,6 +19,7 @@
 #include <string>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -126,6 +127,22 @@ std::vector<Request> megatron_configurations(const Request& request,
     }
   }
   return out;
+}
+
+std::optional<std::string> megatron_refusal(const Request& request) {
+  if (request.tensor_parallel.size() != 1 || !request.pipeline_parallel) return std::nullopt;
+  const long per_copy =
+      static_cast<long>(request.tensor_parallel.front()) * std::max(*request.pipeline_parallel, 1);
+  if (per_copy < 1) return std::nullopt;
+  const long D =
+      request.data_parallel ? *request.data_parallel : request.topology.size() / per_copy;
+  if (D < 1 || partition::shares_equally(request.micro_batches, D)) return std::nullopt;
+  const std::string m = std::to_string(request.micro_batches), d = std::to_string(D);
+  return "--micro-batches " + m + ": Megatron-LM gives each of the " + d +
+         " data-parallel replicas the same number of micro-batches, and " + m +
+         " is not a multiple of " + d + "; give a multiple of " + d + " micro-batches" +
+         (request.data_parallel ? ", or a --data-parallel that divides " + m
+                                : ", or --data-parallel D with D dividing " + m);
 }
 
 Partition megatron_partition(const Request& request, schedule::Policy policy) {
@@ -241,6 +258,7 @@ double estimate_iteration_ms(const Request& request, schedule::Policy policy) {
   const partition::StageChoices choices = stage_choices(request);
   std::vector<Request> configurations;
   if (request.tensor_parallel.size() == 1 && request.pipeline_parallel) {
+    if (megatron_refusal(request)) return std::numeric_limits<double>::infinity();
     configurations.push_back(request);
   } else {
     configurations = megatron_candidates(request, choices);

@@ -28,6 +28,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/partition/building_blocks.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -201,10 +202,11 @@ Partition pipedream_partition(const Request& request, schedule::Policy policy) {
   std::optional<PipeDreamSolution> solution;
   if (request.uniform) {
     // --uniform: the best of PipeDream's DP with every stage at r replicas, for every r that
-    // divides the GPUs (every GPU is used); ties to the smaller r.
+    // divides the GPUs (every GPU is used) and shares the micro-batches equally; ties to the
+    // smaller r.
     const int N = request.topology.size();
     for (int r = 1; r <= N; ++r) {
-      if (N % r != 0) continue;
+      if (N % r != 0 || !partition::shares_equally(request.micro_batches, r)) continue;
       auto candidate =
           pipedream_solve(request.model, request.topology, request.micro_batches, policy, r);
       if (candidate && (!solution || candidate->slowest_ms < solution->slowest_ms))

@@ -11,6 +11,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
@@ -72,6 +73,7 @@ Plan spp_plan(const Request& request, schedule::Policy policy) { return plan_spp
 std::vector<CompareVariant> megatron_variants(const Request& request) {
   std::vector<CompareVariant> variants;
   for (Request& fixed : megatron_configurations(request, candidate_degrees(request))) {
+    if (megatron_refusal(fixed)) continue;  // a configuration Megatron-LM cannot run
     // Appended piece by piece: `" p" + std::string&&` draws a false -Wrestrict from GCC 12 at
     // -O3 (GCC bug 105329).
     std::string label = "t";
@@ -133,6 +135,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .steps = linear_steps,
                   .partition = data_parallel_partition,
                   .options = {"--uniform"},  // one stage: uniform
+                  .refuses = data_parallel_refusal,
                   .seeds_spp = true});
   // A configuration the user gives (--tensor-parallel T --pipeline-parallel P): compare runs it
   // in the configurations that use every GPU (megatron_variants), not as a row of its own.
@@ -146,7 +149,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .partition = megatron_partition,
                   .options = {"--tensor-parallel", "--recompute", "--uniform",
                               "--pipeline-parallel", "--data-parallel"},
-                  .shares_devices = true});
+                  .shares_devices = true,
+                  .refuses = megatron_refusal});
   return rows;
 }
 
@@ -444,14 +448,22 @@ Plan make_plan(std::string_view name, const Request& request,
   const schedule::Policy chosen = policy.value_or(default_policy_for(name, request));
   check_limits(row.name, request);
   check_shares_devices(row, request, chosen);
+  if (auto why = refusal(name, request)) throw UsageError(*why);
   Plan plan = row.plan ? row.plan(request, chosen)
                        : finish_plan(std::string(row.name), row.partition(request, chosen), request,
                                      chosen);
-  if (request.uniform && !is_uniform(plan.stages)) {
+  if (request.uniform &&
+      (!is_uniform(plan.stages) ||
+       !partition::shares_equally(request.micro_batches, plan.stages.front().replicas()))) {
     throw InternalError("the " + std::string(row.name) +
                         " planner made a plan that is not uniform under --uniform");
   }
   return plan;
+}
+
+std::optional<std::string> refusal(std::string_view name, const Request& request) {
+  const PlannerRow& row = find_planner(name);
+  return row.refuses ? row.refuses(request) : std::nullopt;
 }
 
 bool is_uniform(const std::vector<Stage>& stages) {

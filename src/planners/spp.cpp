@@ -257,7 +257,7 @@ class SppRun {
     // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
     limits_.max_stages =
         std::min({max_stages_within_task_limit(request.micro_batches), limits_.layers, N_});
-    restrict_shapes(request, limits_);
+    restrict_shapes(request, choices, limits_);
     // Few enough shapes: every one is replayed on each order, whatever the DP's memory model.
     exhaustive_ =
         partition::count_shapes(limits_, N_, search.exhaustive_shapes) <= search.exhaustive_shapes;

@@ -21,6 +21,7 @@
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/report/export.hpp"
 
 namespace pipeplan::report {
@@ -462,7 +463,7 @@ FrameworkShape framework_shape(const PlanView& view, std::string_view framework)
   }
   const int r = first.replicas();
   const int devices = static_cast<int>(pipeline_devices(view.plan).stages.size());
-  if (view.micro_batches % r != 0) {
+  if (!partition::shares_equally(view.micro_batches, r)) {
     throw InputError(plan_file(view), "/micro_batches",
                      std::string(framework) + " gives each of the " + std::to_string(r) +
                          " data-parallel replicas the same number of micro-batches, and " +

@@ -222,14 +222,16 @@ TEST(CompareV2Test, ListsMegatronConfigurationsAndSppUniform) {
              row.at("policy").get<std::string>() + ")"] = row;
   }
   ASSERT_TRUE(by_label.count("spp --uniform (list)"));
-  // 16 GPUs: degrees 1, 2, 4, 8 and depths with t p dividing 16.
-  for (const char* label : {"megatron t1 p1 d16 (1f1b)", "megatron t2 p8 d1 (1f1b)",
+  // 16 GPUs: degrees 1, 2, 4, 8 and depths with t p dividing 16, and (issue 34) data-parallel
+  // degrees that share the 8 micro-batches equally, as Megatron-LM needs.
+  for (const char* label : {"megatron t1 p2 d8 (1f1b)", "megatron t2 p8 d1 (1f1b)",
                             "megatron t4 p2 d2 (1f1b)", "megatron t8 p2 d1 (1f1b)"}) {
     EXPECT_TRUE(by_label.count(label)) << label;
   }
-  EXPECT_FALSE(by_label.count("megatron t4 p3 d1 (1f1b)"));  // 12 GPUs: not every GPU
-  // One GPU holds no full copy of the model, even recomputing.
-  EXPECT_FALSE(by_label.at("megatron t1 p1 d16 (1f1b)").at("feasible").get<bool>());
+  EXPECT_FALSE(by_label.count("megatron t4 p3 d1 (1f1b)"));   // 12 GPUs: not every GPU
+  EXPECT_FALSE(by_label.count("megatron t1 p1 d16 (1f1b)"));  // 16 replicas, 8 micro-batches
+  // Two GPUs hold no full copy of the model, even recomputing.
+  EXPECT_FALSE(by_label.at("megatron t1 p2 d8 (1f1b)").at("feasible").get<bool>());
   ASSERT_TRUE(by_label.at("megatron t4 p2 d2 (1f1b)").at("feasible").get<bool>());
   // spp (list) is the fastest, and spp --uniform (list) never slower than any megatron
   // configuration (1F1B).

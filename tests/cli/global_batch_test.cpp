@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "../support/cli_run.hpp"
@@ -49,6 +50,35 @@ TEST_F(GlobalBatchTest, AProfiledModelDividesByItsBatchSize) {
   const nlohmann::json v1 = plan({path("profiled.json"), path("topo.json"), "-m", "8"});
   EXPECT_FALSE(v1.contains("micro_batch_size"));
   EXPECT_EQ(v1.at("schema"), "pipeplan/plan/v1");
+}
+
+// Issue 34: Megatron-LM gives each replica the same number of micro-batches. With 2 replicas
+// and a global batch of 6, sizes 2 and 6 (3 and 1 micro-batches) are skipped, not planned; given
+// a micro-batch count itself, the planner refuses it with a usage error and writes nothing.
+TEST_F(GlobalBatchTest, TheMegatronPlannerSkipsSizesItsReplicasCannotShare) {
+  const std::vector<std::string> megatron = {
+      "--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1"};
+  std::vector<std::string> args = {path("gpt.json"), path("topo.json"), "--global-batch", "6",
+                                   "--verbose"};
+  args.insert(args.end(), megatron.begin(), megatron.end());
+  std::vector<std::string> command = {"plan"};
+  command.insert(command.end(), args.begin(), args.end());
+  const auto searched = run_cli(command);
+  ASSERT_EQ(searched.code, 0) << searched.err;
+  const nlohmann::json out = nlohmann::json::parse(searched.out);
+  EXPECT_EQ(out.at("micro_batches").get<int>() % 2, 0);
+  EXPECT_NE(searched.err.find("is not a multiple of 2"), std::string::npos) << searched.err;
+
+  std::vector<std::string> fixed = {"plan", path("gpt.json"), path("topo.json"), "-m", "3",
+                                    "-o",   path("out.json")};
+  fixed.insert(fixed.end(), megatron.begin(), megatron.end());
+  const auto refused = run_cli(fixed);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err,
+            "pipeplan: error: --micro-batches 3: Megatron-LM gives each of the 2 data-parallel "
+            "replicas the same number of micro-batches, and 3 is not a multiple of 2; give a "
+            "multiple of 2 micro-batches, or --data-parallel D with D dividing 3\n");
+  EXPECT_FALSE(std::filesystem::exists(path("out.json")));
 }
 
 TEST_F(GlobalBatchTest, RefusesGlobalBatchesThatDoNotDivide) {

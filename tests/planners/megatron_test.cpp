@@ -7,6 +7,7 @@
 
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -147,6 +148,47 @@ TEST(MegatronTest, ConfigurationsThatCannotBeBuiltAreRefused) {
     EXPECT_STREQ(error.what(),
                  "pipeline-parallel 5 is more stages than the 4 decoder layers to split");
   }
+}
+
+// Megatron-LM gives every data-parallel replica the same number of micro-batches: 2 micro-batches
+// on 4 replicas is a configuration it cannot run, refused (a usage error naming the option)
+// instead of planned; the estimate of such a configuration is infinite and compare leaves it out.
+TEST(MegatronTest, MicroBatchesThatTheReplicasCannotShareAreRefused) {
+  const model::Model model = transformer_shaped(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  try {
+    make_plan("megatron", configuration(model, topology, 2, 1, 2));  // D = 8 / 2 = 4
+    FAIL() << "planned";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--micro-batches 2: Megatron-LM gives each of the 4 data-parallel replicas the "
+                 "same number of micro-batches, and 2 is not a multiple of 4; give a multiple of "
+                 "4 micro-batches, or --data-parallel D with D dividing 2");
+  }
+  try {
+    make_plan("megatron", configuration(model, topology, 6, 1, 2, 4));
+    FAIL() << "planned";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--micro-batches 6: Megatron-LM gives each of the 4 data-parallel replicas the "
+                 "same number of micro-batches, and 6 is not a multiple of 4; give a multiple of "
+                 "4 micro-batches, or a --data-parallel that divides 6");
+  }
+  // What it can run: D = 2 of 6, D = 4 of 8.
+  EXPECT_NO_THROW(make_plan("megatron", configuration(model, topology, 6, 1, 2, 2)));
+  EXPECT_NO_THROW(make_plan("megatron", configuration(model, topology, 8, 1, 2)));
+  EXPECT_EQ(
+      estimate_iteration_ms(configuration(model, topology, 2, 1, 2), schedule::Policy::kOneFOneB),
+      std::numeric_limits<double>::infinity());
+  // compare's configurations with 2 micro-batches on 8 GPUs: D of 1 or 2 only.
+  const Request free{model, topology, 2};
+  int variants = 0;
+  for (const CompareVariant& variant : compare_variants(find_planner("megatron"), free)) {
+    EXPECT_TRUE(partition::shares_equally(2, *variant.request.data_parallel)) << variant.label;
+    ++variants;
+  }
+  EXPECT_GT(variants, 0);
+  EXPECT_LT(variants, static_cast<int>(megatron_configurations(free, {1, 2, 4}).size()));
 }
 
 // The batch-size search's ranking (estimate_iteration_ms): a fixed configuration's own

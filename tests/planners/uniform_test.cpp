@@ -10,6 +10,7 @@
 #include "../support/builders.hpp"
 #include "../support/builders_v2.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
 
 namespace pipeplan::planners {
@@ -48,6 +49,9 @@ TEST(UniformTest, SppUniformIsNeverSlowerThanMegatronWithTheSameDegree) {
             try {
               megatron = make_plan("megatron", fixed, policy);
             } catch (const InfeasibleError&) {
+              continue;
+            } catch (const UsageError&) {
+              EXPECT_FALSE(partition::shares_equally(M, D));  // Megatron-LM could not run it
               continue;
             }
             SCOPED_TRACE("trial " + std::to_string(trial) + ", T " + std::to_string(T) + ", P " +
@@ -96,6 +100,9 @@ TEST(UniformTest, SppIsNeverSlowerThanMegatronConfigurationsUsingEveryGpu) {
               megatron = make_plan("megatron", fixed, policy);
             } catch (const InfeasibleError&) {
               continue;
+            } catch (const UsageError&) {
+              EXPECT_FALSE(partition::shares_equally(M, N / (P * T)));
+              continue;
             }
             SCOPED_TRACE("trial " + std::to_string(trial) + ", " +
                          std::string(schedule::policy_name(policy)) + ", T " + std::to_string(T) +
@@ -143,22 +150,58 @@ TEST(UniformTest, SppIsNeverSlowerThanItsUniformSearch) {
   EXPECT_GT(compared, 40);
 }
 
-TEST(UniformTest, EveryPlannerKeepsToUniformPlans) {
+// Uniform, and runnable by Megatron-LM, DeepSpeed and torch: every replica the same number of
+// micro-batches (issue 34: `--uniform --micro-batches 7` once chose 4 replicas, which every
+// export refused). Only data-parallel, whose replicas are every GPU, refuses instead.
+TEST(UniformTest, EveryPlannerKeepsToUniformPlansWhoseReplicasShareTheMicroBatches) {
   std::mt19937 rng(16);
-  for (int trial = 0; trial < 20; ++trial) {
+  int planned = 0, refused = 0;
+  for (int trial = 0; trial < 40; ++trial) {
     const model::Model model = random_model(rng, 2 + static_cast<int>(rng() % 6), 4e6);
     const topology::Topology topology =
         random_topology(rng, 2 + static_cast<int>(rng() % 6), 8e6, 80e6);
-    Request request{model, topology, 1 + static_cast<int>(rng() % 8)};
+    const int M = 1 + static_cast<int>(rng() % 8);
+    Request request{model, topology, M};
     request.uniform = true;
     for (const std::string& name : planner_names()) {
       if (name == "megatron") continue;  // needs a configuration; UniformTest above
-      SCOPED_TRACE(name + ", trial " + std::to_string(trial));
+      SCOPED_TRACE(name + ", trial " + std::to_string(trial) + ", M " + std::to_string(M));
       try {
-        EXPECT_TRUE(is_uniform(make_plan(name, request).stages));
+        const Plan plan = make_plan(name, request);
+        EXPECT_TRUE(is_uniform(plan.stages));
+        EXPECT_TRUE(partition::shares_equally(M, plan.stages.front().replicas()))
+            << plan.stages.front().replicas() << " replicas";
+        ++planned;
       } catch (const InfeasibleError&) {
+      } catch (const UsageError& error) {
+        EXPECT_EQ(name, "data-parallel");
+        EXPECT_FALSE(partition::shares_equally(M, topology.size()));
+        EXPECT_EQ(std::string(error.what()),
+                  "--micro-batches " + std::to_string(M) +
+                      ": under --uniform every replica takes the same number of micro-batches, "
+                      "and the data-parallel planner's " +
+                      std::to_string(topology.size()) + " replicas (every GPU) cannot share " +
+                      std::to_string(M) + "; give a multiple of " +
+                      std::to_string(topology.size()) + " micro-batches");
+        ++refused;
       }
     }
+  }
+  EXPECT_GT(planned, 100);
+  EXPECT_GT(refused, 5);
+}
+
+// spp --uniform with 7 micro-batches on 16 GPUs: 1 or 7 replicas per stage, never 2, 4 or 8.
+TEST(UniformTest, SevenMicroBatchesGetOneOrSevenReplicas) {
+  const topology::Topology topology = uniform_topology(16, 50e9, 0.001);
+  std::mt19937 rng(7);
+  const model::Model model = random_model(rng, 24, 4e6);
+  Request request{model, topology, 7};
+  request.uniform = true;
+  for (const schedule::Policy policy : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
+    const Plan plan = make_plan("spp", request, policy);
+    const int r = plan.stages.front().replicas();
+    EXPECT_TRUE(r == 1 || r == 7) << r;
   }
 }
 

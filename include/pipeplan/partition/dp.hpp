@@ -33,6 +33,13 @@ struct Solution {
   int grid_blocks = 0;  ///< Layer blocks of that grid (the layer count: every boundary).
 };
 
+/// Whether `replicas` data-parallel replicas can each take the same number of `micro_batches`,
+/// as Megatron-LM, DeepSpeed and torch.distributed.pipelining give them (issue 34): the rule of
+/// `--uniform` plans, the megatron planner and the framework exports. O(1).
+inline bool shares_equally(long micro_batches, long replicas) {
+  return replicas >= 1 && micro_batches % replicas == 0;
+}
+
 /// The per-stage choices of spec 8.4 that the DP searches over, besides layers and runs.
 struct StageChoices {
   std::vector<int> degrees{1};  ///< Tensor-parallel degrees a stage may take, ascending; a
@@ -43,6 +50,9 @@ struct StageChoices {
   /// Every stage with the same run length and degree (`--uniform`, spec 8.4): the plans
   /// Megatron-LM, DeepSpeed and torch.distributed.pipelining can run.
   bool uniform = false;
+  /// When > 0 (`--uniform`: the micro-batches), a stage's replica count must share them equally
+  /// (`shares_equally`); 0 allows any count up to the micro-batches.
+  int equal_shares_of = 0;
 };
 
 /// What the DP assumes of the schedule that will run its plan.

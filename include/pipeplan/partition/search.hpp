@@ -32,7 +32,8 @@ struct ShapeLimits {
   bool must_recompute = false;          ///< Every stage recomputes.
   const model::Model* model = nullptr;  ///< For the degrees a stage allows; needed when
                                         ///< `degrees` is not {1}.
-  bool uniform = false;  ///< Every stage with the same run length and degree (`--uniform`).
+  bool uniform = false;     ///< Every stage with the same run length and degree (`--uniform`).
+  int equal_shares_of = 0;  ///< When > 0, replica counts share it equally (`shares_equally`).
 };
 
 /// The value of a shape: the replayed iteration time in ms, or nothing when it is infeasible

@@ -67,6 +67,18 @@ std::string infeasibility_reason(const Request& request);
 /// or layers do not suffice or a stage cannot run at T. O(L D + N).
 Partition megatron_partition(const Request& request, schedule::Policy policy);
 
+/// Why Megatron-LM could not run `request`'s configuration, or nothing: it gives every
+/// data-parallel replica the same number of micro-batches (`partition::shares_equally`), so the
+/// micro-batches must be a multiple of `D` (`--data-parallel`, else the GPUs over `T P`). The
+/// megatron planner refuses such a request (a usage error naming `--micro-batches`), `compare`
+/// leaves such configurations out, the batch-size search skips such sizes. Nothing too when the
+/// request lacks a degree or a depth (`megatron_partition` says so). O(1).
+std::optional<std::string> megatron_refusal(const Request& request);
+
+/// `data-parallel --uniform` refuses, as `megatron_refusal`, micro-batches that its replicas (every
+/// GPU) cannot share equally; nothing without `--uniform`. O(1).
+std::optional<std::string> data_parallel_refusal(const Request& request);
+
 /// The megatron configurations that use every GPU, for a model with tensor-parallel layers
 /// (none otherwise): each degree `t` of `degrees`, each depth `P` up to the layers with `t P`
 /// dividing the GPUs, `D = N / (t P)`, as `request` with `tensor_parallel = {t}`,

@@ -24,7 +24,9 @@ std::vector<int> candidate_degrees(const Request& request);
 /// The request's stage choices for the DP. O(L D).
 partition::StageChoices stage_choices(const Request& request);
 
-/// `limits` with the request's degrees and recomputation (for the replayed searches).
-void restrict_shapes(const Request& request, partition::ShapeLimits& limits);
+/// `limits` with the degrees, recomputation and uniformity of `choices` (for the replayed
+/// searches of `request`).
+void restrict_shapes(const Request& request, const partition::StageChoices& choices,
+                     partition::ShapeLimits& limits);
 
 }  // namespace pipeplan::planners

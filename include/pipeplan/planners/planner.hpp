@@ -216,10 +216,18 @@ struct PlannerRow {
   /// Whether it places several stages on one device (`--virtual-stages`, `zb-v`); a planner
   /// that places one stage per GPU refuses them with a usage error (`make_plan`).
   bool shares_devices = false;
+  /// Why the frameworks could not run the plan it would make of a request, or nothing
+  /// (Megatron-LM gives every replica the same number of micro-batches): `make_plan` refuses
+  /// such a request with a usage error, the batch-size search skips such sizes (`refusal`).
+  /// nullptr: it never refuses.
+  std::optional<std::string> (*refuses)(const Request& request) = nullptr;
   /// Whether spp's search starts from its partition too (on the input order, when its `steps`
   /// are cheap), so that spp is never slower than it under the same policy. Needs `partition`.
   bool seeds_spp = false;
 };
+
+/// Why the planner `name` refuses `request` (its row's `refuses`), or nothing. O(1).
+std::optional<std::string> refusal(std::string_view name, const Request& request);
 
 /// Every planner, in the order `compare` lists them and `--help` names them: `spp` first.
 const std::vector<PlannerRow>& planner_table();
