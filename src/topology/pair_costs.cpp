@@ -367,9 +367,10 @@ class PathFiller {
     class_position_.assign(classes_.size(), 0);
   }
 
-  // Bottleneck from `source` to every GPU, along the spanning tree.
-  void tree_widths(int source) {
-    widest_[at(source)] = std::numeric_limits<double>::infinity();
+  // Walks the spanning tree from `source`, calling visit(u, e) for every edge e from a GPU u
+  // already reached to one that is not (depth first). O(N).
+  template <typename Visit>
+  void walk_tree(int source, Visit visit) {
     tree_stack_.assign(1, {source, -1});
     while (!tree_stack_.empty()) {
       auto [u, parent] = tree_stack_.back();
@@ -377,10 +378,18 @@ class PathFiller {
       for (std::size_t i = tree_offset_[at(u)]; i < tree_offset_[at(u) + 1]; ++i) {
         const TreeEdge& e = tree_edges_[i];
         if (e.to == parent) continue;
-        widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
+        visit(u, e);
         tree_stack_.emplace_back(e.to, u);
       }
     }
+  }
+
+  // Bottleneck from `source` to every GPU, along the spanning tree.
+  void tree_widths(int source) {
+    widest_[at(source)] = std::numeric_limits<double>::infinity();
+    walk_tree(source, [&](int u, const TreeEdge& e) {
+      widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
+    });
   }
 
   // When the links form a tree (a star, a chain) every pair has one path: the tree's. Fills the
@@ -390,22 +399,14 @@ class PathFiller {
     path_latency_[at(source)] = 0;
     path_hops_[at(source)] = 0;
     widest_[at(source)] = std::numeric_limits<double>::infinity();
-    tree_stack_.assign(1, {source, -1});
-    while (!tree_stack_.empty()) {
-      auto [u, parent] = tree_stack_.back();
-      tree_stack_.pop_back();
-      for (std::size_t i = tree_offset_[at(u)]; i < tree_offset_[at(u) + 1]; ++i) {
-        const TreeEdge& e = tree_edges_[i];
-        if (e.to == parent) continue;
-        widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
-        path_latency_[at(e.to)] = path_latency_[at(u)] + e.latency_ms;
-        path_hops_[at(e.to)] = path_hops_[at(u)] + 1;
-        tree_stack_.emplace_back(e.to, u);
-        if (path_hops_[at(e.to)] > 1 && id_rank_[at(e.to)] > id_rank_[at(source)]) {
-          record_path(source, e.to, widest_[at(e.to)]);
-        }
+    walk_tree(source, [&](int u, const TreeEdge& e) {
+      widest_[at(e.to)] = std::min(widest_[at(u)], e.bandwidth);
+      path_latency_[at(e.to)] = path_latency_[at(u)] + e.latency_ms;
+      path_hops_[at(e.to)] = path_hops_[at(u)] + 1;
+      if (path_hops_[at(e.to)] > 1 && id_rank_[at(e.to)] > id_rank_[at(source)]) {
+        record_path(source, e.to, widest_[at(e.to)]);
       }
-    }
+    });
   }
 
   // The member of class `c` that stands for it in a search from `source`.
