@@ -25,6 +25,17 @@ struct CompareOptions {
 };
 
 int run_compare(const CompareOptions& options, Context& context) {
+  // compare's megatron rows are every configuration that uses every GPU (issue 35: the options
+  // of one configuration were once accepted and ignored).
+  for (const auto& [option, given] :
+       {std::pair{"--pipeline-parallel", options.planning.pipeline_parallel.has_value()},
+        std::pair{"--data-parallel", options.planning.data_parallel.has_value()}}) {
+    if (given) {
+      throw UsageError(std::string(option) +
+                       ": compare runs every megatron configuration that uses every GPU; plan "
+                       "one configuration with plan --planner megatron");
+    }
+  }
   context.declare({{"MODEL", options.model}, {"TOPO", options.topology}}, {{"-o", options.output}});
   model::Model model = model::read_model(context.read("MODEL"));
   topology::Topology topology = topology::read_topology(context.read("TOPO"), model.profile_device);

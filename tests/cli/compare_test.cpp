@@ -197,6 +197,22 @@ TEST_F(CompareTest, NothingFeasibleExitsFour) {
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1);
 }
 
+// Issue 35: compare's megatron rows are every configuration using every GPU, so the options of
+// one configuration are refused, not ignored.
+TEST(CompareOptionsTest, OneMegatronConfigurationsOptionsAreRefused) {
+  const std::string root = PIPEPLAN_SOURCE_DIR;
+  for (const char* option : {"--pipeline-parallel", "--data-parallel"}) {
+    const Result result = run_cli({"compare", root + "/examples/models/llm/gpt3-13b-mb8.json",
+                                   root + "/examples/topologies/llm/dgx-a100-40gb-2x8.json", option,
+                                   "2", "--no-timing"});
+    EXPECT_EQ(result.code, 2);
+    EXPECT_EQ(result.out, "");
+    EXPECT_EQ(result.err, "pipeplan: error: " + std::string(option) +
+                              ": compare runs every megatron configuration that uses every GPU; "
+                              "plan one configuration with plan --planner megatron\n");
+  }
+}
+
 TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
   const std::string command = std::string("'") + PIPEPLAN_BINARY + "' compare '" +
                               path("model.json") + "' '" + path("topo.json") +
