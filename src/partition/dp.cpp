@@ -708,9 +708,6 @@ class Pass {
         for (int d = 0; d < D_; ++d) {
           const int t = choices_.degrees[static_cast<std::size_t>(d)];
           if (n % t != 0 || n / t > M_) continue;
-          if (choices_.equal_shares_of > 0 && !shares_equally(choices_.equal_shares_of, n / t)) {
-            continue;
-          }
           runs_[run_index(p, n / U_, d)] = make_run(topology_, gpus, t, M_, schedule_.round_robin);
         }
       }
@@ -989,7 +986,6 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
     for (int q = 1; q <= grid.lengths; ++q) {
       const int n = q * grid.unit;
       if (n % t != 0 || n / t > micro_batches) continue;
-      if (choices.equal_shares_of > 0 && !shares_equally(choices.equal_shares_of, n / t)) continue;
       for (int S = 1; S <= C && S <= max_stages && S * q <= grid.positions; ++S) {
         std::vector<Stage> stages;
         int first = 0;  // block index

@@ -864,12 +864,39 @@ void fill_split_phase(SearchState& state, const std::vector<std::vector<Stage>>&
 
 }  // namespace
 
+// A uniform start whose replica count r does not share `limits.equal_shares_of` equally, moved to
+// the largest count below r that does (same layers, degree and recomputation; fewer GPUs per
+// stage); any other start as it is. The DP proposes every count (its plans are starts, not
+// plans), so that the search starts from its best shapes and moves them where the rule allows
+// (bert-24 on the heterogeneous cluster: 5 + 5 replicas become 4 + 4, which the DP restricted to
+// the allowed counts did not propose). O(S + r).
+std::vector<Stage> with_equal_shares(const std::vector<Stage>& stages,
+                                     const std::vector<int>& order, const ShapeLimits& limits) {
+  if (limits.equal_shares_of <= 0 || stages.empty()) return stages;
+  Layout layout = layout_of(stages);
+  const int t = layout.degrees.front();
+  const int n = layout.runs.front();
+  for (std::size_t s = 0; s < layout.runs.size(); ++s) {
+    if (layout.runs[s] != n || layout.degrees[s] != t) return stages;  // not uniform
+  }
+  if (t < 1 || n % t != 0) return stages;
+  int r = n / t;
+  while (r > 1 && !shares_equally(limits.equal_shares_of, r)) --r;
+  if (r == n / t) return stages;
+  for (int& run : layout.runs) run = r * t;
+  return stages_of(layout, order, limits.layers);
+}
+
 // The recipe (docs/algorithms.md, "the final choice", step 3b): the starts, then four phases,
 // each with its work limit.
 std::optional<Found> local_search(const model::Model& model,
-                                  const std::vector<std::vector<Stage>>& starts, std::size_t always,
-                                  const std::vector<int>& order, const ShapeLimits& limits,
-                                  const Evaluate& evaluate, const SearchBudget& budget) {
+                                  const std::vector<std::vector<Stage>>& proposed,
+                                  std::size_t always, const std::vector<int>& order,
+                                  const ShapeLimits& limits, const Evaluate& evaluate,
+                                  const SearchBudget& budget) {
+  std::vector<std::vector<Stage>> starts;
+  starts.reserve(proposed.size());
+  for (const auto& start : proposed) starts.push_back(with_equal_shares(start, order, limits));
   SearchState state(model, order, limits, evaluate);
   // The starts: the first `always` whatever the budget, the others within budget.work.
   const std::vector<Ranked> ranked = evaluate_starts(state, starts, always, budget.work);
