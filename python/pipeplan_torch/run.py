@@ -4,6 +4,7 @@ single-process float64 training."""
 
 import argparse
 import collections
+import json
 import math
 import os
 import statistics
@@ -474,15 +475,73 @@ def check_operations(ranks: list[Json], path: str) -> None:
                          f"or absent")
 
 
+# Micro-batch numbers are below pipeplan's limit on micro-batches (docs/errors.md).
+MICRO_BATCHES = 2 ** 20
+_ORDERED = ("forward", "backward", "send", "recv")
+
+
+def _shown(value: Any) -> str:
+    """A value of the export in a message: JSON, in one printable ASCII line of at most 40
+    characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 40:
+        return "an integer of more than 40 digits"
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unreadable(op: Any, rank: Any, numbers: list[Any]) -> Optional[str]:
+    """What check_order cannot read in operation `op` of rank `rank` (the export's ranks are
+    `numbers`), as "(the operation): the rule, got the value", or None. It reads the
+    micro-batch of a forward, backward, send and recv, and the kind and peer of a send and
+    recv; other operations are check_operations' to refuse."""
+    if not isinstance(op, dict):
+        return f"({_shown(op)}): must be an object"
+    name = op.get("op")
+    if name not in _ORDERED:
+        return None
+    if "micro_batch" not in op:
+        return f'({name}): missing required key "micro_batch"'
+    m = op["micro_batch"]
+    if type(m) is not int or not 0 <= m < MICRO_BATCHES:
+        return (f"({name}): micro_batch must be an integer from 0 to {MICRO_BATCHES - 1}, "
+                f"got {_shown(m)}")
+    if name in ("send", "recv"):
+        if "kind" not in op:
+            return f'({name} of micro-batch {m}): missing required key "kind"'
+        kind = op["kind"]
+        if kind not in ("activation", "gradient"):
+            return (f'({name} of micro-batch {m}): kind must be "activation" or "gradient", '
+                    f"got {_shown(kind)}")
+        if "peer" not in op:
+            return f'({name} {kind} of micro-batch {m}): missing required key "peer"'
+        peer = op["peer"]
+        if type(peer) is not int or peer == rank or peer not in numbers:
+            return (f"({name} {kind} of micro-batch {m}): peer must be another rank of the "
+                    f"export, got {_shown(peer)}"
+                    + (" (this rank)" if type(peer) is int and peer == rank else ""))
+    return None
+
+
 def check_order(ranks: list[Json], path: str) -> None:
     """Refuses, with one line naming the rank, the operation's index and the operation, an
     order that would wait forever or fail once running: a receive no rank sends; a gradient
     received, a backward run or an activation sent before this rank's forward of that
-    micro-batch; a gradient sent before its backward. O(operations)."""
+    micro-batch; a gradient sent before its backward. Before that, an operation it cannot
+    read: one that is not an object, a forward, backward, send or recv without a micro-batch
+    number from 0 to 2^20 - 1, a send or recv whose kind is not activation or gradient or whose
+    peer is not another rank of the export. O(operations)."""
+    numbers = [entry["rank"] for entry in ranks]
     sends: dict[tuple[int, int, str, int], int] = {}
     for entry in ranks:
-        for op in entry["operations"]:
-            if op["op"] == "send":
+        for i, op in enumerate(entry["operations"]):
+            why = _unreadable(op, entry["rank"], numbers)
+            if why is not None:
+                raise InputError(f"{path}: ranks export: rank {entry['rank']}, operation {i} "
+                                 f"{why}")
+            if op.get("op") == "send":
                 key = (entry["rank"], op["peer"], op["kind"], op["micro_batch"])
                 sends[key] = sends.get(key, 0) + 1
     for entry in ranks:
@@ -490,7 +549,10 @@ def check_order(ranks: list[Json], path: str) -> None:
         forwarded: set[int] = set()
         backwarded: set[int] = set()
         for i, op in enumerate(entry["operations"]):
-            kind, m = op.get("kind"), op.get("micro_batch")
+            if op.get("op") not in _ORDERED:
+                continue
+            m = op["micro_batch"]
+            kind = op["kind"] if op["op"] in ("send", "recv") else None
             what = f"operation {i} ({op['op']} {kind + ' ' if kind else ''}of micro-batch {m})"
             if op["op"] == "forward":
                 forwarded.add(m)
@@ -507,7 +569,7 @@ def check_order(ranks: list[Json], path: str) -> None:
                 if kind == "gradient" and m not in forwarded:
                     raise InputError(f"{where}, {what}: comes before this rank's forward of "
                                      f"micro-batch {m}")
-            elif op["op"] == "send":
+            else:
                 done = forwarded if kind == "activation" else backwarded
                 if m not in done:
                     step = "forward" if kind == "activation" else "backward"

@@ -1,15 +1,29 @@
 """Property tests (hypothesis, Debian's python3-hypothesis) over pipeplan_torch's command line:
 whatever text an option is given, parsing either accepts a value that meets the option's rule or
-raises the usage error naming the option, never another exception (issue 34)."""
+raises the usage error naming the option, never another exception (issue 34); and over run's
+check of a ranks export's order (issue 34 item 8): real exports pass, and whatever an order is
+made into, check_order accepts it or refuses it with one line naming the rank and operation, as
+an independent reading of its rules does, and what it accepts never waits for a send that no
+other rank still has to make."""
 
+import collections
+import functools
+import json
 import math
+import os
+import re
+import tempfile
 import unittest
+from typing import Any, Optional
 
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from pipeplan_torch import common, run
 from pipeplan_torch.__main__ import parser
 from pipeplan_torch.common import UsageError
+
+from . import support
 
 # Text of any kind, and text that looks like what users type.
 TEXT = st.one_of(st.text(max_size=16),
@@ -64,6 +78,380 @@ class ArgumentPropertyTest(unittest.TestCase):
                 parse(*argv)
             except UsageError as e:
                 self.assertIn("--memory", str(e))
+
+
+# run.check_order over ranks exports (issue 34 item 8).
+
+Json = dict[str, Any]
+PATH = "plan.json"
+ORDERED = ("forward", "backward", "send", "recv")  # the operations whose order check_order reads
+KINDS = ("activation", "gradient")
+MICRO_BATCHES = 2 ** 20  # pipeplan's limit: micro-batch numbers are 0 to 2^20 - 1
+REFUSAL = re.compile(r"plan\.json: ranks export: rank ([0-9]+), operation ([0-9]+) \(")
+
+# Plans of the example models whose exports run executes (v1 and v2 plans without a split
+# backward or shared GPUs): every planner, the schedules that order differently, replicated
+# and tensor-parallel stages.
+MODELS = os.path.join(support.REPO, "examples", "models")
+TOPOLOGIES = os.path.join(support.REPO, "examples", "topologies")
+REAL_PLANS = (
+    ("vgg16", "heterogeneous", ()),
+    ("bert-24", "pcie-server", ("--planner", "gpipe")),
+    ("resnet50", "two-node-nvlink-ib", ("--planner", "pipedream")),
+    ("gnmt", "pcie-server", ("--planner", "uniform", "--schedule", "1f1b")),
+    ("amoeba-36", "geo-distributed", ("--schedule", "gpipe")),
+    ("bert-48", "heterogeneous", ("-m", "12", "--schedule", "1f1b")),
+    ("vgg16", "two-node-nvlink-ib", ("--planner", "data-parallel", "-m", "4")),
+    ("resnet50", "pcie-server", ("--shard-optimizer",)),
+    ("llm/gpt3-13b-mb8", "llm/dgx-a100-40gb-2x8", ()),
+)
+# The exports kept in the repository (a plan with replicas; a v2 plan with tensor-parallel
+# groups and update operations).
+COMMITTED = ("toy.ranks.json", "hand-v2.ranks.json")
+
+
+def committed_exports() -> list[tuple[str, str]]:
+    """(name, JSON text) of the committed exports."""
+    out = []
+    for name in COMMITTED:
+        with open(os.path.join(support.REPO, "tests", "data", "exports", name),
+                  encoding="utf-8") as f:
+            out.append((name, f.read()))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def built_exports() -> tuple[tuple[str, str], ...]:
+    """(name, JSON text) of REAL_PLANS planned and exported by $PIPEPLAN_BIN now (as run gets
+    them: common.ranks_export); none without $PIPEPLAN_BIN."""
+    if not os.environ.get("PIPEPLAN_BIN"):
+        return ()
+    out = []
+    with tempfile.TemporaryDirectory(prefix="pipeplan_torch-test-") as folder:
+        for model, topology, flags in REAL_PLANS:
+            name = f"{model}-{topology}{''.join(flags)}".replace("/", "_")
+            model_file = os.path.join(MODELS, model + ".json")
+            topology_file = os.path.join(TOPOLOGIES, topology + ".json")
+            plan_file = os.path.join(folder, name + ".plan.json")
+            support.plan(model_file, topology_file, plan_file, *flags)
+            ranks = common.ranks_export(plan_file, model_file, topology_file)
+            out.append((name, json.dumps(ranks)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def real_exports() -> tuple[tuple[str, str], ...]:
+    """The committed exports and those built now."""
+    return tuple(committed_exports()) + built_exports()
+
+
+def readable(op: Any, rank: int, numbers: list[int]) -> bool:
+    """Whether check_order can read operation `op` of rank `rank` (the export's ranks are
+    `numbers`): an object; for forward, backward, send and recv a micro-batch number from 0
+    to 2^20 - 1; for send and recv an activation or gradient to or from another rank of the
+    export. Other operations are check_operations' to refuse."""
+    if not isinstance(op, dict):
+        return False
+    if op.get("op") not in ORDERED:
+        return True
+    m = op.get("micro_batch")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0 or m >= MICRO_BATCHES:
+        return False
+    if op["op"] in ("send", "recv"):
+        peer = op.get("peer")
+        if op.get("kind") not in KINDS or isinstance(peer, bool) or not isinstance(peer, int):
+            return False
+        return peer != rank and peer in numbers
+    return True
+
+
+def reference_refusal(ranks: list[Json]) -> Optional[tuple[int, int, str]]:
+    """The rules check_order documents, written out operation by operation apart from it: the
+    first refused operation, ranks in order and each rank's operations in order, as (rank,
+    index, rule), or None. An unreadable operation anywhere comes first; then a receive is
+    refused when the earlier receives of the same transfer on its rank already take every
+    send of it, then a gradient received, a backward run or an activation sent before the
+    rank's forward of the micro-batch, or a gradient sent before its backward."""
+    numbers = [entry["rank"] for entry in ranks]
+    for entry in ranks:
+        for i, op in enumerate(entry["operations"]):
+            if not readable(op, entry["rank"], numbers):
+                return entry["rank"], i, "unreadable"
+    sent = collections.Counter((entry["rank"], op["peer"], op["kind"], op["micro_batch"])
+                               for entry in ranks for op in entry["operations"]
+                               if op.get("op") == "send")
+    for entry in ranks:
+        ops = entry["operations"]
+        for i, op in enumerate(ops):
+            name = op.get("op")
+            if name not in ORDERED:
+                continue
+            m, kind = op["micro_batch"], op.get("kind")
+
+            def before(what: str, kind: Optional[str] = None, peer: Optional[int] = None) -> int:
+                return sum(1 for o in ops[:i] if o.get("op") == what and o["micro_batch"] == m
+                           and (kind is None or (o["kind"], o["peer"]) == (kind, peer)))
+
+            if name == "recv":
+                if before("recv", kind, op["peer"]) >= sent[(op["peer"], entry["rank"], kind, m)]:
+                    return entry["rank"], i, "unsent"
+                if kind == "gradient" and not before("forward"):
+                    return entry["rank"], i, "forward"
+            elif name == "backward" and not before("forward"):
+                return entry["rank"], i, "forward"
+            elif name == "send":
+                needed = "forward" if kind == "activation" else "backward"
+                if not before(needed):
+                    return entry["rank"], i, needed
+    return None
+
+
+def simulate(ranks: list[Json]) -> dict[int, Json]:
+    """Runs the ranks a step at a time until none can move: computations, AllReduces, updates
+    and sends (posted without waiting, as run's isend) execute at once; a receive once its peer
+    has executed a send of the transfer that no earlier receive took. Returns the operation
+    each unfinished rank waits in (a receive), by rank."""
+    sent: collections.Counter[tuple[Any, ...]] = collections.Counter()
+    at = {entry["rank"]: 0 for entry in ranks}
+    moved = True
+    while moved:
+        moved = False
+        for entry in ranks:
+            ops, rank = entry["operations"], entry["rank"]
+            while at[rank] < len(ops):
+                op = ops[at[rank]]
+                if op.get("op") == "recv":
+                    key = (op["peer"], rank, op["kind"], op["micro_batch"])
+                    if not sent[key]:
+                        break
+                    sent[key] -= 1
+                elif op.get("op") == "send":
+                    sent[(rank, op["peer"], op["kind"], op["micro_batch"])] += 1
+                at[rank] += 1
+                moved = True
+    return {e["rank"]: e["operations"][at[e["rank"]]] for e in ranks
+            if at[e["rank"]] < len(e["operations"])}
+
+
+# Values for the fields of an operation: what an order could plausibly hold, and what a hostile
+# export could (other JSON types, huge integers, control characters).
+HUGE = "10 ** 5000"
+HOSTILE = st.one_of(
+    st.none(), st.booleans(), st.floats(), st.text(max_size=6),
+    st.lists(st.integers(-2, 2), max_size=2),
+    st.dictionaries(st.sampled_from(["op", "micro_batch", "kind"]), st.integers(0, 2),
+                    max_size=2),
+    st.sampled_from([-1, 2 ** 20 - 1, 2 ** 20, 2 ** 63, 1.0, 0.0, "0", "activation\n",
+                     "gradient\x1b[2J", "Activation", "", "send", HUGE, "-" + HUGE]))
+
+
+def hostile(value: Any) -> Any:
+    """A drawn value, with HUGE made the integer Python cannot write as text
+    (sys.get_int_max_str_digits; hypothesis writes every value drawn, so it is made after)."""
+    if value in (HUGE, "-" + HUGE):
+        return int(value.replace(HUGE, "1")) * 10 ** 5000
+    return value
+
+
+def field_values(field: str, ranks: list[Json]) -> st.SearchStrategy[Any]:
+    n = len(ranks)
+    plausible = {"op": st.sampled_from(run.OPERATIONS + ("prefetch",)),
+                 "micro_batch": st.one_of(st.integers(0, 33),
+                                          st.sampled_from([-1, MICRO_BATCHES - 1, MICRO_BATCHES])),
+                 "peer": st.integers(-1, n),
+                 "kind": st.sampled_from(KINDS)}[field]
+    return st.one_of(plausible, plausible, HOSTILE)
+
+
+MUTATIONS = ("swap", "move", "delete", "duplicate", "to another rank", "set", "remove",
+             "replace")
+
+
+def mutate(data: st.DataObject, ranks: list[Json]) -> None:
+    """Changes `ranks` by one drawn mutation of one drawn rank's operations."""
+    r = data.draw(st.integers(0, len(ranks) - 1), label="rank")
+    ops = ranks[r]["operations"]
+    mutation = data.draw(st.sampled_from(MUTATIONS), label="mutation")
+    if not ops:
+        ops.append({"op": "forward", "micro_batch": 0})
+        return
+    i = data.draw(st.integers(0, len(ops) - 1), label="operation")
+    j = data.draw(st.integers(0, len(ops) - 1), label="to")
+    if mutation == "swap":
+        ops[i], ops[j] = ops[j], ops[i]
+    elif mutation == "move":
+        ops.insert(j, ops.pop(i))
+    elif mutation == "delete":
+        del ops[i]
+    elif mutation == "duplicate":
+        ops.insert(j, json.loads(json.dumps(ops[i])))
+    elif mutation == "to another rank":
+        other = ranks[data.draw(st.integers(0, len(ranks) - 1), label="other rank")]
+        other["operations"].insert(
+            data.draw(st.integers(0, len(other["operations"])), label="at"), ops.pop(i))
+    elif mutation == "replace":
+        ops[i] = hostile(data.draw(HOSTILE, label="operation"))
+    elif not isinstance(ops[i], dict):
+        return
+    elif mutation == "set":
+        field = data.draw(st.sampled_from(["op", "micro_batch", "peer", "kind"]), label="field")
+        ops[i][field] = hostile(data.draw(field_values(field, ranks), label="value"))
+    elif ops[i]:  # remove
+        del ops[i][data.draw(st.sampled_from(sorted(ops[i])), label="key")]
+
+
+def small_operations(rank: int, n: int) -> st.SearchStrategy[Any]:
+    """Operations of rank `rank` of `n` over micro-batches 0 and 1, their peers mostly the
+    other ranks (the rank itself when alone), sometimes the rank itself or no rank of the
+    export."""
+    others = [r for r in range(n) if r != rank] or [rank]
+    peers = st.sampled_from(others * 12 + [rank, n])
+    return st.builds(
+        lambda name, m, kind, peer: ({"op": name, "micro_batch": m, "kind": kind, "peer": peer}
+                                     if name in ("send", "recv") else
+                                     {"op": name, "micro_batch": m} if name in ORDERED else
+                                     {"op": name}),
+        st.sampled_from(ORDERED + ORDERED + ("allreduce",)), st.integers(0, 1),
+        st.sampled_from(KINDS), peers)
+
+
+# Small orders made from scratch: one to three ranks of up to eight operations.
+SMALL_ORDERS = st.integers(1, 3).flatmap(lambda n: st.tuples(
+    *[st.lists(small_operations(r, n), max_size=8) for r in range(n)])).map(
+    lambda lists: [{"rank": r, "operations": ops} for r, ops in enumerate(lists)])
+
+
+@st.composite
+def pipelines(draw: st.DrawFn) -> list[Json]:
+    """Two to four ranks, one stage each, over one to three micro-batches, each rank's
+    operations in a drawn order that meets its own rules (a forward after its activation
+    arrived, a gradient received after the forward, a backward after it, sends after what
+    they send): check_order accepts it, and the ranks may still wait for each other."""
+    n, micro_batches = draw(st.integers(2, 4)), draw(st.integers(1, 3))
+    ranks = []
+    for r in range(n):
+        def transfer(name: str, kind: str, m: int, peer: int) -> list[Json]:
+            if 0 <= peer < n:
+                return [{"op": name, "kind": kind, "micro_batch": m, "peer": peer}]
+            return []
+
+        # Per micro-batch, the forward's chain, and the backward's, which starts after the
+        # forward.
+        chains = []
+        for m in range(micro_batches):
+            chains.append((m, transfer("recv", "activation", m, r - 1)
+                           + [{"op": "forward", "micro_batch": m}]
+                           + transfer("send", "activation", m, r + 1)))
+            chains.append((m, transfer("recv", "gradient", m, r + 1)
+                           + [{"op": "backward", "micro_batch": m}]
+                           + transfer("send", "gradient", m, r - 1)))
+        forwarded: set[int] = set()
+        ops: list[Json] = []
+        while any(chain for _, chain in chains):
+            ready = [chain for k, (m, chain) in enumerate(chains)
+                     if chain and (k % 2 == 0 or m in forwarded)]
+            op = ready[draw(st.integers(0, len(ready) - 1))].pop(0)
+            if op["op"] == "forward":
+                forwarded.add(op["micro_batch"])
+            ops.append(op)
+        ranks.append({"rank": r, "operations": ops})
+    return ranks
+
+
+class OrderCheckPropertyTest(unittest.TestCase):
+    """check_order as a fuzz target: real exports pass; every order made of them, or from
+    scratch, is accepted or refused in one line naming the rank and operation, never with
+    another exception; it refuses exactly what reference_refusal refuses, at the same
+    operation for the same rule; and what it accepts never leaves a rank waiting for a send
+    that no other waiting rank still has to make (so one rank alone always finishes)."""
+
+    def verdict(self, ranks: list[Json]) -> Optional[tuple[int, int, str]]:
+        """check_order's verdict as reference_refusal gives it, after checking the message."""
+        try:
+            run.check_order(ranks, PATH)
+        except common.InputError as e:
+            message = str(e)
+            note(f"refused: {message}")
+            self.assertTrue(message.isprintable(), repr(message))
+            self.assertLessEqual(len(message), 250, message)
+            match = REFUSAL.match(message)
+            self.assertIsNotNone(match, message)
+            assert match is not None
+            if "never sends it" in message:
+                rule = "unsent"
+            elif "comes before this rank's forward" in message:
+                rule = "forward"
+            elif "comes before this rank's backward" in message:
+                rule = "backward"
+            else:
+                rule = "unreadable"
+            return int(match.group(1)), int(match.group(2)), rule
+        note("accepted")
+        return None
+
+    def holds(self, ranks: list[Json]) -> None:
+        """The properties for one order."""
+        verdict = self.verdict(ranks)
+        self.assertEqual(verdict, reference_refusal(ranks))
+        if verdict is not None:
+            return
+        waiting = simulate(ranks)
+        note(f"waiting: {waiting}")
+        for rank, op in waiting.items():
+            self.assertEqual(op["op"], "recv")
+            self.assertNotEqual(op["peer"], rank, f"rank {rank} waits for a send of its own")
+            self.assertIn(op["peer"], waiting, f"rank {rank} waits for a send rank "
+                          f"{op['peer']} does not have left")
+        if len(ranks) == 1:
+            self.assertEqual(waiting, {}, "a rank alone waits")
+
+    def test_real_exports_pass(self) -> None:
+        for name, text in real_exports():
+            with self.subTest(export=name):
+                ranks = json.loads(text)
+                run.check_operations(ranks, name)
+                run.check_order(ranks, name)
+                self.assertIsNone(reference_refusal(ranks))
+                # The order guarantee of docs/formats.md: no wait at all.
+                self.assertEqual(simulate(ranks), {})
+
+    def test_exports_built_now(self) -> None:
+        if not os.environ.get("PIPEPLAN_BIN"):
+            self.skipTest("set PIPEPLAN_BIN to the pipeplan binary to check the exports of "
+                          "every planner made now (the committed exports are checked)")
+        self.assertEqual(len(built_exports()), len(REAL_PLANS))
+
+    @settings(max_examples=1500, deadline=None, derandomize=True, database=None)
+    @given(st.data())
+    def test_mutated_exports(self, data: st.DataObject) -> None:
+        exports = dict(real_exports())
+        ranks = json.loads(exports[data.draw(st.sampled_from(sorted(exports)), label="export")])
+        for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+            mutate(data, ranks)
+        self.holds(ranks)
+
+    @settings(max_examples=1000, deadline=None, derandomize=True, database=None)
+    @given(pipelines(), st.data())
+    def test_pipelines(self, ranks: list[Json], data: st.DataObject) -> None:
+        self.assertIsNone(self.verdict(ranks))
+        for _ in range(data.draw(st.integers(0, 2), label="mutations")):
+            mutate(data, ranks)
+        self.holds(ranks)
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(st.permutations(
+        [{"op": name, "micro_batch": 0} for name in ("forward", "backward")]
+        + [{"op": name, "kind": kind, "micro_batch": 0, "peer": 0}
+           for name in ("send", "recv") for kind in KINDS] + [{"op": "update"}]),
+        st.integers(0, 6))
+    def test_one_rank(self, ops: list[Json], cut: int) -> None:
+        """A rank alone, its transfers to itself: what check_order accepts finishes."""
+        self.holds([{"rank": 0, "operations": ops[cut:]}])
+
+    @settings(max_examples=1000, deadline=None, derandomize=True, database=None)
+    @given(SMALL_ORDERS)
+    def test_small_orders(self, ranks: list[Json]) -> None:
+        self.holds(ranks)
 
 
 if __name__ == "__main__":
