@@ -79,6 +79,9 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
   for (auto& [row, run] : runs) {
     const auto started = std::chrono::steady_clock::now();
     try {
+      // A configuration the frameworks cannot run is a row without a plan, not a usage error
+      // of the whole comparison (`compare --uniform` with data-parallel, say).
+      if (auto refused = planners::refusal(row.planner, run)) throw InfeasibleError(*refused);
       row.plan = planners::make_plan(row.planner, run, row.policy);
     } catch (const InfeasibleError& error) {
       row.error = error.what();

@@ -213,6 +213,27 @@ TEST(CompareOptionsTest, OneMegatronConfigurationsOptionsAreRefused) {
   }
 }
 
+// Under --uniform, data-parallel's 16 replicas cannot share 7 micro-batches: its rows are
+// infeasible and say why; the comparison goes on (issue 34).
+TEST(CompareOptionsTest, ARefusedPlannerIsAnInfeasibleRow) {
+  const std::string root = PIPEPLAN_SOURCE_DIR;
+  const Result result = run_cli({"compare", root + "/examples/models/bert-48.json",
+                                 root + "/examples/topologies/two-node-nvlink-ib.json", "--uniform",
+                                 "-m", "7", "--format", "json", "--no-timing"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  int refused = 0;
+  for (const auto& row : nlohmann::json::parse(result.out)) {
+    if (row.at("planner") != "data-parallel") continue;
+    EXPECT_FALSE(row.at("feasible").get<bool>());
+    EXPECT_EQ(row.at("error").get<std::string>(),
+              "--micro-batches 7: under --uniform every replica takes the same number of "
+              "micro-batches, and the data-parallel planner's 16 replicas (every GPU) cannot "
+              "share 7; give a multiple of 16 micro-batches");
+    ++refused;
+  }
+  EXPECT_GT(refused, 0);
+}
+
 TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
   const std::string command = std::string("'") + PIPEPLAN_BINARY + "' compare '" +
                               path("model.json") + "' '" + path("topo.json") +

@@ -122,6 +122,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     request.pipeline_parallel = depth;
     request.data_parallel = topology.size() / depth;
   }
+  // A configuration the frameworks cannot run (D not dividing M) is refused before planning,
+  // and only such a one (issue 34).
+  if (const auto refused = planners::refusal(planner, request)) {
+    if (!fuzz::expect_only({ExitCode::kUsage},
+                           [&] { plan = planners::make_plan(planner, request, policy); })) {
+      return 0;
+    }
+    fuzz::bug(what + " was planned though " + *refused);
+  }
   if (!fuzz::expect_only({ExitCode::kInfeasible},
                          [&] { plan = planners::make_plan(planner, request, policy); })) {
     return 0;
