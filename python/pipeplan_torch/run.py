@@ -452,18 +452,60 @@ def check_runnable(plan: Any, path: str) -> None:
                          f"optimizer is {plan['optimizer']}")
 
 
+def _entries(ranks: Any, path: str) -> None:
+    """Refuses, with one line naming the entry, a ranks export that is not a list of at least
+    one rank, an entry that is not an object, a rank number that is not the entry's place in
+    the list (process r executes entry r, and peers are process ranks: a missing, mistyped,
+    repeated or misplaced number would send to the wrong process or to none), and operations
+    that are not a list. check_operations and check_order both start with it, so either may
+    run first."""
+    if not isinstance(ranks, list) or not ranks:
+        raise InputError(f"{path}: ranks export: must be a list of at least one rank, got "
+                         f"{_shown(ranks)}")
+    for i, entry in enumerate(ranks):
+        where = f"{path}: ranks export: entry {i}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: must be an object, got {_shown(entry)}")
+        if "rank" not in entry:
+            raise InputError(f'{where}: missing required key "rank"')
+        rank = entry["rank"]
+        if type(rank) is not int or rank != i:
+            again = type(rank) is int and 0 <= rank < i
+            raise InputError(f"{where}: rank must be {i} (ranks are numbered by their place "
+                             f"in the list), got {_shown(rank)}"
+                             + (f" (entry {rank}'s rank too)" if again else ""))
+        if "operations" not in entry:
+            raise InputError(f'{path}: ranks export: rank {i}: missing required key '
+                             f'"operations"')
+        if not isinstance(entry["operations"], list):
+            raise InputError(f"{path}: ranks export: rank {i}: operations must be a list, got "
+                             f"{_shown(entry['operations'])}")
+
+
+def _named(value: Any) -> str:
+    """An operation's name in a message: quoted as Python does for a short printable string,
+    else as _shown writes it."""
+    if isinstance(value, str) and value.isascii() and value.isprintable() and len(value) <= 38:
+        return repr(value)
+    return _shown(value)
+
+
 def check_operations(ranks: list[Json], path: str) -> None:
-    """Refuses, with one line naming the rank and operation, an operation run does not know,
-    an update that is not its rank's last operation (spec 8.3: the step follows the stage's
-    AllReduce or last backward, and nothing waits for it), and updates on some ranks only (a
-    stage without its step would drift from the others)."""
+    """Refuses, with one line naming the rank and operation, what _entries refuses, an
+    operation that is not an object, an operation run does not know, an update that is not
+    its rank's last operation (spec 8.3: the step follows the stage's AllReduce or last
+    backward, and nothing waits for it), and updates on some ranks only (a stage without its
+    step would drift from the others)."""
+    _entries(ranks, path)
     for entry in ranks:
         where = f"{path}: ranks export: rank {entry['rank']}"
         ops = entry["operations"]
         for i, op in enumerate(ops):
+            if not isinstance(op, dict):
+                raise InputError(f"{where}, operation {i} ({_shown(op)}): must be an object")
             if op.get("op") not in OPERATIONS:
                 raise InputError(f"{where}, operation {i}: run does not know the operation "
-                                 f"{op.get('op')!r}")
+                                 f"{_named(op.get('op'))}")
             if op["op"] == "update" and i != len(ops) - 1:
                 raise InputError(f"{where}, operation {i}: an update must be the rank's last "
                                  f"operation (one optimizer step per iteration)")
@@ -527,14 +569,41 @@ def _unreadable(op: Any, rank: Any, numbers: list[Any]) -> Optional[str]:
 
 def check_order(ranks: list[Json], path: str) -> None:
     """Refuses, with one line naming the rank, the operation's index and the operation, an
-    order that would wait forever or fail once running: a receive no rank sends; a gradient
-    received, a backward run or an activation sent before this rank's forward of that
-    micro-batch; a gradient sent before its backward. Before that, an operation it cannot
-    read: one that is not an object, a forward, backward, send or recv without a micro-batch
-    number from 0 to 2^20 - 1, a send or recv whose kind is not activation or gradient or whose
-    peer is not another rank of the export. O(operations)."""
+    order that would fail or wait forever once running (each rule below is a KeyError or a
+    wait in Rank.iteration, or a micro-batch computed twice):
+    * a receive no rank sends, a send no rank receives (a send left unmatched is waited for at
+      the end of the iteration, forever);
+    * a forward of micro-batch m after this rank's forward of m (m computed twice, its loss
+      counted twice on the last stage), or before this rank's receive of m's activation (no
+      input yet);
+    * a backward of m before this rank's forward of m or after its backward of m (the output
+      is gone), or before this rank's receive of m's gradient (no gradient yet);
+    * a gradient received, or an activation sent, before this rank's forward of m or after
+      its backward of m (the output it reads is not there);
+    * a gradient of m sent before this rank's backward of m, or without an activation of m
+      received and not sent back yet (the gradient is the received input's, which the send
+      takes).
+    A rank that receives no activation of m forwards its own data (the first stage), and one
+    that receives no gradient of m backwards from the loss (the last stage): those are not
+    refused. Before any of it, what _entries refuses and an operation it cannot read: one
+    that is not an object, a forward, backward, send or recv without a micro-batch number from
+    0 to 2^20 - 1, a send or recv whose kind is not activation or gradient or whose peer is
+    not another rank of the export. O(operations)."""
+    _entries(ranks, path)
+    sends, recvs = _transfer_counts(ranks, path)
+    for entry in ranks:
+        _check_rank_order(entry, path, sends, recvs)
+
+
+Transfers = dict[tuple[int, int, str, int], int]
+
+
+def _transfer_counts(ranks: list[Json], path: str) -> tuple[Transfers, Transfers]:
+    """Per transfer (sender, receiver, kind, micro-batch), how many sends and receives the
+    export holds, after refusing the first operation that cannot be read. O(operations)."""
     numbers = [entry["rank"] for entry in ranks]
-    sends: dict[tuple[int, int, str, int], int] = {}
+    sends: Transfers = {}
+    recvs: Transfers = {}
     for entry in ranks:
         for i, op in enumerate(entry["operations"]):
             why = _unreadable(op, entry["rank"], numbers)
@@ -544,37 +613,85 @@ def check_order(ranks: list[Json], path: str) -> None:
             if op.get("op") == "send":
                 key = (entry["rank"], op["peer"], op["kind"], op["micro_batch"])
                 sends[key] = sends.get(key, 0) + 1
-    for entry in ranks:
-        where = f"{path}: ranks export: rank {entry['rank']}"
-        forwarded: set[int] = set()
-        backwarded: set[int] = set()
-        for i, op in enumerate(entry["operations"]):
-            if op.get("op") not in _ORDERED:
-                continue
-            m = op["micro_batch"]
-            kind = op["kind"] if op["op"] in ("send", "recv") else None
-            what = f"operation {i} ({op['op']} {kind + ' ' if kind else ''}of micro-batch {m})"
-            if op["op"] == "forward":
-                forwarded.add(m)
-            elif op["op"] == "backward":
+            elif op.get("op") == "recv":
+                key = (op["peer"], entry["rank"], op["kind"], op["micro_batch"])
+                recvs[key] = recvs.get(key, 0) + 1
+    return sends, recvs
+
+
+def _check_rank_order(entry: Json, path: str, sends: Transfers, recvs: Transfers) -> None:
+    """check_order's rules for one rank's operations, taking its transfers from the counts
+    left in `sends` and `recvs`. O(operations of the rank)."""
+    where = f"{path}: ranks export: rank {entry['rank']}"
+    ops = entry["operations"]
+    # Per micro-batch and kind, the index of this rank's last receive of it.
+    last_recv: dict[tuple[str, int], int] = {}
+    for i, op in enumerate(ops):
+        if op.get("op") == "recv":
+            last_recv[(op["kind"], op["micro_batch"])] = i
+    forwarded: set[int] = set()
+    backwarded: set[int] = set()
+    received: dict[str, set[int]] = {"activation": set(), "gradient": set()}
+    inputs: set[int] = set()  # activations received and not sent back: Rank's `inputs`
+    for i, op in enumerate(ops):
+        if op.get("op") not in _ORDERED:
+            continue
+        m = op["micro_batch"]
+        kind = op["kind"] if op["op"] in ("send", "recv") else None
+        what = f"operation {i} ({op['op']} {kind + ' ' if kind else ''}of micro-batch {m})"
+
+        def refuse(why: str) -> InputError:
+            return InputError(f"{where}, {what}: {why}")
+
+        def receive_first(of: str) -> None:
+            # A computation that needs this rank's receive of m's `of` when it has one.
+            if m not in received[of] and last_recv.get((of, m), -1) > i:
+                raise refuse(f"comes before this rank's receive of micro-batch {m}'s {of}")
+
+        if op["op"] == "forward":
+            if m in forwarded:
+                raise refuse(f"comes after this rank's forward of micro-batch {m}")
+            receive_first("activation")
+            forwarded.add(m)
+        elif op["op"] == "backward":
+            if m not in forwarded:
+                raise refuse(f"comes before this rank's forward of micro-batch {m}")
+            if m in backwarded:
+                raise refuse(f"comes after this rank's backward of micro-batch {m}")
+            receive_first("gradient")
+            backwarded.add(m)
+        elif op["op"] == "recv":
+            key = (op["peer"], entry["rank"], kind, m)
+            if not sends.get(key):
+                raise refuse(f"rank {op['peer']} never sends it")
+            sends[key] -= 1
+            if kind == "gradient":
                 if m not in forwarded:
-                    raise InputError(f"{where}, {what}: comes before this rank's forward of "
-                                     f"micro-batch {m}")
-                backwarded.add(m)
-            elif op["op"] == "recv":
-                key = (op["peer"], entry["rank"], kind, m)
-                if not sends.get(key):
-                    raise InputError(f"{where}, {what}: rank {op['peer']} never sends it")
-                sends[key] -= 1
-                if kind == "gradient" and m not in forwarded:
-                    raise InputError(f"{where}, {what}: comes before this rank's forward of "
-                                     f"micro-batch {m}")
+                    raise refuse(f"comes before this rank's forward of micro-batch {m}")
+                if m in backwarded:
+                    raise refuse(f"comes after this rank's backward of micro-batch {m}")
             else:
-                done = forwarded if kind == "activation" else backwarded
-                if m not in done:
-                    step = "forward" if kind == "activation" else "backward"
-                    raise InputError(f"{where}, {what}: comes before this rank's {step} of "
-                                     f"micro-batch {m}")
+                inputs.add(m)
+            received[kind].add(m)
+        else:
+            key = (entry["rank"], op["peer"], kind, m)
+            if not recvs.get(key):
+                raise refuse(f"rank {op['peer']} never receives it")
+            recvs[key] -= 1
+            step = "forward" if kind == "activation" else "backward"
+            if m not in (forwarded if kind == "activation" else backwarded):
+                raise refuse(f"comes before this rank's {step} of micro-batch {m}")
+            if kind == "activation" and m in backwarded:
+                raise refuse(f"comes after this rank's backward of micro-batch {m}")
+            if kind == "gradient":
+                if m in inputs:
+                    inputs.discard(m)
+                elif m in received["activation"]:
+                    raise refuse(f"comes after this rank's send of micro-batch {m}'s "
+                                 f"gradient, with no receive of its activation between")
+                else:
+                    # None later either: the forward before it would have been refused.
+                    raise refuse(f"this rank never receives micro-batch {m}'s activation")
 
 
 def _planned_updates(plan: Json) -> dict[str, float]:

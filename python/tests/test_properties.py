@@ -2,9 +2,10 @@
 whatever text an option is given, parsing either accepts a value that meets the option's rule or
 raises the usage error naming the option, never another exception (issue 34); and over run's
 check of a ranks export's order (issue 34 item 8): real exports pass, and whatever an order is
-made into, check_order accepts it or refuses it with one line naming the rank and operation, as
-an independent reading of its rules does, and what it accepts never waits for a send that no
-other rank still has to make."""
+made into (malformed entries included), check_order accepts it or refuses it with one line
+naming the rank and operation (or the entry), as an independent reading of its rules does,
+check_operations raises nothing but InputError either, and what check_order accepts never waits
+for a send that no other rank still has to make."""
 
 import collections
 import functools
@@ -88,6 +89,23 @@ ORDERED = ("forward", "backward", "send", "recv")  # the operations whose order 
 KINDS = ("activation", "gradient")
 MICRO_BATCHES = 2 ** 20  # pipeplan's limit: micro-batch numbers are 0 to 2^20 - 1
 REFUSAL = re.compile(r"plan\.json: ranks export: rank ([0-9]+), operation ([0-9]+) \(")
+ENTRY_REFUSAL = re.compile(r"plan\.json: ranks export: (?:(?:entry|rank) ([0-9]+): |must be a "
+                           r"list of at least one rank, got )")
+# check_order's order rules: what follows "(the operation): ", by the rule reference_refusal
+# names; any other refusal of an operation is "unreadable".
+N = "[0-9]+"
+RULES = ((rf"rank {N} never sends it", "unsent"), (rf"rank {N} never receives it", "unreceived"),
+         (rf"comes after this rank's forward of micro-batch {N}", "after forward"),
+         (rf"comes after this rank's backward of micro-batch {N}", "after backward"),
+         (rf"comes before this rank's forward of micro-batch {N}", "forward"),
+         (rf"comes before this rank's backward of micro-batch {N}", "backward"),
+         (rf"comes before this rank's receive of micro-batch {N}'s activation", "activation"),
+         (rf"comes before this rank's receive of micro-batch {N}'s gradient", "gradient"),
+         (rf"comes after this rank's send of micro-batch {N}'s gradient, with no receive of "
+          rf"its activation between", "sent back"),
+         (rf"this rank never receives micro-batch {N}'s activation", "no input"))
+ORDER_REFUSAL = re.compile(rf"[^(]*\((forward|backward|send|recv)( activation| gradient)? of "
+                           rf"micro-batch {N}\): (.*)")
 
 # Plans of the example models whose exports run executes (v1 and v2 plans without a split
 # backward or shared GPUs): every planner, the schedules that order differently, replicated
@@ -165,13 +183,38 @@ def readable(op: Any, rank: int, numbers: list[int]) -> bool:
     return True
 
 
-def reference_refusal(ranks: list[Json]) -> Optional[tuple[int, int, str]]:
+def well_formed(ranks: Any) -> Optional[int]:
+    """The first entry of `ranks` run cannot read as rank number i with a list of operations
+    (-1 when `ranks` is no list of at least one entry), or None."""
+    if not isinstance(ranks, list) or len(ranks) == 0:
+        return -1
+    for i, entry in enumerate(ranks):
+        if not isinstance(entry, dict) or "rank" not in entry or "operations" not in entry:
+            return i
+        number = entry["rank"]
+        if isinstance(number, bool) or not isinstance(number, int) or number != i:
+            return i
+        if not isinstance(entry["operations"], list):
+            return i
+    return None
+
+
+def reference_refusal(ranks: Any) -> Optional[tuple[int, Optional[int], str]]:
     """The rules check_order documents, written out operation by operation apart from it: the
     first refused operation, ranks in order and each rank's operations in order, as (rank,
-    index, rule), or None. An unreadable operation anywhere comes first; then a receive is
-    refused when the earlier receives of the same transfer on its rank already take every
-    send of it, then a gradient received, a backward run or an activation sent before the
-    rank's forward of the micro-batch, or a gradient sent before its backward."""
+    index, rule), or None. A malformed entry comes first (as (entry, None, "entry"), -1 for
+    the export itself), then an unreadable operation anywhere; then per operation, a receive
+    that the earlier receives of the same transfer on its rank leave no send for, a send that
+    the earlier sends leave no receive for on the peer, and the order rules: a forward or
+    backward after one of the same micro-batch, a forward before the rank's receive of its
+    activation, a backward before the rank's receive of its gradient (when the rank has
+    one), a gradient received, a backward run or an activation sent before the rank's forward
+    of the micro-batch, a gradient received or an activation sent after its backward, a
+    gradient sent before its backward, or without an activation received since the last
+    gradient sent of the micro-batch."""
+    entry_at = well_formed(ranks)
+    if entry_at is not None:
+        return entry_at, None, "entry"
     numbers = [entry["rank"] for entry in ranks]
     for entry in ranks:
         for i, op in enumerate(entry["operations"]):
@@ -180,29 +223,68 @@ def reference_refusal(ranks: list[Json]) -> Optional[tuple[int, int, str]]:
     sent = collections.Counter((entry["rank"], op["peer"], op["kind"], op["micro_batch"])
                                for entry in ranks for op in entry["operations"]
                                if op.get("op") == "send")
+    taken = collections.Counter((op["peer"], entry["rank"], op["kind"], op["micro_batch"])
+                                for entry in ranks for op in entry["operations"]
+                                if op.get("op") == "recv")
     for entry in ranks:
-        ops = entry["operations"]
+        ops, rank = entry["operations"], entry["rank"]
         for i, op in enumerate(ops):
             name = op.get("op")
             if name not in ORDERED:
                 continue
             m, kind = op["micro_batch"], op.get("kind")
 
+            def count(among: list[Any], what: str, kind: Optional[str] = None,
+                      peer: Optional[int] = None) -> int:
+                return sum(1 for o in among if o.get("op") == what and o["micro_batch"] == m
+                           and (kind is None or o["kind"] == kind)
+                           and (peer is None or o["peer"] == peer))
+
             def before(what: str, kind: Optional[str] = None, peer: Optional[int] = None) -> int:
-                return sum(1 for o in ops[:i] if o.get("op") == what and o["micro_batch"] == m
-                           and (kind is None or (o["kind"], o["peer"]) == (kind, peer)))
+                return count(ops[:i], what, kind, peer)
+
+            def later(what: str, kind: Optional[str] = None) -> int:
+                return count(ops[i + 1:], what, kind)
 
             if name == "recv":
-                if before("recv", kind, op["peer"]) >= sent[(op["peer"], entry["rank"], kind, m)]:
-                    return entry["rank"], i, "unsent"
+                if before("recv", kind, op["peer"]) >= sent[(op["peer"], rank, kind, m)]:
+                    return rank, i, "unsent"
                 if kind == "gradient" and not before("forward"):
-                    return entry["rank"], i, "forward"
-            elif name == "backward" and not before("forward"):
-                return entry["rank"], i, "forward"
-            elif name == "send":
-                needed = "forward" if kind == "activation" else "backward"
-                if not before(needed):
-                    return entry["rank"], i, needed
+                    return rank, i, "forward"
+                if kind == "gradient" and before("backward"):
+                    return rank, i, "after backward"
+            elif name == "forward":
+                if before("forward"):
+                    return rank, i, "after forward"
+                if not before("recv", "activation") and later("recv", "activation"):
+                    return rank, i, "activation"
+            elif name == "backward":
+                if not before("forward"):
+                    return rank, i, "forward"
+                if before("backward"):
+                    return rank, i, "after backward"
+                if not before("recv", "gradient") and later("recv", "gradient"):
+                    return rank, i, "gradient"
+            else:
+                if before("send", kind, op["peer"]) >= taken[(rank, op["peer"], kind, m)]:
+                    return rank, i, "unreceived"
+                if kind == "activation":
+                    if not before("forward"):
+                        return rank, i, "forward"
+                    if before("backward"):
+                        return rank, i, "after backward"
+                    continue
+                if not before("backward"):
+                    return rank, i, "backward"
+                # The runner's input of m: the last activation received before, unless a
+                # gradient of m was sent since.
+                arrivals = [j for j in range(i) if ops[j].get("op") == "recv"
+                            and ops[j]["kind"] == "activation" and ops[j]["micro_batch"] == m]
+                if not arrivals:
+                    # (None after either: the forward of m before would have been refused.)
+                    return rank, i, "no input"
+                if count(ops[arrivals[-1]:i], "send", "gradient"):
+                    return rank, i, "sent back"
     return None
 
 
@@ -264,14 +346,40 @@ def field_values(field: str, ranks: list[Json]) -> st.SearchStrategy[Any]:
 
 
 MUTATIONS = ("swap", "move", "delete", "duplicate", "to another rank", "set", "remove",
-             "replace")
+             "replace", "entry", "duplicate transfer")
+ENTRY_MUTATIONS = ("replace", "set rank", "remove rank", "set operations", "remove operations")
 
 
-def mutate(data: st.DataObject, ranks: list[Json]) -> None:
+def mutate_entry(data: st.DataObject, ranks: list[Any], r: int) -> None:
+    """Makes entry `r` of `ranks` malformed, or not: another value, another rank number (a
+    repeated one, say), or operations that are no list."""
+    mutation = data.draw(st.sampled_from(ENTRY_MUTATIONS), label="entry mutation")
+    if mutation == "replace":
+        ranks[r] = hostile(data.draw(HOSTILE, label="entry"))
+    elif mutation == "set rank":
+        ranks[r]["rank"] = hostile(data.draw(st.one_of(st.integers(-1, len(ranks)), HOSTILE),
+                                             label="rank number"))
+    elif mutation == "set operations":
+        ranks[r]["operations"] = hostile(data.draw(HOSTILE, label="operations"))
+    else:
+        del ranks[r][mutation.split()[1]]
+
+
+def usable(entry: Any) -> bool:
+    """Whether mutate can change the operations of `entry`."""
+    return isinstance(entry, dict) and isinstance(entry.get("operations"), list)
+
+
+def mutate(data: st.DataObject, ranks: list[Any]) -> None:
     """Changes `ranks` by one drawn mutation of one drawn rank's operations."""
     r = data.draw(st.integers(0, len(ranks) - 1), label="rank")
-    ops = ranks[r]["operations"]
+    if not usable(ranks[r]):
+        return
     mutation = data.draw(st.sampled_from(MUTATIONS), label="mutation")
+    if mutation == "entry":
+        mutate_entry(data, ranks, r)
+        return
+    ops = ranks[r]["operations"]
     if not ops:
         ops.append({"op": "forward", "micro_batch": 0})
         return
@@ -285,8 +393,23 @@ def mutate(data: st.DataObject, ranks: list[Json]) -> None:
         del ops[i]
     elif mutation == "duplicate":
         ops.insert(j, json.loads(json.dumps(ops[i])))
+    elif mutation == "duplicate transfer":
+        # A transfer once more on both ranks (each copy at a drawn place), which the rules on
+        # sends and receives alone do not refuse.
+        op = ops[i]
+        if not isinstance(op, dict) or op.get("op") not in ("send", "recv"):
+            return
+        peer = op.get("peer")
+        if type(peer) is not int or not 0 <= peer < len(ranks) or not usable(ranks[peer]):
+            return
+        ops.insert(j, dict(op))
+        mirror = dict(op, op="send" if op["op"] == "recv" else "recv", peer=r)
+        theirs = ranks[peer]["operations"]
+        theirs.insert(data.draw(st.integers(0, len(theirs)), label="mirror at"), mirror)
     elif mutation == "to another rank":
         other = ranks[data.draw(st.integers(0, len(ranks) - 1), label="other rank")]
+        if not usable(other):
+            return
         other["operations"].insert(
             data.draw(st.integers(0, len(other["operations"])), label="at"), ops.pop(i))
     elif mutation == "replace":
@@ -326,7 +449,8 @@ def pipelines(draw: st.DrawFn) -> list[Json]:
     """Two to four ranks, one stage each, over one to three micro-batches, each rank's
     operations in a drawn order that meets its own rules (a forward after its activation
     arrived, a gradient received after the forward, a backward after it, sends after what
-    they send): check_order accepts it, and the ranks may still wait for each other."""
+    they send, the activation sent before the backward): check_order accepts it, and the
+    ranks may still wait for each other."""
     n, micro_batches = draw(st.integers(2, 4)), draw(st.integers(1, 3))
     ranks = []
     for r in range(n):
@@ -335,8 +459,8 @@ def pipelines(draw: st.DrawFn) -> list[Json]:
                 return [{"op": name, "kind": kind, "micro_batch": m, "peer": peer}]
             return []
 
-        # Per micro-batch, the forward's chain, and the backward's, which starts after the
-        # forward.
+        # Per micro-batch, the forward's chain, and the backward's, which starts once the
+        # forward's is done (its activation sent: the backward frees the output it sends).
         chains = []
         for m in range(micro_batches):
             chains.append((m, transfer("recv", "activation", m, r - 1)
@@ -345,27 +469,24 @@ def pipelines(draw: st.DrawFn) -> list[Json]:
             chains.append((m, transfer("recv", "gradient", m, r + 1)
                            + [{"op": "backward", "micro_batch": m}]
                            + transfer("send", "gradient", m, r - 1)))
-        forwarded: set[int] = set()
         ops: list[Json] = []
         while any(chain for _, chain in chains):
             ready = [chain for k, (m, chain) in enumerate(chains)
-                     if chain and (k % 2 == 0 or m in forwarded)]
-            op = ready[draw(st.integers(0, len(ready) - 1))].pop(0)
-            if op["op"] == "forward":
-                forwarded.add(op["micro_batch"])
-            ops.append(op)
+                     if chain and (k % 2 == 0 or not chains[k - 1][1])]
+            ops.append(ready[draw(st.integers(0, len(ready) - 1))].pop(0))
         ranks.append({"rank": r, "operations": ops})
     return ranks
 
 
 class OrderCheckPropertyTest(unittest.TestCase):
     """check_order as a fuzz target: real exports pass; every order made of them, or from
-    scratch, is accepted or refused in one line naming the rank and operation, never with
-    another exception; it refuses exactly what reference_refusal refuses, at the same
-    operation for the same rule; and what it accepts never leaves a rank waiting for a send
-    that no other waiting rank still has to make (so one rank alone always finishes)."""
+    scratch, is accepted or refused in one line naming the rank and operation (or the entry),
+    never with another exception (check_operations neither); it refuses exactly what
+    reference_refusal refuses, at the same operation for the same rule; and what it accepts
+    never leaves a rank waiting for a send that no other waiting rank still has to make (so
+    one rank alone always finishes)."""
 
-    def verdict(self, ranks: list[Json]) -> Optional[tuple[int, int, str]]:
+    def verdict(self, ranks: Any) -> Optional[tuple[int, Optional[int], str]]:
         """check_order's verdict as reference_refusal gives it, after checking the message."""
         try:
             run.check_order(ranks, PATH)
@@ -374,23 +495,28 @@ class OrderCheckPropertyTest(unittest.TestCase):
             note(f"refused: {message}")
             self.assertTrue(message.isprintable(), repr(message))
             self.assertLessEqual(len(message), 250, message)
+            entry = ENTRY_REFUSAL.match(message)
+            if entry is not None:
+                return int(entry.group(1) or -1), None, "entry"
             match = REFUSAL.match(message)
             self.assertIsNotNone(match, message)
             assert match is not None
-            if "never sends it" in message:
-                rule = "unsent"
-            elif "comes before this rank's forward" in message:
-                rule = "forward"
-            elif "comes before this rank's backward" in message:
-                rule = "backward"
-            else:
-                rule = "unreadable"
+            rule = "unreadable"
+            order = ORDER_REFUSAL.fullmatch(message)
+            if order is not None:
+                rule = next((rule for text, rule in RULES if re.fullmatch(text, order.group(3))),
+                            "unreadable")
             return int(match.group(1)), int(match.group(2)), rule
         note("accepted")
         return None
 
-    def holds(self, ranks: list[Json]) -> None:
+    def holds(self, ranks: Any) -> None:
         """The properties for one order."""
+        try:
+            run.check_operations(ranks, PATH)
+        except common.InputError as e:
+            self.assertTrue(str(e).isprintable(), repr(str(e)))
+            self.assertLessEqual(len(str(e)), 250, str(e))
         verdict = self.verdict(ranks)
         self.assertEqual(verdict, reference_refusal(ranks))
         if verdict is not None:
@@ -447,6 +573,17 @@ class OrderCheckPropertyTest(unittest.TestCase):
     def test_one_rank(self, ops: list[Json], cut: int) -> None:
         """A rank alone, its transfers to itself: what check_order accepts finishes."""
         self.holds([{"rank": 0, "operations": ops[cut:]}])
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(st.one_of(HOSTILE.map(hostile), st.lists(HOSTILE.map(hostile), max_size=3),
+                     st.lists(st.fixed_dictionaries({}, optional={
+                         "rank": st.one_of(st.integers(-1, 3), HOSTILE.map(hostile)),
+                         "operations": st.one_of(st.just([]), HOSTILE.map(hostile))}),
+                         max_size=3)))
+    def test_hostile_exports(self, ranks: Any) -> None:
+        """Whatever the export is made of, both checks answer InputError or pass, in either
+        order (run calls check_operations first)."""
+        self.holds(ranks)
 
     @settings(max_examples=1000, deadline=None, derandomize=True, database=None)
     @given(SMALL_ORDERS)

@@ -352,9 +352,101 @@ class OrderCheckTest(unittest.TestCase):
 
     def test_a_receive_nobody_sends(self):
         ranks = self.two_ranks()
-        ranks[1]["operations"][0]["micro_batch"] = 1
+        del ranks[0]["operations"][1]
         self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 0 (recv "
-                            "activation of micro-batch 1): rank 0 never sends it")
+                            "activation of micro-batch 0): rank 0 never sends it")
+
+    def test_a_send_nobody_receives(self):
+        # The runner waits for every send at the end of the iteration: forever.
+        ranks = self.two_ranks()
+        del ranks[1]["operations"][0]
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 1 (send "
+                            "activation of micro-batch 0): rank 1 never receives it")
+
+    def test_a_forward_before_its_activation_arrives(self):
+        ranks = self.two_ranks()
+        ops = ranks[1]["operations"]
+        ops[0], ops[1] = ops[1], ops[0]
+        self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 0 (forward of "
+                            "micro-batch 0): comes before this rank's receive of micro-batch "
+                            "0's activation")
+
+    def test_a_backward_before_its_gradient_arrives(self):
+        ranks = self.two_ranks()
+        ops = ranks[0]["operations"]
+        ops[2], ops[3] = ops[3], ops[2]
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 2 (backward of "
+                            "micro-batch 0): comes before this rank's receive of micro-batch "
+                            "0's gradient")
+
+    def test_a_second_forward(self):
+        ranks = self.two_ranks()
+        ranks[0]["operations"].insert(1, {"op": "forward", "micro_batch": 0})
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 1 (forward of "
+                            "micro-batch 0): comes after this rank's forward of micro-batch 0")
+
+    def test_a_second_backward(self):
+        ranks = self.two_ranks()
+        ranks[1]["operations"].append({"op": "backward", "micro_batch": 0})
+        self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 4 (backward of "
+                            "micro-batch 0): comes after this rank's backward of micro-batch 0")
+
+    def test_an_activation_sent_after_the_backward(self):
+        ranks = self.two_ranks()
+        ops = ranks[0]["operations"]
+        ops.append(ops.pop(1))
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 3 (send "
+                            "activation of micro-batch 0): comes after this rank's backward of "
+                            "micro-batch 0")
+
+    def test_a_gradient_received_after_the_backward(self):
+        ranks = self.two_ranks()
+        ranks[0]["operations"].append(dict(ranks[0]["operations"][2]))
+        ranks[1]["operations"].append(dict(ranks[1]["operations"][3]))
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 4 (recv "
+                            "gradient of micro-batch 0): comes after this rank's backward of "
+                            "micro-batch 0")
+
+    def test_a_gradient_sent_twice(self):
+        ranks = self.two_ranks()
+        ranks[0]["operations"].insert(2, dict(ranks[0]["operations"][2]))
+        ranks[1]["operations"].append(dict(ranks[1]["operations"][3]))
+        self.assert_refused(ranks, "plan.json: ranks export: rank 1, operation 4 (send "
+                            "gradient of micro-batch 0): comes after this rank's send of "
+                            "micro-batch 0's gradient, with no receive of its activation "
+                            "between")
+
+    def test_a_gradient_sent_without_an_activation(self):
+        ranks = self.two_ranks()
+        ranks[0]["operations"].append({"op": "send", "kind": "gradient", "micro_batch": 0,
+                                       "peer": 1})
+        ranks[1]["operations"].append({"op": "recv", "kind": "gradient", "micro_batch": 0,
+                                       "peer": 0})
+        self.assert_refused(ranks, "plan.json: ranks export: rank 0, operation 4 (send "
+                            "gradient of micro-batch 0): this rank never receives micro-batch "
+                            "0's activation")
+
+    def test_malformed_entries(self):
+        # check_operations refuses them alike, whichever of the two runs first.
+        two = self.two_ranks()
+        for ranks, message in (
+                ({"ranks": []}, 'must be a list of at least one rank, got {"ranks": []}'),
+                ([], "must be a list of at least one rank, got []"),
+                ([two[0], 5], "entry 1: must be an object, got 5"),
+                ([{"operations": []}], 'entry 0: missing required key "rank"'),
+                ([two[0], dict(two[1], rank=0)], "entry 1: rank must be 1 (ranks are numbered "
+                 "by their place in the list), got 0 (entry 0's rank too)"),
+                ([{"rank": True, "operations": []}], "entry 0: rank must be 0 (ranks are "
+                 "numbered by their place in the list), got true"),
+                ([{"rank": 0}], 'rank 0: missing required key "operations"'),
+                ([{"rank": 0, "operations": {"op": "forward"}}], "rank 0: operations must be a "
+                 'list, got {"op": "forward"}')):
+            for check in (run.check_order, run.check_operations):
+                with self.subTest(check=check.__name__, message=message):
+                    with self.assertRaises(common.InputError) as caught:
+                        check(ranks, "plan.json")
+                    self.assertEqual(str(caught.exception),
+                                     "plan.json: ranks export: " + message)
 
     def test_a_send_before_its_computation(self):
         ranks = self.two_ranks()
@@ -410,6 +502,13 @@ class OperationsTest(unittest.TestCase):
         self.refused([entry(0, "forward", "backward"), entry(1, "forward", "prefetch")],
                      "p.json: ranks export: rank 1, operation 1: run does not know the "
                      "operation 'prefetch'")
+
+    def test_an_operation_that_is_not_an_object(self):
+        self.refused([entry(0, "forward"), {"rank": 1, "operations": [{"op": "forward"}, 3]}],
+                     "p.json: ranks export: rank 1, operation 1 (3): must be an object")
+        self.refused([{"rank": 0, "operations": [{"op": 10 ** 5000}]}],
+                     "p.json: ranks export: rank 0, operation 0: run does not know the "
+                     "operation an integer of more than 40 digits")
 
     def test_update_not_last(self):
         self.refused([entry(0, "forward", "update", "backward")],
