@@ -862,8 +862,6 @@ void fill_split_phase(SearchState& state, const std::vector<std::vector<Stage>>&
   if (split) state.climb(split->stages, split->iteration_ms, {true, true}, limit);
 }
 
-}  // namespace
-
 // A uniform start whose replica count r does not share `limits.equal_shares_of` equally, moved to
 // the largest count below r that does (same layers, degree and recomputation; fewer GPUs per
 // stage); any other start as it is. The DP proposes every count (its plans are starts, not
@@ -886,6 +884,8 @@ std::vector<Stage> with_equal_shares(const std::vector<Stage>& stages,
   for (int& run : layout.runs) run = r * t;
   return stages_of(layout, order, limits.layers);
 }
+
+}  // namespace
 
 // The recipe (docs/algorithms.md, "the final choice", step 3b): the starts, then four phases,
 // each with its work limit.

@@ -50,8 +50,9 @@ struct StageChoices {
   /// Every stage with the same run length and degree (`--uniform`, spec 8.4): the plans
   /// Megatron-LM, DeepSpeed and torch.distributed.pipelining can run.
   bool uniform = false;
-  /// When > 0 (`--uniform`: the micro-batches), a stage's replica count must share them equally
-  /// (`shares_equally`); 0 allows any count up to the micro-batches.
+  /// When > 0 (a user's `--uniform`: the micro-batches), the replayed search's shapes keep to
+  /// replica counts that share them equally (`shares_equally`, via `ShapeLimits`). The DP itself
+  /// still proposes every count: its plans are the search's starts (`with_equal_shares`).
   int equal_shares_of = 0;
 };
 
