@@ -34,7 +34,8 @@ struct TransformerOptions {
   std::string output;
   // Which shape options the command line gave (they override the preset's).
   bool given_layers = false, given_hidden = false, given_heads = false, given_kv_heads = false,
-       given_ffn_hidden = false, given_sequence = false, given_vocab = false;
+       given_ffn_hidden = false, given_sequence = false, given_vocab = false,
+       given_micro_batch_size = false;
 };
 
 model::TransformerConfig config_from(const TransformerOptions& options) {
@@ -74,6 +75,8 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   if (options.ffn == "gelu") config.ffn = model::Ffn::kGelu;
   if (options.ffn == "swiglu") config.ffn = model::Ffn::kSwiglu;
   config.micro_batch_size = options.micro_batch_size;
+  // As in a description: a size given is the only one the batch-size search tries.
+  config.micro_batch_size_fixed = options.given_micro_batch_size;
   config.dtype = *hardware::parse_dtype(options.dtype);  // CLI11 checked the name
   config.gpu = options.gpu;
   config.sequence_parallel = options.sequence_parallel;
@@ -154,10 +157,12 @@ void add_model_command(CLI::App& app, Action& action) {
                    "gelu (GPT/OPT style: biases, LayerNorm, learned positions) or swiglu (Llama "
                    "style); default: the preset's, else gelu")
       ->check(CLI::IsMember({"gelu", "swiglu"}));
-  transformer
-      ->add_option("--micro-batch-size", options->micro_batch_size,
-                   "Sequences per micro-batch (default 1)")
-      ->transform(decimal_integer(1, model::kMaxTransformerMicroBatchSize));
+  CLI::Option* micro_batch_size =
+      transformer
+          ->add_option("--micro-batch-size", options->micro_batch_size,
+                       "Sequences per micro-batch (default 1; given, plan --global-batch tries "
+                       "only it)")
+          ->transform(decimal_integer(1, model::kMaxTransformerMicroBatchSize));
   transformer->add_option("--dtype", options->dtype, "Training number format (default bf16)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
   transformer->add_option("--gpu", options->gpu,
@@ -194,6 +199,7 @@ void add_model_command(CLI::App& app, Action& action) {
     options->given_ffn_hidden = ffn_hidden->count() > 0;
     options->given_sequence = sequence->count() > 0;
     options->given_vocab = vocab->count() > 0;
+    options->given_micro_batch_size = micro_batch_size->count() > 0;
     action = [options](Context& context) { return run_transformer(*options, context); };
   });
 

@@ -11,6 +11,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/model/description.hpp"
 #include "pipeplan/model/transformer.hpp"
 
 namespace pipeplan::model {
@@ -267,108 +268,6 @@ bool lists_degree(const Layer& layer, int t) {
   return std::binary_search(degrees.begin(), degrees.end(), t);
 }
 
-// The shape fields, read over the preset's (when one is named); the five without a default are
-// required without a preset.
-void read_description_shape(const io::ObjectReader& object, TransformerConfig& config) {
-  struct Field {
-    const char* key;
-    int* target;
-    int max;
-    bool required;
-  };
-  const Field fields[] = {
-      {"layers", &config.layers, kMaxTransformerLayers, true},
-      {"hidden", &config.hidden, kMaxTransformerDimension, true},
-      {"heads", &config.heads, kMaxTransformerDimension, true},
-      {"kv_heads", &config.kv_heads, kMaxTransformerDimension, false},
-      {"ffn_hidden", &config.ffn_hidden, kMaxTransformerDimension, false},
-      {"sequence", &config.sequence, kMaxTransformerDimension, true},
-      {"vocab", &config.vocab, kMaxTransformerDimension, true},
-      {"micro_batch_size", &config.micro_batch_size, kMaxTransformerMicroBatchSize, false}};
-  for (const Field& field : fields) {
-    if (auto node = object.optional(field.key)) {
-      *field.target = static_cast<int>(node->as_integer(1, field.max));
-    } else if (field.required && *field.target == 0) {
-      object.node().fail(std::string("missing required key \"") + field.key +
-                         "\" (or give \"preset\")");
-    }
-  }
-}
-
-// A `transformer` object (docs/formats.md), completed; every problem names its pointer. O(size of
-// the object + degrees).
-TransformerConfig read_description(const io::Node& node) {
-  // `pipeplan model transformer`'s options, snake case.
-  io::ObjectReader object(
-      node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn", "sequence",
-             "vocab", "micro_batch_size", "dtype", "gpu", "sequence_parallel",
-             "selective_recompute", "flash_attention", "degrees"});
-  TransformerConfig config;
-  if (auto preset = object.optional("preset")) {
-    const std::string name = preset->as_nonempty_string();
-    const TransformerPreset* found = find_transformer_preset(name);
-    if (found == nullptr) {
-      std::string names;
-      for (const auto& known : transformer_presets()) {
-        names += (names.empty() ? "" : ", ") + known.name;
-      }
-      preset->fail("unknown preset " + io::quote_for_message(name) + " (known: " + names + ")");
-    }
-    config = found->config;
-  }
-  read_description_shape(object, config);
-  config.micro_batch_size_fixed = object.optional("micro_batch_size").has_value();
-  if (auto ffn = object.optional("ffn")) {
-    const std::string text = ffn->as_string();
-    if (text != "gelu" && text != "swiglu") {
-      ffn->fail("must be \"gelu\" or \"swiglu\", got " + io::describe_value(ffn->json()));
-    }
-    config.ffn = text == "gelu" ? Ffn::kGelu : Ffn::kSwiglu;
-  }
-  if (auto dtype = object.optional("dtype")) {
-    auto parsed = hardware::parse_dtype(dtype->as_string());
-    if (!parsed) {
-      dtype->fail("must be one of \"fp32\", \"tf32\", \"bf16\", \"fp16\", \"fp8\", got " +
-                  io::describe_value(dtype->json()));
-    }
-    config.dtype = *parsed;
-  }
-  if (auto gpu = object.optional("gpu")) config.gpu = gpu->as_nonempty_string();
-  if (auto flag = object.optional("sequence_parallel")) config.sequence_parallel = flag->as_bool();
-  if (auto flag = object.optional("selective_recompute")) {
-    config.selective_recompute = flag->as_bool();
-  }
-  if (auto flag = object.optional("flash_attention")) config.flash_attention = flag->as_bool();
-  if (auto degrees = object.optional("degrees")) {
-    std::vector<io::Node> entries = degrees->elements();
-    if (entries.empty()) degrees->fail("must list the allowed degrees, starting at 1");
-    config.degrees.clear();
-    for (const io::Node& entry : entries) {
-      config.degrees.push_back(static_cast<int>(entry.as_integer(1, kMaxTensorParallelDegree)));
-    }
-  }
-  auto [completed, problem] = check_transformer_config(config, FieldSpelling::kKey);
-  if (problem) {
-    if (auto field = object.optional(problem->field)) field->fail(problem->message);
-    node.fail(problem->field + ": " + problem->message);
-  }
-  return completed;
-}
-
-// Top-level keys a model given by its transformer description may not carry: they are derived
-// from it.
-void refuse_derived_keys(const io::ObjectReader& object) {
-  for (const char* key :
-       {"layers", "profile", "parameter_memory_factor", "sharded_memory_factor", "input_bytes"}) {
-    if (auto node = object.optional(key)) {
-      node->fail(std::string("not allowed with \"transformer\" (") +
-                 (key == std::string_view("layers") ? "the layers are generated from it"
-                                                    : "it is derived from the description") +
-                 ")");
-    }
-  }
-}
-
 }  // namespace
 
 Model read_model(const io::Source& source) {
@@ -403,13 +302,13 @@ Model read_model(const io::Source& source) {
     model.micro_batches = micro_batches->as_integer(1, kMaxMicroBatches);
   }
   if (auto description = object.optional("transformer")) {
-    refuse_derived_keys(object);
     TransformerConfig config = read_description(*description);
     if (!model.name.empty()) config.name = model.name;
+    config.micro_batch_size = written_micro_batch_size(object, config);
     Model generated = transformer_model(config);
     generated.micro_batches = model.micro_batches;
-    generated.transformer = config;
     check_totals(generated, *description);
+    check_written_profile(object, generated);
     return generated;
   }
   if (auto profile = object.optional("profile")) {
@@ -495,6 +394,7 @@ nlohmann::ordered_json model_to_json(const Model& model) {
   }
   if (!model.name.empty()) out["name"] = model.name;
   if (model.micro_batches) out["micro_batches"] = *model.micro_batches;
+  if (model.transformer) out["transformer"] = description_to_json(*model.transformer);
   if (model.profile_batch_size || model.profile_device) {
     nlohmann::ordered_json profile = nlohmann::ordered_json::object();
     if (model.profile_batch_size) profile["batch_size"] = *model.profile_batch_size;

@@ -532,6 +532,7 @@ Model transformer_model(const TransformerConfig& config) {
                                       boundary_bytes, 2, decoder_backward));
   }
   model.layers.push_back(make_layer("output", TransformerPart::kOutput, 0, 0, 1));
+  model.transformer = config;
   return model;
 }
 
@@ -546,7 +547,6 @@ Model transformer_model_at(const Model& model, int micro_batch_size) {
   Model out = transformer_model(config);
   out.name = model.name;
   out.micro_batches = model.micro_batches;
-  out.transformer = config;
   return out;
 }
 

@@ -76,6 +76,13 @@ GlobalBatchPlan plan_profiled(const model::Model& model, std::int64_t global_bat
   }
   GlobalBatchPlan out{model, plan(model, static_cast<int>(micro_batches))};
   out.plan.micro_batch_size = size;
+  out.plan.warnings.push_back(
+      "--global-batch: " + model_path + " is a profile measured at micro-batch size " +
+      std::to_string(size) + ", so only that size was planned (" +
+      micro_batches_text(micro_batches) +
+      "); a model with its transformer description (as pipeplan model transformer writes it) "
+      "is planned at every size that divides " +
+      std::to_string(global_batch));
   return out;
 }
 

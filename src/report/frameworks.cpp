@@ -20,6 +20,7 @@
 
 #include "export_util.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/hardware/gpu_catalogue.hpp"
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/report/export.hpp"
@@ -437,6 +438,76 @@ LayerArguments megatron_layers(const PlanView& view, std::vector<std::string>& a
   return out;
 }
 
+// Megatron-LM's model and training arguments for a model with a transformer description: its
+// shape in the architecture family the costs assume (docs/transformer-model.md), the number
+// format, and the options the estimate assumed (sequence parallelism, fused attention). The
+// vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
+void megatron_model_arguments(const model::TransformerConfig& config, int tensor,
+                              std::vector<std::string>& arguments,
+                              std::vector<std::string>& notes) {
+  const auto text = [](int value) { return std::to_string(value); };
+  arguments.insert(arguments.end(), {"--hidden-size", text(config.hidden), "--num-attention-heads",
+                                     text(config.heads), "--ffn-hidden-size",
+                                     text(config.ffn_hidden), "--seq-length", text(config.sequence),
+                                     "--max-position-embeddings", text(config.sequence)});
+  if (config.kv_heads != config.heads) {
+    arguments.insert(arguments.end(),
+                     {"--group-query-attention", "--num-query-groups", text(config.kv_heads)});
+  }
+  if (config.ffn == model::Ffn::kSwiglu) {
+    arguments.insert(arguments.end(),
+                     {"--swiglu", "--normalization", "RMSNorm", "--position-embedding-type", "rope",
+                      "--disable-bias-linear", "--untie-embeddings-and-output-weights"});
+  }
+  switch (config.dtype) {
+    case hardware::DType::kBf16:
+      arguments.emplace_back("--bf16");
+      break;
+    case hardware::DType::kFp16:
+      arguments.emplace_back("--fp16");
+      break;
+    case hardware::DType::kFp8:
+      arguments.insert(arguments.end(), {"--bf16", "--fp8-format", "hybrid"});
+      break;
+    case hardware::DType::kFp32:
+    case hardware::DType::kTf32:
+      break;
+  }
+  // At degree 1 sequence parallelism changes nothing, and Megatron-LM turns it off with a warning.
+  if (config.sequence_parallel && tensor > 1) arguments.emplace_back("--sequence-parallel");
+  if (config.flash_attention) arguments.insert(arguments.end(), {"--attention-backend", "flash"});
+  notes.push_back("Megatron-LM takes the vocabulary from its tokenizer; the estimate assumed " +
+                  text(config.vocab) +
+                  " entries (with --tokenizer-type NullTokenizer, pass --vocab-size " +
+                  text(config.vocab) + ")");
+}
+
+// Megatron-LM's recomputation arguments: full recomputation of every layer when some stage of
+// the plan recomputes (a note when not all do), else selective recomputation of the attention
+// core when the description assumed it. Returns the export's `recompute` field.
+const char* megatron_recompute_arguments(const PlanView& view, std::vector<std::string>& arguments,
+                                         std::vector<std::string>& notes) {
+  const Plan& plan = view.plan;
+  const std::vector<int> recomputing = recomputing_stages(plan);
+  if (recomputing.empty()) {
+    if (!view.transformer || !view.transformer->selective_recompute) return "none";
+    arguments.insert(arguments.end(), {"--recompute-granularity", "selective"});
+    return "selective";
+  }
+  arguments.insert(arguments.end(), {"--recompute-granularity", "full", "--recompute-method",
+                                     "uniform", "--recompute-num-layers", "1"});
+  if (recomputing.size() == plan.stages.size()) return "all";
+  notes.push_back(partial_recompute_note(plan, "Megatron-LM", "--recompute-granularity full"));
+  return "some";
+}
+
+// What Megatron-LM's process needs in its environment, as `NAME=value`: tensor parallelism on
+// GPUs before Blackwell needs one CUDA connection (Megatron-LM's validate_args asserts it).
+std::vector<std::string> megatron_environment(const FrameworkShape& shape) {
+  if (shape.tensor > 1) return {"CUDA_DEVICE_MAX_CONNECTIONS=1"};
+  return {};
+}
+
 }  // namespace
 
 FrameworkShape framework_shape(const PlanView& view, std::string_view framework) {
@@ -516,17 +587,10 @@ ordered_json megatron_json(const PlanView& view) {
         "Megatron-LM calls --pipeline-model-parallel-layout experimental; it needs a version "
         "that has it (megatron/core/transformer/pipeline_parallel_layer_layout.py)");
   }
-  const std::vector<int> recomputing = recomputing_stages(plan);
-  const char* recompute = recomputing.empty()                        ? "none"
-                          : recomputing.size() == plan.stages.size() ? "all"
-                                                                     : "some";
-  if (!recomputing.empty()) {
-    arguments.insert(arguments.end(), {"--recompute-granularity", "full", "--recompute-method",
-                                       "uniform", "--recompute-num-layers", "1"});
-    if (recomputing.size() != plan.stages.size()) {
-      notes.push_back(partial_recompute_note(plan, "Megatron-LM", "--recompute-granularity full"));
-    }
+  if (view.transformer) {
+    megatron_model_arguments(*view.transformer, shape.tensor, arguments, notes);
   }
+  const char* recompute = megatron_recompute_arguments(view, arguments, notes);
   if (plan.optimizer == Optimizer::kSharded) arguments.emplace_back("--use-distributed-optimizer");
   if (auto note = megatron_schedule_note(plan, shape)) notes.push_back(std::move(*note));
 
@@ -552,6 +616,7 @@ ordered_json megatron_json(const PlanView& view) {
   out["recompute"] = recompute;
   out["distributed_optimizer"] = plan.optimizer == Optimizer::kSharded;
   out["arguments"] = arguments;
+  out["environment"] = megatron_environment(shape);
   out["command_line"] = io::format_list(words, " ");
   out["rank_order"] = std::move(launch.ranks);
   out["launch"] = std::move(launch.launch);

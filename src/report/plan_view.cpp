@@ -29,6 +29,7 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
     view.gpu_nodes.push_back(gpu.node);
   }
   if (model.profile_batch_size) view.batch_size = *model.profile_batch_size;
+  view.transformer = model.transformer;
   MemoryFigures memory;
   memory.static_bytes.assign(static_cast<std::size_t>(topology.size()), 0);
   const std::vector<simulate::StageExecution> exec =

@@ -153,6 +153,94 @@ TEST_F(ExportCommandTest, TorchSplitWithoutLayerNamesIsInvalidInput) {
   EXPECT_EQ(json::parse(ranks.out)[0].at("layers").at("names"), json::array({nullptr, nullptr}));
 }
 
+// Issue 35: a plan of a model written by `model transformer` exports every option its estimate
+// assumed: the shape in its architecture family, the number format, sequence parallelism,
+// flash attention and selective recomputation; and the environment tensor parallelism needs.
+TEST_F(ExportCommandTest, MegatronStatesWhatTheEstimateAssumed) {
+  write("topo.json", R"({"nodes": [{"name": "n", "gpus": 4, "memory": "80 GiB",
+    "link": {"bandwidth": "200 GB/s", "latency": "2 us"}}]})");
+  ASSERT_EQ(run_cli({"model",
+                     "transformer",
+                     "--layers",
+                     "4",
+                     "--hidden",
+                     "256",
+                     "--heads",
+                     "8",
+                     "--kv-heads",
+                     "2",
+                     "--ffn",
+                     "swiglu",
+                     "--sequence",
+                     "128",
+                     "--vocab",
+                     "1000",
+                     "--micro-batch-size",
+                     "2",
+                     "--dtype",
+                     "fp16",
+                     "--sequence-parallel",
+                     "--selective-recompute",
+                     "--flash-attention",
+                     "-o",
+                     path("llama.json")})
+                .code,
+            0);
+  const Result planned = run_cli({"plan", path("llama.json"), path("topo.json"), "--planner",
+                                  "megatron", "--tensor-parallel", "2", "--pipeline-parallel", "2",
+                                  "-m", "4", "-o", path("plan.json")});
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  const Result exported = run_cli({"export", path("plan.json"), "--format", "megatron", "--model",
+                                   path("llama.json"), "--topology", path("topo.json")});
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  const json out = json::parse(exported.out);
+  EXPECT_EQ(out.at("arguments"), json({"--tensor-model-parallel-size",
+                                       "2",
+                                       "--pipeline-model-parallel-size",
+                                       "2",
+                                       "--num-layers",
+                                       "4",
+                                       "--micro-batch-size",
+                                       "2",
+                                       "--global-batch-size",
+                                       "8",
+                                       "--hidden-size",
+                                       "256",
+                                       "--num-attention-heads",
+                                       "8",
+                                       "--ffn-hidden-size",
+                                       "768",
+                                       "--seq-length",
+                                       "128",
+                                       "--max-position-embeddings",
+                                       "128",
+                                       "--group-query-attention",
+                                       "--num-query-groups",
+                                       "2",
+                                       "--swiglu",
+                                       "--normalization",
+                                       "RMSNorm",
+                                       "--position-embedding-type",
+                                       "rope",
+                                       "--disable-bias-linear",
+                                       "--untie-embeddings-and-output-weights",
+                                       "--fp16",
+                                       "--sequence-parallel",
+                                       "--attention-backend",
+                                       "flash",
+                                       "--recompute-granularity",
+                                       "selective"}));
+  EXPECT_EQ(out.at("recompute"), "selective");
+  EXPECT_EQ(out.at("environment"), json({"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
+  EXPECT_NE(out.at("notes").dump().find("the estimate assumed 1000 entries"), std::string::npos);
+  // A profile without its description says nothing it does not know, and tensor parallelism of
+  // 1 needs no environment.
+  const json toy =
+      json::parse(run_cli(checked({"export", path("toy.plan.json"), "--format", "megatron"})).out);
+  EXPECT_EQ(toy.at("arguments").size(), 4U);
+  EXPECT_EQ(toy.at("environment"), json::array());
+}
+
 TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
   const Result result = run_cli(
       {"export", path("toy.plan.json"), "--format", "svg", "-o", path("no/such/dir/x.svg")});

@@ -145,12 +145,70 @@ TEST_F(GlobalBatchTest, SimulateAndExportCheckThePlanAtItsMicroBatchSize) {
   auto exported = run_cli({"export", path("plan.json"), "--format", "ranks", "--model",
                            path("gpt.json"), "--topology", path("topo.json")});
   EXPECT_EQ(exported.code, 0) << exported.err;
-  // The same plan against the model at size 1 written out as layers does not pass.
+  // `model transformer` writes the description beside the layers of size 1, so its file is
+  // regenerated at the plan's size too; without the description the layers of size 1 do not pass.
   auto layers = run_cli({"model", "transformer", "--layers", "4", "--hidden", "512", "--heads", "8",
                          "--sequence", "256", "--vocab", "5000", "-o", path("layers.json")});
   ASSERT_EQ(layers.code, 0) << layers.err;
-  auto mismatch = run_cli({"simulate", path("plan.json"), path("layers.json"), path("topo.json")});
+  auto regenerated =
+      run_cli({"simulate", path("plan.json"), path("layers.json"), path("topo.json")});
+  EXPECT_EQ(regenerated.code, 0) << regenerated.err;
+  nlohmann::json profile = nlohmann::json::parse(read(path("layers.json")));
+  ASSERT_EQ(profile.erase("transformer"), 1U);
+  write("profile.json", profile.dump());
+  auto mismatch = run_cli({"simulate", path("plan.json"), path("profile.json"), path("topo.json")});
   EXPECT_EQ(mismatch.code, 3) << mismatch.err;
+}
+
+// Issue 35: a model written by `pipeplan model transformer` keeps its description beside the
+// layers, so it plans byte for byte like the description itself: the batch-size search tries every
+// size, or only the size given with --micro-batch-size. Before, the file held only the layers and
+// `--global-batch` planned size 1.
+TEST_F(GlobalBatchTest, AWrittenTransformerModelPlansLikeItsDescription) {
+  const std::vector<std::string> shape = {"--layers", "4",    "--hidden",   "512",
+                                          "--heads",  "8",    "--sequence", "256",
+                                          "--vocab",  "5000", "--name",     "small-gpt"};
+  for (const std::string size : {"", "2"}) {
+    SCOPED_TRACE("--micro-batch-size " + size);
+    std::vector<std::string> written = {"model", "transformer", "-o", path("written.json")};
+    written.insert(written.end(), shape.begin(), shape.end());
+    if (!size.empty()) written.insert(written.end(), {"--micro-batch-size", size});
+    ASSERT_EQ(run_cli(written).code, 0);
+    const std::string described = size.empty() ? "gpt.json" : "fixed2.json";
+    write("fixed2.json", R"({"name": "small-gpt", "transformer": {"layers": 4, "hidden": 512,
+      "heads": 8, "sequence": 256, "vocab": 5000, "micro_batch_size": 2}})");
+    for (const std::vector<std::string>& options :
+         {std::vector<std::string>{"--global-batch", "24"},
+          std::vector<std::string>{"--global-batch", "8", "--planner", "megatron",
+                                   "--tensor-parallel", "1", "--pipeline-parallel", "2"},
+          std::vector<std::string>{"-m", "4"}}) {
+      std::vector<std::string> from_file = {path("written.json"), path("topo.json")};
+      std::vector<std::string> from_description = {path(described), path("topo.json")};
+      from_file.insert(from_file.end(), options.begin(), options.end());
+      from_description.insert(from_description.end(), options.begin(), options.end());
+      const nlohmann::json a = plan(from_file);
+      EXPECT_EQ(a, plan(from_description));
+      if (!size.empty()) {
+        EXPECT_EQ(a.at("micro_batch_size"), 2);
+      } else if (options.front() == "--global-batch") {
+        EXPECT_GT(a.at("micro_batch_size").get<int>(), 1) << "the search chose size 1";
+      }
+    }
+  }
+}
+
+// A profiled model cannot be re-costed at another micro-batch size: `--global-batch` plans its
+// profiled size and says so on standard error.
+TEST_F(GlobalBatchTest, AProfileThatCannotBeRecostedSaysSo) {
+  const auto result =
+      run_cli({"plan", path("profiled.json"), path("topo.json"), "--global-batch", "48"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  // The warning's line, before the plan's summary.
+  EXPECT_EQ(result.err.substr(0, result.err.find('\n') + 1),
+            "pipeplan: warning: --global-batch: " + path("profiled.json") +
+                " is a profile measured at micro-batch size 6, so only that size was planned "
+                "(8 micro-batches); a model with its transformer description (as pipeplan model "
+                "transformer writes it) is planned at every size that divides 48\n");
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ TEST(TransformerDescriptionTest, GeneratesTheLayersOfTheDescription) {
   config.sequence = 16;
   config.vocab = 100;
   config.micro_batch_size = 2;
+  config.micro_batch_size_fixed = true;
   const TransformerConfig completed = complete_transformer_config(config).first;
   // Exactly what `pipeplan model transformer --micro-batches 4` writes for the same options.
   Model expected = transformer_model(completed);
@@ -112,17 +113,57 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
             "mt-nlg-530b, llama3-8b, llama3-70b, opt-350m, opt-1.3b)");
   EXPECT_EQ(read_error(R"({"transformer": [1]})"),
             "m.json: /transformer: must be an object, got array");
-  // What the description fixes may not be given beside it.
+  // Beside the description, a file holds exactly the profile it generates, or none.
+  const std::string rule =
+      ": a file with \"transformer\" holds the profile it generates, or none (remove "
+      "\"transformer\" to plan edited layers as a profile)";
   EXPECT_EQ(error(shape, R"("layers": [], )"),
-            "m.json: /layers: not allowed with \"transformer\" (the layers are generated from it)");
+            "m.json: /layers: has 0 entries where the description generates 4" + rule);
   EXPECT_EQ(error(shape, R"("parameter_memory_factor": 4, )"),
-            "m.json: /parameter_memory_factor: not allowed with \"transformer\" (it is derived "
-            "from the description)");
+            "m.json: /parameter_memory_factor: is 4 where the description generates 8" + rule);
   EXPECT_EQ(error(shape, R"("profile": {"batch_size": 2}, )"),
-            "m.json: /profile: not allowed with \"transformer\" (it is derived from the "
-            "description)");
+            "m.json: /profile: missing \"device\"" + rule);
   // Without either, the message of a model without layers stays.
   EXPECT_EQ(read_error(R"({"name": "m"})"), "m.json: missing required key \"layers\"");
+}
+
+// Issue 35: `model_to_json` writes the description beside its layers, and `read_model` reads the
+// file back to the same model, at the size its profile holds; an edited profile is refused at the
+// first number that differs, and keys starting with `x-` are ignored.
+TEST(TransformerDescriptionTest, AFileHoldsTheProfileItGenerates) {
+  TransformerConfig config;
+  config.layers = 3;
+  config.hidden = 64;
+  config.heads = 4;
+  config.sequence = 16;
+  config.vocab = 100;
+  config.sequence_parallel = true;
+  for (const int size : {1, 3}) {
+    config.micro_batch_size = size;
+    const Model written = transformer_model(complete_transformer_config(config).first);
+    const std::string text = io::dump_json(model_to_json(written));
+    const Model again = read(text);
+    EXPECT_EQ(io::dump_json(model_to_json(again)), text);
+    ASSERT_TRUE(again.transformer.has_value());
+    EXPECT_EQ(again.transformer->micro_batch_size, size);
+    EXPECT_FALSE(again.transformer->micro_batch_size_fixed);
+    EXPECT_TRUE(again.transformer->sequence_parallel);
+  }
+  nlohmann::json file = nlohmann::json::parse(
+      io::dump_json(model_to_json(transformer_model(complete_transformer_config(config).first))));
+  file["x-note"] = "kept";
+  file["layers"][1]["x-source"] = "hand";
+  EXPECT_NO_THROW(read(file.dump()));
+  file["layers"][2]["tensor_parallel"]["stash_bytes"][1] = 1;
+  EXPECT_EQ(read_error(file.dump()),
+            "m.json: /layers/2/tensor_parallel/stash_bytes/1: is 1 where the description "
+            "generates " +
+                file["layers"][1]["tensor_parallel"]["stash_bytes"][1].dump() +
+                ": a file with \"transformer\" holds the profile it generates, or none (remove "
+                "\"transformer\" to plan edited layers as a profile)");
+  file["layers"][2]["extra"] = 1;
+  file.erase("transformer");
+  EXPECT_NE(read_error(file.dump()).find("/layers/2/extra"), std::string::npos);
 }
 
 TEST(TransformerDescriptionTest, RefusesSizesBeyondItsBounds) {

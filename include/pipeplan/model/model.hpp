@@ -94,26 +94,28 @@ struct Model {
   double input_bytes = 0;     ///< One micro-batch's input to layer 0, bytes.
   std::vector<Layer> layers;  ///< At least one, in execution order.
   /// The completed transformer description the layers were generated from, when the file gave
-  /// `transformer` instead of `layers` (then the layers are those of its `micro_batch_size`, and
-  /// the batch-size search regenerates them for other sizes).
+  /// `transformer` (then the layers are those of its `micro_batch_size`, and the batch-size
+  /// search regenerates them for other sizes).
   std::optional<TransformerConfig> transformer;
 };
 
 /// Reads and validates a `model.json` (spec sections 1, 8.1 and 9.1; schema v1, v2 or v3), or a
-/// model given by its transformer description (`"transformer": {...}` instead of `layers`,
-/// docs/formats.md): the description is completed and its layers generated
-/// (`transformer_model`). Throws `InputError` naming the file and JSON pointer of the first
-/// problem. Beyond the spec: `micro_batches` is at most `kMaxMicroBatches`, degrees at most
-/// `kMaxTensorParallelDegree`, all-reduce counts at most `kMaxAllreducesPerPass`; the sums over
-/// all layers of forward plus backward time, of stash, activation and update, and the factor
-/// times the sum of parameter bytes are at most `kMaxTotal` (each layer counted at its largest
-/// per-degree value); at every degree a layer's weight-gradient part is at most its backward and
-/// its weight stash at most its stash, defaults included; -0 reads as 0. O(layers x degrees).
+/// model given by its transformer description (`"transformer": {...}`, docs/formats.md): the
+/// description is completed and its layers generated (`transformer_model`); the file holds
+/// either no profile or exactly the one generated (`check_written_profile`). Throws `InputError`
+/// naming the file and JSON pointer of the first problem. Beyond the spec: `micro_batches` is at
+/// most `kMaxMicroBatches`, degrees at most `kMaxTensorParallelDegree`, all-reduce counts at most
+/// `kMaxAllreducesPerPass`; the sums over all layers of forward plus backward time, of stash,
+/// activation and update, and the factor times the sum of parameter bytes are at most `kMaxTotal`
+/// (each layer counted at its largest per-degree value); at every degree a layer's weight-gradient
+/// part is at most its backward and its weight stash at most its stash, defaults included; -0 reads
+/// as 0. O(layers x degrees).
 Model read_model(const io::Source& source);
 
 /// The model as `model.json`: schema v1 when no field of spec 8.1 or 9.1 is used (byte for byte
-/// what earlier versions wrote), v2 when only fields of 8.1 are, else v3. A model read from a
-/// transformer description is written as its generated layers. Optional fields that are absent
+/// what earlier versions wrote), v2 when only fields of 8.1 are, else v3. A model with a
+/// transformer description is written as the description and its generated layers, which
+/// `read_model` reads back to the same model. Optional fields that are absent
 /// stay absent; `stash_bytes` is written only when it differs from `activation_bytes`,
 /// `update_ms`, `backward_weight_ms` and `input_bytes` only when not 0, `weight_stash_bytes` only
 /// when given, the all-reduce counts only when not 2.

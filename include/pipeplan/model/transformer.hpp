@@ -115,7 +115,7 @@ double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double 
 /// `output`, each with `tensor_parallel` over the config's degrees, `update_ms`,
 /// `backward_weight_ms` and `weight_stash_bytes`, `input_bytes`
 /// (the token ids, 8 bytes each), `parameter_memory_factor` and `sharded_memory_factor` of
-/// mixed-precision Adam, `profile` = micro-batch size and GPU.
+/// mixed-precision Adam, `profile` = micro-batch size and GPU, and `transformer` = `config`.
 Model transformer_model(const TransformerConfig& config);
 
 /// A model read from a transformer description (`model.transformer` set) regenerated at another

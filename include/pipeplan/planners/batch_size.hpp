@@ -71,8 +71,9 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
 ///   Cost: at most `kMaxBatchSizeCandidates` plans; more candidates are refused
 ///   (`InfeasibleError`), as is a search where no candidate gives a plan (the message names the
 ///   smallest and largest sizes tried and why they failed).
-/// * A profiled model: M = N / `profile.batch_size`, planned once; `UsageError` naming
-///   `model_path` when the profile has no batch size or it does not divide N.
+/// * A profiled model: M = N / `profile.batch_size`, planned once, with a warning that no other
+///   size could be tried; `UsageError` naming `model_path` when the profile has no batch size or
+///   it does not divide N.
 GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global_batch,
                                   const std::string& model_path, const PlanFunction& plan,
                                   const EstimateFunction& estimate = {}, int gpus = 1);

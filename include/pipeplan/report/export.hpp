@@ -78,6 +78,9 @@ struct PlanView {
   std::optional<std::int64_t> batch_size;  ///< Samples per micro-batch (the model's
                                            ///< `profile.batch_size`); only with the model.
   std::vector<std::string> gpu_nodes;  ///< Per GPU: its node (host); empty without the topology.
+  /// The model's transformer description (at the plan's micro-batch size), when the model has
+  /// one: what the estimate assumed that a framework must be told (docs/formats.md, `megatron`).
+  std::optional<model::TransformerConfig> transformer;
 };
 
 /// The view of a plan that `simulate::check_plan` (or a planner) produced for `model` and
