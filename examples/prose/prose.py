@@ -187,6 +187,15 @@ COMPARE_FIELDS = ["planner", "policy", "stages", "iteration", "speed_up", "vs_pa
                   "vs_any_plan", "peak_memory", "status"]
 
 
+def stage_fields(stage):
+    """(replicas, tensor-parallel degree, recomputed) of a compare table's stage, `0-21x2t4r`."""
+    match = re.fullmatch(r"\d+-\d+x(\d+)(?:t(\d+))?(r?)", stage)
+    if not match:
+        raise ClaimError("unreadable stage %r" % stage)
+    replicas, degree, recomputed = match.groups()
+    return int(replicas), int(degree or 1), bool(recomputed)
+
+
 def pair_name(topology, model):
     if topology not in TOPOLOGY_NAMES:
         raise ClaimError("no prose name for topology %s: add it to TOPOLOGY_NAMES in %s"
@@ -335,8 +344,8 @@ def results_findings(text):
     figures["pcie_gnmt_speed_up"] = largest["speed_up"]
     figures["pcie_gnmt_baseline"] = BASELINE_NAMES[largest["best_name"]]
     stages = results.pair("pcie-server", "gnmt").row("spp", "list")["stages"].split()
-    claim(len(stages) == 4 and stages[-1].endswith("x4") and
-          sum(int(stage.split("x")[1]) for stage in stages[:3]) == 4,
+    replicas = [stage_fields(stage)[0] for stage in stages]
+    claim(len(stages) == 4 and replicas[-1] == 4 and sum(replicas[:3]) == 4,
           "gnmt on the PCIe server fills socket 0 (four GPUs) with three small stages and "
           "replicates the last one on socket 1", "stages " + " ".join(stages))
     amoeba = []
@@ -344,7 +353,7 @@ def results_findings(text):
         row = [row for row in results.summary_rows(topology) if row["model"] == "amoeba-36"][0]
         amoeba.append(row["speed_up"])
         stages = results.pair(topology, "amoeba-36").row("spp", "list")["stages"].split()
-        claim(len(stages) == 2 and stages[0].split("x")[1] == stages[1].split("x")[1],
+        claim(len(stages) == 2 and stage_fields(stages[0]) == stage_fields(stages[1]),
               "amoeba-36 splits into two replicated stages on %s" % topology,
               "stages " + " ".join(stages))
     figures["nvlink_amoeba_least"] = min(amoeba, key=number)
@@ -410,13 +419,11 @@ def results_findings(text):
 def group_shape(stages):
     """`two stages of two 4-way groups, recomputed` for `0-21x2t4r 22-41x2t4r`, when every stage
     has the same replicas, degree and recomputation; None otherwise."""
-    shapes = {re.fullmatch(r"\d+-\d+x(\d+)(?:t(\d+))?(r?)", stage).groups()
-              for stage in stages.split()}
+    shapes = {stage_fields(stage) for stage in stages.split()}
     if len(shapes) != 1:
         return None
     replicas, degree, recomputed = shapes.pop()
-    text = "%s stages of %s %s-way groups" % (word(len(stages.split())), word(int(replicas)),
-                                              degree or 1)
+    text = "%s stages of %s %d-way groups" % (word(len(stages.split())), word(replicas), degree)
     return text + (", recomputed" if recomputed else "")
 
 
@@ -439,11 +446,11 @@ def large_models(results):
     figures = {}
     two, eight = results.llm["dgx-a100-40gb-2x8"], results.llm["dgx-a100-8x8"]
     spp = two.row("spp", "list")
-    fits = [row for row in two.rows if row["ms"] is not None]
-    claim(all(re.search(r"[tr]", row["stages"].replace("x", "")) for row in fits),
-          "nothing fits on two servers without tensor parallelism or recomputation",
-          "plans " + ", ".join(row["stages"] for row in fits if not re.search(
-              r"t|r", row["stages"])))
+    plain = [row["planner"] for row in two.rows if row["ms"] is not None and not any(
+        degree > 1 or recomputed for _, degree, recomputed in map(
+            stage_fields, row["stages"].split()))]
+    claim(not plain, "nothing fits on two servers without tensor parallelism or recomputation",
+          "plans by " + ", ".join(plain))
     shape = group_shape(spp["stages"])
     claim(shape is not None, "spp's plan on two servers has stages of one shape", spp["stages"])
     best = min(megatron_rows(two), key=lambda row: row["ms"])
