@@ -275,12 +275,21 @@ class Results:
 
 
 def results_findings(text):
-    """The figures of docs/results.md's findings (examples/prose/results-findings.md.in)."""
+    """The figures of docs/results.md's findings (examples/prose/results-findings.md.in), one
+    function per paragraph."""
     results = Results(text)
-    pairs, summary, means = results.pairs, results.summary, results.means
-    figures = {"pairs": str(len(pairs))}
+    figures = {"pairs": str(len(results.pairs))}
+    for paragraph in (never_slower, under_each_schedule, where_it_wins, uniformity, large_models,
+                      where_it_does_not):
+        figures.update(paragraph(results))
+    return figures
 
-    # Never slower than a baseline, under list (the summary) and under each fixed policy.
+
+def never_slower(results):
+    """spp against the baselines, under list (the summary) and under each fixed policy, and the
+    geometric means."""
+    pairs, summary, means = results.pairs, results.summary, results.means
+    figures = {}
     slower = [row for row in summary if row["spp"] is None
               or row["best"] is not None and row["spp"] > row["best"]]
     claim(not slower, "spp's default plan is at least as fast as the fastest baseline on every "
@@ -295,7 +304,6 @@ def results_findings(text):
                   % policy, "%s faster on %s" % (", ".join(faster), pair.name))
     figures["gpipe_baseline_pairs"] = str(sum(1 for pair in pairs if pair.baselines("gpipe")))
 
-    # Geometric means (the summary's own table).
     irregular = [key for key in means if key.startswith("irregular")]
     claim(len(irregular) == 1, "one row of irregular topologies", "%d" % len(irregular))
     irregular, every = means[irregular[0]], means["all"]
@@ -306,10 +314,13 @@ def results_findings(text):
     figures["all_over_pipedream"] = times(number(every["pipedream"]))
     claim(every["instances"] == len(pairs), "the means are over all %d pairs" % len(pairs),
           "%d instances" % every["instances"])
+    return figures
 
-    # spp's zb-v row against its own list schedule.
-    zb_v = []
-    for pair in pairs:
+
+def under_each_schedule(results):
+    """spp's zb-v row against its own list schedule."""
+    figures, zb_v = {}, []
+    for pair in results.pairs:
         listed, spread = pair.ms("spp", "list"), pair.ms("spp", "zb-v")
         if listed is not None and spread is not None and spread < listed:
             zb_v.append((1 - spread / listed, pair, spread, listed))
@@ -322,8 +333,12 @@ def results_findings(text):
     figures["zb_v_most_pair"] = most[1].name
     figures["zb_v_most_ms"] = fixed(most[2], 0)
     figures["zb_v_most_list_ms"] = fixed(most[3], 0)
+    return figures
 
-    # Where it wins: the geo-distributed cluster, the heterogeneous one, the PCIe server, NVLink.
+
+def where_it_wins(results):
+    """The geo-distributed cluster, the heterogeneous one, the PCIe server, NVLink."""
+    figures = {}
     geo = results.summary_rows("geo-distributed")
     over_best = [number(row["speed_up"]) for row in geo]
     figures["geo_least"], figures["geo_most"] = rough_times(min(over_best)), rough_times(
@@ -358,10 +373,13 @@ def results_findings(text):
               "stages " + " ".join(stages))
     figures["nvlink_amoeba_least"] = min(amoeba, key=number)
     figures["nvlink_amoeba_most"] = max(amoeba, key=number)
+    return figures
 
-    # What uniformity costs: spp --uniform against spp, both under list.
-    slower, ties = [], 0
-    for pair in pairs:
+
+def uniformity(results):
+    """What uniformity costs: spp --uniform against spp, both under list."""
+    figures, slower, ties = {}, [], 0
+    for pair in results.pairs:
         spp, uniform = pair.ms("spp", "list"), pair.ms("spp --uniform", "list")
         claim(uniform is None or uniform >= spp, "spp --uniform is never faster than spp",
               "it is on " + pair.name)
@@ -392,10 +410,12 @@ def results_findings(text):
         claim(now is not None and now < before, "spp under 1F1B gained on %s on the PCIe server"
               " (from %d ms)" % (model, before), "%s ms" % now)
         figures["pcie_%s_1f1b_ms" % model.replace("-", "_")] = fixed(now, 0)
+    return figures
 
-    figures.update(large_models(results))
 
-    # Where it does not: fast homogeneous interconnects, fixed orders, the partition bound.
+def where_it_does_not(results):
+    """Fast homogeneous interconnects, fixed orders, the partition bound."""
+    figures = {}
     homogeneous = [row for row in results.summary_rows("dgx1-hybrid-mesh", "two-node-nvlink-ib")
                    if row["best_name"] == "data-parallel"]
     itself = [row for row in homogeneous if re.fullmatch(
@@ -404,12 +424,13 @@ def results_findings(text):
     figures["homogeneous_pairs"] = word(len(homogeneous))
     figures["homogeneous_least"] = min((row["speed_up"] for row in homogeneous), key=number)
     figures["homogeneous_most"] = max((row["speed_up"] for row in homogeneous), key=number)
-    no_gpipe = sorted(pair.name for pair in pairs if pair.ms("spp", "gpipe") is None)
+    no_gpipe = sorted(pair.name for pair in results.pairs if pair.ms("spp", "gpipe") is None)
     expected = sorted(pair_name(topology, "resnet50")
                       for topology in ("pcie-server", "geo-distributed"))
     claim(no_gpipe == expected, "only resnet50 on the PCIe server and on the geo cluster has no "
           "plan under GPipe", ", ".join(no_gpipe) or "every pair has one")
-    above = [number(row["vs_partition"]) for pair in pairs if pair.topology == "geo-distributed"
+    above = [number(row["vs_partition"]) for pair in results.pairs
+             if pair.topology == "geo-distributed"
              for row in pair.rows if row["planner"] == "spp" and row["vs_partition"] != "-"
              and row["policy"] in ("list", "1f1b", "gpipe")]
     figures["geo_above_partition"] = rough_times(max(above))
