@@ -9,7 +9,8 @@
 #   OUTPUT    the Markdown file to update (default: docs/results.md). Only the part between
 #             the `compare.sh: begin` and `compare.sh: end` markers is replaced, so the prose
 #             around it survives; a missing file (or one without markers) gets the markers
-#             appended.
+#             appended. Then the prose between `prose.py` markers is written from its template
+#             and the new tables (examples/prose/prose.py, Python 3).
 #
 # Output is deterministic (`--no-timing`), so a rerun on unchanged code changes no byte.
 set -eu
@@ -163,3 +164,9 @@ else
 fi
 cp "$work/out.md" "$output"
 echo "compare.sh: wrote $output" >&2
+
+# The findings above the tables quote their figures: examples/prose/prose.py writes them from
+# the tables just written (and stops, the tables written, when a sentence no longer holds).
+if grep -qF '<!-- prose.py: ' "$output"; then
+  python3 "$root/examples/prose/prose.py" "$output"
+fi

@@ -13,7 +13,8 @@ measured and estimated.
 Usage: examples/validation/schedules.py [PIPEPLAN [OUTPUT]]
   PIPEPLAN  the binary (default: $PIPEPLAN, else the newest build/*/pipeplan)
   OUTPUT    the Markdown file to update (default: docs/validation.md); only the part between
-            the `schedules.py: begin` and `schedules.py: end` markers is replaced.
+            the `schedules.py: begin` and `schedules.py: end` markers is replaced, then the
+            prose that quotes it (examples/prose/prose.py).
 
 Python 3 standard library only. Output is deterministic: the same binary gives the same bytes.
 """

@@ -14,7 +14,8 @@ median error per group, the scaling error of each strong-scaling series, and the
 Usage: examples/validation/validate.py [PIPEPLAN [OUTPUT]]
   PIPEPLAN  the binary (default: $PIPEPLAN, else the newest build/*/pipeplan)
   OUTPUT    the Markdown file to update (default: docs/validation.md); only the part between
-            the `validate.py: begin` and `validate.py: end` markers is replaced.
+            the `validate.py: begin` and `validate.py: end` markers is replaced, then the prose
+            that quotes it (examples/prose/prose.py).
 
 Python 3 standard library only. Output is deterministic: the same binary gives the same bytes.
 """
@@ -29,6 +30,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = os.path.join(ROOT, "examples", "validation", "runs.json")
+PROSE = os.path.join(ROOT, "examples", "prose", "prose.py")
 BEGIN = "<!-- validate.py: begin (generated; edit examples/validation/, not this part) -->"
 END = "<!-- validate.py: end -->"
 
@@ -233,7 +235,9 @@ def main(argv):
 
 def replace_section(output, begin, end, lines):
     """Writes `lines` (from the `begin` marker to the `end` one) over that part of `output`, or
-    appends them when the file has no such part."""
+    appends them when the file has no such part; then the prose between `prose.py` markers
+    from its template and the tables (examples/prose/prose.py), which stops when a sentence's
+    claim no longer holds."""
     generated = "\n".join(lines) + "\n"
     text = open(output).read() if os.path.exists(output) else ""
     if begin in text and end in text:
@@ -242,6 +246,11 @@ def replace_section(output, begin, end, lines):
         text += ("\n" if text else "") + generated
     with open(output, "w") as out:
         out.write(text)
+    if "<!-- prose.py: " in text:
+        done = subprocess.run([sys.executable, PROSE, output])
+        if done.returncode != 0:
+            sys.exit("%s: the tables are written, the prose is not (above)"
+                     % os.path.basename(sys.argv[0]))
 
 
 if __name__ == "__main__":

@@ -10,19 +10,34 @@
 #   are recorded next to the outputs (an infeasible pair is part of the corpus, not a failure).
 #   Takes about a minute with a release build.
 #   Outputs are named relative to OUTPUT_DIR (the script runs there), so that messages which
-#   name a plan file read the same whichever folder two corpora are written to.
+#   name a plan file read the same whichever folder two corpora are written to
+#   (tests/corpus/check_determinism.sh checks it). Ends by saying how many files it wrote.
+#   PLAN_CORPUS_MODELS and PLAN_CORPUS_TOPOLOGIES (names without .json, separated by spaces)
+#   restrict it to those examples, for a quick corpus; unset, every example is in it.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 case $1 in /*) bin=$1 ;; */*) bin=$(pwd)/$1 ;; *) bin=$(command -v "$1") ;; esac
-mkdir -p "$2"
-cd "$2" || exit 2
+dir=$2
+mkdir -p "$dir"
+cd "$dir" || exit 2
 out=.
+
+# selected NAME LIST: whether NAME is one of the space-separated LIST (an empty LIST has all).
+selected() {
+  [ -z "$2" ] && return 0
+  case " $2 " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+models_wanted=${PLAN_CORPUS_MODELS:-}
+topologies_wanted=${PLAN_CORPUS_TOPOLOGIES:-}
 planners="spp gpipe pipedream uniform data-parallel"
 policies="default list 1f1b gpipe"
 for topo_file in "$root"/examples/topologies/*.json; do
   topo=$(basename "$topo_file" .json)
+  selected "$topo" "$topologies_wanted" || continue
   for model_file in "$root"/examples/models/*.json; do
     model=$(basename "$model_file" .json)
+    selected "$model" "$models_wanted" || continue
     for planner in $planners; do
       for policy in $policies; do
         name=$model.$topo.$planner.$policy
@@ -56,8 +71,10 @@ done
 # the degrees that fit, plus every export of the default plan.
 for topo_file in "$root"/examples/topologies/llm/*.json; do
   topo=$(basename "$topo_file" .json)
+  selected "$topo" "$topologies_wanted" || continue
   for model_file in "$root"/examples/models/llm/*.json; do
     model=$(basename "$model_file" .json)
+    selected "$model" "$models_wanted" || continue
     for options in "" "--uniform" "--recompute never" "--recompute always" "--shard-optimizer" \
         "--tensor-parallel 1" "--schedule 1f1b" \
         "--planner megatron --tensor-parallel 4 --pipeline-parallel 2" \
@@ -81,3 +98,5 @@ for topo_file in "$root"/examples/topologies/llm/*.json; do
     done
   done
 done
+
+echo "plan_corpus.sh: $(find . -type f | wc -l | tr -d " ") files in $dir" >&2

@@ -1,7 +1,10 @@
 // A real browser renders the HTML report: headless Chromium takes a screenshot of the report
-// for a real example, and the PNG must have the requested size and show the chart (pixels in
-// the forward and backward colours, and many distinct colours). Skipped without
-// /usr/bin/chromium. The report and the screenshot stay in <build>/test-artefacts/.
+// for the README's example (BERT-48 on two 8-GPU nodes, `pipeplan plan
+// examples/models/bert-48.json examples/topologies/two-node-nvlink-ib.json --report
+// report.html`), and the PNG must have the requested size and show the chart (pixels in the
+// forward and backward colours, and many distinct colours). Skipped without /usr/bin/chromium.
+// The report and the screenshot stay in <build>/test-artefacts/; the screenshot is
+// docs/report.png, which the README shows (docs/hacking.md says how to refresh it).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -53,9 +56,9 @@ TEST(BrowserRenderTest, ChromiumDrawsTheHtmlReport) {
   }
   const fs::path examples = fs::path(PIPEPLAN_SOURCE_DIR) / "examples";
   const model::Model model = model::read_model(
-      io::source_from_text("bert-24.json", slurp(examples / "models/bert-24.json")));
-  const topology::Topology topology = topology::read_topology(
-      io::source_from_text("pcie-server.json", slurp(examples / "topologies/pcie-server.json")));
+      io::source_from_text("bert-48.json", slurp(examples / "models/bert-48.json")));
+  const topology::Topology topology = topology::read_topology(io::source_from_text(
+      "two-node-nvlink-ib.json", slurp(examples / "topologies/two-node-nvlink-ib.json")));
   const Plan plan =
       planners::make_plan("spp", {model, topology, static_cast<int>(*model.micro_batches)});
 
