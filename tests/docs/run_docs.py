@@ -12,11 +12,12 @@ which GitHub and most renderers do not show; the first word stays the language:
     ```console run            a transcript: each `$ COMMAND` line runs on its own and must
                               print exactly the lines below it, up to the next `$ ` line
     ```console run exit=3     ... and every command of the block must exit with code 3
-    ```console run cwd=DIR    ... from DIR instead of the scratch folder's root
+    ```console run dir=DIR    ... whose prompts name folders of DIR (below)
     ```console norun: WHY     shown but not run, for the reason given (always give one)
 
 A transcript's prompt may name the folder a command runs in, as shells do: `case$ COMMAND`
-runs COMMAND in `case/` (relative to `cwd=` or the root). A command line that ends with `\\`
+runs COMMAND in `DIR/case/` (`case/` without `dir=`), and `$ COMMAND` at the root of the
+scratch folder. Each command runs in a shell of its own. A command line that ends with `\\`
 continues on the next line.
 
 Expected output is compared line by line, trailing blanks of a line and trailing empty lines
@@ -95,7 +96,7 @@ class Marker:
     output: bool = False
     norun_reason: Optional[str] = None
     exit_code: int = 0
-    cwd: str = ""
+    folders: str = ""  # dir=: where the folders of prompts are
 
 
 @dataclasses.dataclass
@@ -142,7 +143,7 @@ def parse_fences(text: str) -> list[Fence]:
     return fences
 
 
-MARKER_KEYS = ("exit", "cwd")
+MARKER_KEYS = ("exit", "dir")
 MARKER_WORDS = ("run", "output", "norun")
 
 
@@ -177,20 +178,22 @@ def parse_marker(fence: Fence) -> tuple[Marker, list[str]]:
                 marker.exit_code = int(value)
             else:
                 problems.append(f"exit={value}: an exit code is an integer from 0 to 255")
-        elif key == "cwd" and equals:
+        elif key == "dir" and equals:
             if not value or value.startswith("/") or ".." in Path(value).parts:
-                problems.append(f"cwd={value}: give a folder inside the scratch folder")
-            marker.cwd = value
+                problems.append(f"dir={value}: give a folder inside the scratch folder")
+            marker.folders = value
         else:
-            problems.append(f"unknown marker {word!r} (known: run, output, exit=N, cwd=DIR, "
+            problems.append(f"unknown marker {word!r} (known: run, output, exit=N, dir=DIR, "
                             "norun: REASON)")
     marked = marker.run or marker.output or marker.norun_reason is not None
-    if not marked and (marker.exit_code != 0 or marker.cwd):
-        problems.append("exit= and cwd= apply only to a block marked `run`")
+    if not marked and (marker.exit_code != 0 or marker.folders):
+        problems.append("exit= and dir= apply only to a block marked `run`")
     if sum([marker.run, marker.output, marker.norun_reason is not None]) > 1:
         problems.append("a block is `run`, `output` or `norun:`, not several")
-    if marker.output and (marker.exit_code != 0 or marker.cwd):
-        problems.append("an `output` block takes no exit= or cwd= (give them to the command)")
+    if marker.output and marker.exit_code != 0:
+        problems.append("an `output` block takes no exit= (give it to the script above)")
+    if marker.folders and fence.language not in TRANSCRIPT_LANGUAGES:
+        problems.append("dir= names the folders of a transcript's prompts; a script cds itself")
     if marker.run and fence.language not in SCRIPT_LANGUAGES + TRANSCRIPT_LANGUAGES:
         problems.append(f"a runnable block is a script ({', '.join(SCRIPT_LANGUAGES)}) or a "
                         f"transcript ({', '.join(TRANSCRIPT_LANGUAGES)}), not "
@@ -236,9 +239,13 @@ def transcript_commands(path: str, fence: Fence,
         while index < len(lines) and PROMPT.match(lines[index][1]) is None:
             expected.append(lines[index])
             index += 1
-        folder = os.path.normpath(os.path.join(marker.cwd, prompt["folder"]))
-        commands.append(Command(number, text, "" if folder == "." else folder,
-                                marker.exit_code, expected))
+        folder = ""
+        if prompt["folder"]:
+            folder = os.path.normpath(os.path.join(marker.folders, prompt["folder"]))
+            if folder.startswith(".."):
+                failures.append(Failure(path, number, f"the prompt's folder {folder} is outside "
+                                        "the scratch folder"))
+        commands.append(Command(number, text, folder, marker.exit_code, expected))
     if not commands:
         failures.append(Failure(path, fence.line, "a transcript marked `run` has no `$ COMMAND`"))
     return commands, failures
@@ -395,7 +402,7 @@ def run_script(path: str, fence: Fence, marker: Marker, expected: Optional[Fence
               'trap \'echo "$LINENO" > "$PIPEPLAN_DOCS_FAILED_LINE"\' ERR']
     body = [line for _, line in fence.lines]
     scratch.failed_line.unlink(missing_ok=True)
-    code, output = scratch.run("\n".join(header + body) + "\n", marker.cwd)
+    code, output = scratch.run("\n".join(header + body) + "\n", "")
     first = fence.lines[0][0] if fence.lines else fence.line
     if code is None:
         return [Failure(path, first, f"the block did not end within {scratch.timeout_s:g} s"
@@ -415,8 +422,7 @@ def run_script(path: str, fence: Fence, marker: Marker, expected: Optional[Fence
                         f"before its last command (line {starts[-1]}){shown(output)}")]
     if expected is None:
         return []
-    command = Command(first, "\n".join(body).strip(), marker.cwd, marker.exit_code,
-                      expected.lines)
+    command = Command(first, "\n".join(body).strip(), "", marker.exit_code, expected.lines)
     return check_output(path, command, output)
 
 
