@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 WILDCARD = "\u2026"  # …
-COPIED = ("examples", "tests/data")
+COPIED = ("examples", "tests/data")  # tests/data only for a file that names it (1,000 files)
 SCRIPT_LANGUAGES = ("sh", "bash", "shell")
 TRANSCRIPT_LANGUAGES = ("console", "shell-session")
 ERROR_PREFIX = "pipeplan: error:"
@@ -317,12 +317,12 @@ class Scratch:
     """A scratch folder for one Markdown file: copies of the repository's inputs, the binary
     under test first on PATH and at ./build/release/pipeplan."""
 
-    def __init__(self, root: Path, binary: Path, timeout_s: float) -> None:
+    def __init__(self, root: Path, binary: Path, timeout_s: float, copied: Sequence[str]) -> None:
         self.timeout_s = timeout_s
         self.base = Path(tempfile.mkdtemp(prefix="pipeplan-docs-"))
         self.work = self.base / "work"
         self.work.mkdir()
-        for relative in COPIED:
+        for relative in copied:
             if (root / relative).is_dir():
                 shutil.copytree(root / relative, self.work / relative, symlinks=True)
         bin_dir = self.base / "bin"
@@ -366,14 +366,15 @@ def check_output(path: str, command: Command, output: str) -> list[Failure]:
     index, got, skipped = first_difference(expected, actual)
     if index < len(command.expected):
         line, quoted = command.expected[index]
-        printed = ("no line like it" if skipped else "nothing more" if got is None
-                   else f"\n    {got}")
-        what = f"the doc quotes\n    {quoted}\n  but the command printed {printed}"
+        printed = (" no line like it" if skipped else " nothing more" if got is None
+                   else f":\n    {got}")
+        what = f"the doc quotes\n    {quoted}\n  but the command printed{printed}"
     else:
         line = command.expected[-1][0] if command.expected else command.line
         what = f"the command printed a line the doc does not quote:\n    {got}"
-    return [Failure(path, line, f"`{first_line(command.text)}` (line {command.line}): {what}"
-                    f"\n  its whole output:{shown(output)}")]
+    where = f", in {command.folder}/" if command.folder else ""
+    return [Failure(path, line, f"`{first_line(command.text)}` (line {command.line}{where}): "
+                    f"{what}\n  its whole output:{shown(output)}")]
 
 
 def first_line(text: str) -> str:
@@ -480,7 +481,9 @@ def check_file(path: Path, root: Path, binary: Path, catalogue: bool = False,
                timeout_s: float = DEFAULT_TIMEOUT_S, shown_path: Optional[str] = None) -> Report:
     """Run every runnable block of one Markdown file in a scratch folder of its own."""
     name = shown_path or str(path)
-    fences = parse_fences(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    fences = parse_fences(text)
+    copied = [relative for relative in COPIED if relative == COPIED[0] or relative in text]
     report = Report()
     if catalogue:
         report.failures += catalogue_failures(name, fences)
@@ -491,7 +494,7 @@ def check_file(path: Path, root: Path, binary: Path, catalogue: bool = False,
             if failures or not marker.run:
                 continue
             if scratch is None:
-                scratch = Scratch(root, binary, timeout_s)
+                scratch = Scratch(root, binary, timeout_s, copied)
             if fence.language in SCRIPT_LANGUAGES:
                 report.commands += len(script_command_lines(fence.lines))
                 report.failures += run_script(name, fence, marker, expected, scratch)
