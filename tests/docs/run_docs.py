@@ -6,7 +6,7 @@ The docs mark the fenced code blocks a reader can run with the built binary and 
 which GitHub and most renderers do not show; the first word stays the language:
 
     ```sh run                 a script: its lines run as one bash script (set -e, pipefail)
-    ```sh run exit=2          ... which must stop with exit code 2 (default 0)
+    ```sh run exit=2          ... which its last command must end with exit code 2 (default 0)
     ```text output            what the script just above printed (standard output and error,
                               as a terminal shows them); only prose may stand between the two
     ```console run            a transcript: each `$ COMMAND` line runs on its own and must
@@ -26,9 +26,9 @@ expected line matches any text within the line, and a line that is just `…` ma
 of lines.
 
 Each Markdown file runs in a fresh scratch folder holding copies of the repository's
-`examples/` and `tests/data/`, with `pipeplan` (the binary under test) first on PATH and as
-`./build/release/pipeplan`. Its blocks run in order, so a block may use the files an earlier
-block of the same file wrote.
+`examples/` (and of `tests/data/` when the file names it), with `pipeplan` (the binary under
+test) first on PATH and as `./build/release/pipeplan`. Its blocks run in order, so a block may
+use the files an earlier block of the same file wrote.
 
 With `--error-catalogue FILE`, every `pipeplan: error:` line quoted in a fenced block of FILE
 must be the expected output of a runnable command or stand in a `norun:` block.
