@@ -510,6 +510,11 @@ def check_file(path: Path, root: Path, binary: Path, catalogue: bool = False,
     return report
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 file`, `2 files`."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line: check the files, print every failure, exit 1 when there is one."""
     parser = argparse.ArgumentParser(
@@ -546,10 +551,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         total += report.commands
         failures += report.failures
         status = "ok" if not report.failures else f"{len(report.failures)} failed"
-        print(f"{shown_path}: {report.commands} commands, {status}", flush=True)
+        print(f"{shown_path}: {plural(report.commands, 'command')}, {status}", flush=True)
     for failure in sorted(failures, key=lambda failure: (failure.path, failure.line)):
         print(failure)
-    print(f"{total} documented commands in {len(args.files)} files: "
+    print(f"{plural(total, 'documented command')} in {plural(len(args.files), 'file')}: "
           + (f"{len(failures)} failures" if failures else "all behave as documented"))
     return 1 if failures else 0
 

@@ -215,7 +215,7 @@ class CommandLine(unittest.TestCase):
             common = [sys.executable, str(HARNESS), "--pipeplan", str(binary())]
             passed = subprocess.run(common + [str(good)], capture_output=True, text=True)
             self.assertEqual(passed.returncode, 0, passed.stdout + passed.stderr)
-            self.assertIn("1 documented commands in 1 files: all behave as documented",
+            self.assertIn("1 documented command in 1 file: all behave as documented",
                           passed.stdout)
             failed = subprocess.run(common + [str(good), str(bad)], capture_output=True,
                                     text=True)
