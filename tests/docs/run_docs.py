@@ -555,7 +555,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for failure in sorted(failures, key=lambda failure: (failure.path, failure.line)):
         print(failure)
     print(f"{plural(total, 'documented command')} in {plural(len(args.files), 'file')}: "
-          + (f"{len(failures)} failures" if failures else "all behave as documented"))
+          + (plural(len(failures), "failure") if failures else "all behave as documented"))
     return 1 if failures else 0
 
 
