@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs docs/formats.md's Megatron-LM launch recipe through a real bash (issue 35).
 
-The block marked ```bash megatron-launch is run word for word in a scratch folder that holds a
+The block marked ```bash norun: megatron-launch (the docs harness does not run it: it needs
+torchrun) is run word for word in a scratch folder that holds a
 model written by `pipeplan model transformer`, a topology and a plan, with the binary under
 test as `pipeplan` and a stand-in `torchrun` first on PATH. The stand-in records its argv and
 environment; `pretrain_gpt.py` must receive exactly the export's `arguments`, followed by the
@@ -48,11 +49,11 @@ PLANS: List[Tuple[str, List[str]]] = [
 
 
 def recipe(formats_md: Path) -> str:
-    """The text of the one block marked `bash megatron-launch`."""
-    blocks = re.findall(r"^```bash megatron-launch\n(.*?)^```", formats_md.read_text(),
-                        re.MULTILINE | re.DOTALL)
+    """The text of the one block marked `bash norun: megatron-launch`."""
+    blocks = re.findall(r"^```bash norun: megatron-launch\b.*?\n(.*?)^```",
+                        formats_md.read_text(), re.MULTILINE | re.DOTALL)
     if len(blocks) != 1:
-        raise SystemExit(f"{formats_md}: expected one ```bash megatron-launch block, "
+        raise SystemExit(f"{formats_md}: expected one ```bash norun: megatron-launch block, "
                          f"found {len(blocks)}")
     return blocks[0]
 
