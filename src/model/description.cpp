@@ -102,7 +102,6 @@ TransformerConfig read_description(const io::Node& node) {
   return completed;
 }
 
-
 nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   out["layers"] = config.layers;
@@ -158,8 +157,8 @@ std::optional<Difference> first_difference(const io::Node& file, const nlohmann:
     for (const auto& [key, member] : expected.items()) {
       const auto it = value.find(key);
       if (it == value.end()) return Difference{file, "missing \"" + key + "\""};
-      if (auto found = first_difference(child(file, *it, io::pointer_append(file.pointer(), key)),
-                                        member)) {
+      if (auto found =
+              first_difference(child(file, *it, io::pointer_append(file.pointer(), key)), member)) {
         return found;
       }
     }
@@ -178,9 +177,8 @@ std::optional<Difference> first_difference(const io::Node& file, const nlohmann:
                                   std::to_string(expected.size())};
     }
     for (std::size_t i = 0; i < value.size(); ++i) {
-      if (auto found =
-              first_difference(child(file, value[i], io::pointer_append(file.pointer(), i)),
-                               expected[i])) {
+      if (auto found = first_difference(
+              child(file, value[i], io::pointer_append(file.pointer(), i)), expected[i])) {
         return found;
       }
     }

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/partition/dp.hpp"
@@ -867,10 +868,15 @@ void fill_split_phase(SearchState& state, const std::vector<std::vector<Stage>>&
 // stage); any other start as it is. The DP proposes every count (its plans are starts, not
 // plans), so that the search starts from its best shapes and moves them where the rule allows
 // (bert-24 on the heterogeneous cluster: 5 + 5 replicas become 4 + 4, which the DP restricted to
-// the allowed counts did not propose). O(S + r).
+// the allowed counts did not propose). A start whose stages share GPUs (spec 9.2) is not a
+// layout of disjoint runs, so it stays as it is. O(S log S + r).
 std::vector<Stage> with_equal_shares(const std::vector<Stage>& stages,
                                      const std::vector<int>& order, const ShapeLimits& limits) {
   if (limits.equal_shares_of <= 0 || stages.empty()) return stages;
+  std::set<int> leaders;
+  for (const Stage& stage : stages) {
+    if (stage.gpus.empty() || !leaders.insert(stage.gpus.front()).second) return stages;
+  }
   Layout layout = layout_of(stages);
   const int t = layout.degrees.front();
   const int n = layout.runs.front();

@@ -59,12 +59,16 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
   // Every row of the planner table: its plain runs, then its variants (planners::PlannerRow).
   std::vector<std::pair<CompareRow, planners::Request>> runs;
   for (const planners::PlannerRow& planner : planners::planner_table()) {
-    for (const schedule::Policy policy : planners::compare_policies_for(planner, request)) {
+    // `--virtual-stages V` is for the planners that place several stages per device; the others
+    // are compared as they plan, one stage per GPU.
+    planners::Request own = request;
+    if (!planner.shares_devices) own.virtual_stages.reset();
+    for (const schedule::Policy policy : planners::compare_policies_for(planner, own)) {
       runs.emplace_back(
           CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},
-          request);
+          own);
     }
-    for (planners::CompareVariant& variant : planners::compare_variants(planner, request)) {
+    for (planners::CompareVariant& variant : planners::compare_variants(planner, own)) {
       runs.emplace_back(CompareRow{std::string(planner.name),
                                    std::move(variant.label),
                                    planners::default_policy_for(planner.name, variant.request),

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "../support/cli_run.hpp"
@@ -232,6 +233,27 @@ TEST(CompareOptionsTest, ARefusedPlannerIsAnInfeasibleRow) {
     ++refused;
   }
   EXPECT_GT(refused, 0);
+}
+
+// `--virtual-stages 2` is for spp and megatron; the planners that place one stage per GPU are
+// compared as they plan (before, gpipe's refusal stopped the comparison with exit 2, and spp's
+// uniform row read past its GPU order).
+TEST(CompareOptionsTest, VirtualStagesLeaveTheOneStagePerGpuBaselinesAlone) {
+  const std::string root = PIPEPLAN_SOURCE_DIR;
+  const Result result = run_cli({"compare", root + "/examples/models/bert-24.json",
+                                 root + "/examples/topologies/two-node-nvlink-ib.json",
+                                 "--virtual-stages", "2", "--format", "json", "--no-timing"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  std::set<std::string> policies, baselines;
+  for (const auto& row : nlohmann::json::parse(result.out)) {
+    if (row.at("planner") == "spp") policies.insert(row.at("policy").get<std::string>());
+    if (row.at("planner") != "spp" && row.at("feasible").get<bool>()) {
+      baselines.insert(row.at("planner").get<std::string>());
+    }
+  }
+  EXPECT_EQ(policies.count("interleaved-1f1b"), 1U);
+  EXPECT_EQ(policies.count("looped-bfs"), 1U);
+  EXPECT_EQ(baselines, (std::set<std::string>{"gpipe", "pipedream", "uniform", "data-parallel"}));
 }
 
 TEST_F(CompareTest, BinaryPrintsTheSameBytes) {

@@ -205,5 +205,29 @@ TEST(UniformTest, SevenMicroBatchesGetOneOrSevenReplicas) {
   }
 }
 
+// A start whose stages share GPUs (--virtual-stages 2) is not moved to fewer replicas: moving it
+// as a layout of disjoint runs read past the GPU order (an out-of-range read that `compare
+// --virtual-stages 2` hit on bert-24, found by the docs harness). Its plan still keeps the rule.
+TEST(UniformTest, StartsThatShareGpusAreKeptUnderUniform) {
+  const topology::Topology topology = uniform_topology(16, 50e9, 0.001);
+  std::mt19937 rng(29);
+  const model::Model model = random_model(rng, 24, 4e6);
+  int planned = 0;
+  for (const int M : {6, 7, 12, 16}) {
+    Request request{model, topology, M};
+    request.uniform = true;
+    request.virtual_stages = 2;
+    SCOPED_TRACE("M " + std::to_string(M));
+    try {
+      const Plan plan = make_plan("spp", request, schedule::Policy::kList);
+      EXPECT_TRUE(is_uniform(plan.stages));
+      EXPECT_TRUE(partition::shares_equally(M, plan.stages.front().replicas()));
+      ++planned;
+    } catch (const InfeasibleError&) {
+    }
+  }
+  EXPECT_GT(planned, 2);
+}
+
 }  // namespace
 }  // namespace pipeplan::planners
