@@ -27,7 +27,7 @@ file(READ "${page}" manual)
 string(REPLACE "\\-" "-" manual "${manual}")  # roff writes a minus sign as \-
 
 # Every command of `pipeplan --help` has a section `.SS "<command> ..."` (commands with
-# subcommands, import and model, have one per subcommand).
+# subcommands, import, model and topology, have one per subcommand).
 execute_process(COMMAND "${binary}" --help OUTPUT_VARIABLE help RESULT_VARIABLE result)
 string(REGEX REPLACE ".*\nSubcommands:\n" "" listed "${help}")
 string(REGEX MATCHALL "\n  [a-z]+ " commands "\n${listed}")
@@ -42,6 +42,8 @@ foreach(entry IN LISTS commands)
     list(APPEND invocations "import pipedream")
   elseif(command STREQUAL "model")
     list(APPEND invocations "model transformer" "model gpus")
+  elseif(command STREQUAL "topology")
+    list(APPEND invocations "topology cluster" "topology types")
   else()
     list(APPEND invocations "${command}")
   endif()

@@ -271,6 +271,7 @@ int run(const std::vector<std::string>& args, std::istream& in, std::ostream& ou
   add_compare_command(app, action);
   add_export_command(app, action);
   add_model_command(app, action);
+  add_topology_command(app, action);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

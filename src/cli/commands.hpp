@@ -117,6 +117,7 @@ void add_simulate_command(CLI::App& app, Action& action);
 void add_compare_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_model_command(CLI::App& app, Action& action);
+void add_topology_command(CLI::App& app, Action& action);
 
 /// The micro-batch count: the `--micro-batches` flag, else the model's `micro_batches`
 /// (checked against model::kMaxMicroBatches, an input error naming `model_path`), else a usage

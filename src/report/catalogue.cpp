@@ -1,12 +1,18 @@
-// The GPU catalogue's table and JSON (`pipeplan model gpus`). Both linear in the entries.
+// The GPU catalogue's table and JSON (`pipeplan model gpus`), the node catalogue's (`pipeplan
+// topology types`) and a cluster of catalogue nodes (`pipeplan topology cluster`). All linear
+// in the entries.
 
 #include "pipeplan/report/catalogue.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
 
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::report {
 namespace {
@@ -29,6 +35,53 @@ std::string table_row(const std::string& name, const std::string& memory,
                 memory.c_str(), bandwidth.c_str(), fp32.c_str(), tf32.c_str(), bf16.c_str(),
                 fp16.c_str(), fp8.c_str());
   return row;
+}
+
+// The shortest decimal without an exponent that reads back to `value` (`369`, `0.82`, `10`),
+// so that a quantity written
+// as `"<value> GB/s"` reads to the catalogue's number.
+std::string shortest(double value) {
+  char buffer[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value &&
+        std::string_view(buffer).find('e') == std::string_view::npos) {
+      break;
+    }
+  }
+  return buffer;
+}
+
+std::string node_row(const std::string& name, const std::string& gpus, const std::string& gpu,
+                     const std::string& memory, const std::string& nvlink,
+                     const std::string& nvlink_latency, const std::string& nic,
+                     const std::string& nic_latency) {
+  char row[256];
+  std::snprintf(row, sizeof row, "%-17s %4s %-9s %7s %-24s %7s %-22s %7s\n", name.c_str(),
+                gpus.c_str(), gpu.c_str(), memory.c_str(), nvlink.c_str(), nvlink_latency.c_str(),
+                nic.c_str(), nic_latency.c_str());
+  std::string text = row;
+  // Trailing blanks of the last column's padding are noise in a terminal.
+  while (text.size() > 1 && text[text.size() - 2] == ' ') text.erase(text.size() - 2, 1);
+  return text;
+}
+
+std::string achievable(const hardware::LinkFigures& figures) {
+  return shortest(figures.achievable_gb_per_s()) + " = " + shortest(figures.datasheet_gb_per_s) +
+         " x " + shortest(figures.efficiency);
+}
+
+nlohmann::ordered_json link_json(const hardware::LinkFigures& figures) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  out["achievable_gb_per_s"] = io::json_number(figures.achievable_gb_per_s());
+  out["datasheet_gb_per_s"] = io::json_number(figures.datasheet_gb_per_s);
+  out["efficiency"] = io::json_number(figures.efficiency);
+  out["latency_us"] = io::json_number(figures.latency_us);
+  out["datasheet"] = figures.datasheet;
+  out["datasheet_source"] = figures.datasheet_source;
+  out["efficiency_source"] = figures.efficiency_source;
+  out["latency_source"] = figures.latency_source;
+  return out;
 }
 
 }  // namespace
@@ -67,6 +120,74 @@ std::string gpu_catalogue_json(const std::vector<hardware::GpuType>& gpus) {
     entries.push_back(std::move(entry));
   }
   return io::dump_json(io::json_array(std::move(entries)));
+}
+
+std::string node_catalogue_table(const std::vector<hardware::NodeType>& types) {
+  std::string out = node_row("node", "gpus", "gpu", "memory", "nvlink GB/s", "latency",
+                             "nic GB/s per GPU", "latency");
+  for (const hardware::NodeType& type : types) {
+    out += node_row(type.name, std::to_string(type.gpus), type.gpu_type,
+                    io::format_bytes(type.memory_bytes), achievable(type.nvlink),
+                    shortest(type.nvlink.latency_us) + " us", achievable(type.nic),
+                    shortest(type.nic.latency_us) + " us");
+  }
+  out +=
+      "Achievable bandwidth per GPU and direction = datasheet x efficiency; a topology node "
+      "may name a type (docs/topology.md).\nDatasheets:\n";
+  std::set<std::string> efficiency_sources;
+  std::set<std::string> latency_sources;
+  for (const hardware::NodeType& type : types) {
+    out += "  " + type.name + ": " + type.nvlink.datasheet + " (" + type.nvlink.datasheet_source +
+           "); " + type.nic.datasheet + " (" + type.nic.datasheet_source + ")\n";
+  }
+  out += "Efficiencies:\n";
+  for (const hardware::NodeType& type : types) {
+    for (const hardware::LinkFigures* figures : {&type.nvlink, &type.nic}) {
+      const std::string line =
+          "  " + shortest(figures->efficiency) + ": " + figures->efficiency_source + "\n";
+      if (efficiency_sources.insert(line).second) out += line;
+    }
+  }
+  out += "Latencies:\n";
+  for (const hardware::NodeType& type : types) {
+    for (const hardware::LinkFigures* figures : {&type.nvlink, &type.nic}) {
+      const std::string line = "  " + figures->latency_source + "\n";
+      if (latency_sources.insert(line).second) out += line;
+    }
+  }
+  return out;
+}
+
+std::string node_catalogue_json(const std::vector<hardware::NodeType>& types) {
+  std::vector<nlohmann::ordered_json> entries;
+  for (const hardware::NodeType& type : types) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["name"] = type.name;
+    entry["description"] = type.description;
+    entry["gpus"] = type.gpus;
+    entry["gpu_type"] = type.gpu_type;
+    entry["memory_bytes"] = io::json_number(type.memory_bytes);
+    entry["nvlink"] = link_json(type.nvlink);
+    entry["nic"] = link_json(type.nic);
+    entries.push_back(std::move(entry));
+  }
+  return io::dump_json(io::json_array(std::move(entries)));
+}
+
+std::string cluster_topology_json(const hardware::NodeType& type, std::int64_t nodes) {
+  nlohmann::ordered_json topology = nlohmann::ordered_json::object();
+  topology["schema"] = topology::kTopologySchema;
+  topology["name"] = std::to_string(nodes) + "x " + type.name;
+  nlohmann::ordered_json node = nlohmann::ordered_json::object();
+  node["name"] = "node";
+  node["count"] = nodes;
+  node["type"] = type.name;
+  topology["nodes"] = io::json_array({node});
+  nlohmann::ordered_json network = nlohmann::ordered_json::object();
+  network["bandwidth"] = shortest(type.nic.achievable_gb_per_s()) + " GB/s";
+  network["latency"] = shortest(type.nic.latency_us) + " us";
+  topology["network"] = network;
+  return io::dump_json(topology);
 }
 
 }  // namespace pipeplan::report

@@ -13,6 +13,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/hardware/node_catalogue.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/io/units.hpp"
 #include "pipeplan/topology/topology.hpp"
@@ -85,8 +86,11 @@ struct TypedFields {
   double speed = 1.0;
 };
 
+// `node_type` is the node-catalogue entry a shorthand node's `type` names (its GPUs' type and
+// memory are the defaults), nullptr when `type` names a GPU or is absent.
 TypedFields read_typed_fields(const io::ObjectReader& object,
-                              const std::optional<std::string>& profiled_device) {
+                              const std::optional<std::string>& profiled_device,
+                              const hardware::NodeType* node_type = nullptr) {
   TypedFields fields;
   fields.memory_bytes = read_memory(object.optional("memory"));
   auto speed_node = object.optional("speed");
@@ -94,12 +98,15 @@ TypedFields read_typed_fields(const io::ObjectReader& object,
   auto type_node = object.optional("type");
   if (!type_node) return fields;
   const std::string name = type_node->as_nonempty_string();
-  const hardware::GpuType* type = hardware::find_gpu(name);
+  const hardware::GpuType* type =
+      hardware::find_gpu(node_type != nullptr ? node_type->gpu_type : name);
   if (type == nullptr) {
     type_node->fail("unknown GPU type " + io::quote_for_message(name) +
                     " (known: " + hardware::catalogue_names() + ")");
   }
-  if (!fields.memory_bytes) fields.memory_bytes = type->memory_bytes;
+  if (!fields.memory_bytes) {
+    fields.memory_bytes = node_type != nullptr ? node_type->memory_bytes : type->memory_bytes;
+  }
   if (speed_node) return fields;
   if (!profiled_device) {
     type_node->fail("cannot default \"speed\": the model has no profile.device to relate " +
@@ -114,6 +121,29 @@ TypedFields read_typed_fields(const io::ObjectReader& object,
   fields.speed =
       hardware::training_peak_flops_per_s(*type) / hardware::training_peak_flops_per_s(*reference);
   return fields;
+}
+
+// The node-catalogue entry a shorthand node's `type` names; nullptr when it has no `type` or
+// names a GPU type (the GPU catalogue is looked up first, so every file that named a GPU reads
+// as before). A name in neither catalogue is an error listing both.
+const hardware::NodeType* read_node_type(const io::ObjectReader& shorthand) {
+  auto type_node = shorthand.optional("type");
+  if (!type_node) return nullptr;
+  const std::string name = type_node->as_nonempty_string();
+  if (hardware::find_gpu(name) != nullptr) return nullptr;
+  const hardware::NodeType* node_type = hardware::find_node_type(name);
+  if (node_type == nullptr) {
+    type_node->fail("unknown type " + io::quote_for_message(name) +
+                    ": neither a GPU type (known: " + hardware::catalogue_names() +
+                    ") nor a node type (known: " + hardware::node_catalogue_names() + ")");
+  }
+  return node_type;
+}
+
+// A catalogue link as a file would give it: `"<GB/s> GB/s"` and `"<us> us"` read to the same
+// numbers.
+LinkSpec catalogue_link(const hardware::LinkFigures& figures) {
+  return LinkSpec{figures.achievable_bytes_per_s(), figures.latency_s() * 1e3 + 0.0};
 }
 
 // A node name or GPU id: non-empty and at most kMaxNameBytes long.
@@ -212,6 +242,9 @@ struct Cluster {
   std::map<std::string, int> node_index;  // node name -> index into `nodes`
   std::map<std::string, GpuOrigin> gpu_origin;
   std::optional<LinkSpec> network;
+  // The network a file without `network` gets from the NICs of its catalogue node types: the
+  // slowest (a pair of nodes is as fast as its slower end); absent without node types.
+  std::optional<LinkSpec> catalogue_network;
   std::vector<ExplicitLink> links;
 };
 
@@ -252,16 +285,33 @@ void read_shorthand(const io::Node& entry, const std::optional<std::string>& pro
   std::string base = read_name(name_node);
   std::int64_t count = 1;
   if (auto count_node = shorthand.optional("count")) count = count_node->as_integer(1, kMaxInt);
-  std::int64_t per_node = shorthand.required("gpus").as_integer(1, kMaxInt);
+  const hardware::NodeType* node_type = read_node_type(shorthand);
+  std::int64_t per_node = 0;
+  if (node_type == nullptr || shorthand.optional("gpus")) {
+    per_node = shorthand.required("gpus").as_integer(1, kMaxInt);
+  } else {
+    per_node = node_type->gpus;
+  }
   // Each factor is checked first, so the product cannot overflow.
   if (count > kMaxGpus || per_node > kMaxGpus ||
       static_cast<std::int64_t>(cluster.gpus.size()) + count * per_node > kMaxGpus) {
     entry.fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
   }
-  const TypedFields typed = read_typed_fields(shorthand, profiled_device);
+  const TypedFields typed = read_typed_fields(shorthand, profiled_device, node_type);
   std::optional<LinkSpec> link;
   if (auto link_node = shorthand.optional("link")) {
     link = read_link_spec(*link_node, {"bandwidth", "latency"});
+  } else if (node_type != nullptr) {
+    link = catalogue_link(node_type->nvlink);
+  }
+  if (node_type != nullptr) {
+    const LinkSpec nic = catalogue_link(node_type->nic);
+    auto& network = cluster.catalogue_network;
+    if (!network || nic.bandwidth_bytes_per_s < network->bandwidth_bytes_per_s ||
+        (nic.bandwidth_bytes_per_s == network->bandwidth_bytes_per_s &&
+         nic.latency_ms > network->latency_ms)) {
+      network = nic;
+    }
   }
   for (std::int64_t i = 0; i < count; ++i) {
     std::string node_name = shorthand_node_name(base, count, i);
@@ -406,6 +456,8 @@ Topology read_topology(const io::Source& source,
   }
   if (auto network_node = object.optional("network")) {
     cluster.network = read_link_spec(*network_node, {"bandwidth", "latency"});
+  } else {
+    cluster.network = cluster.catalogue_network;
   }
   if (auto gpus_node = object.optional("gpus")) {
     std::vector<io::Node> entries = gpus_node->elements();

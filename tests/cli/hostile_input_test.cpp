@@ -164,7 +164,7 @@ TEST_F(HostileInputTest, AMistypedCommandIsNamedWithTheNearestCommand) {
   EXPECT_EQ(result.code, 2);
   EXPECT_EQ(result.err,
             "pipeplan: error: unknown command \"frobnicate\"; the commands are plan, simulate, "
-            "validate, import, compare, export, model (see pipeplan --help)\n");
+            "validate, import, compare, export, model, topology (see pipeplan --help)\n");
 }
 
 TEST_F(HostileInputTest, OverflowingNumbersNameFileAndPointer) {
