@@ -212,6 +212,34 @@ const std::vector<TransformerPreset>& transformer_presets() {
        "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
       {"llama3-70b", shape("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
        "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+      {"llama3.1-8b", shape("llama3.1-8b", 32, 4096, 32, 8, 14336, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-8B config.json on Hugging Face; sequence 8192: Llama Team 2024, The "
+       "Llama 3 Herd of Models, section 3.4.1 (sequences of 8,192 tokens; the long-context stage "
+       "of section 3.4.2 then extends them to 128K)"},
+      {"llama3.1-70b", shape("llama3.1-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-70B config.json on Hugging Face; sequence 8192: Llama Team 2024, "
+       "section 3.4.1 (then 128K in the long-context stage, section 3.4.2)"},
+      {"llama3.1-405b",
+       shape("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-405B config.json on Hugging Face and Llama Team 2024, Table 3; "
+       "sequence 8192: section 3.4.1 and Table 4 (then 128K in the long-context stage)"},
+      {"qwen2.5-72b", shape("qwen2.5-72b", 80, 8192, 64, 8, 29568, 4096, 152064, Ffn::kSwiglu),
+       "Qwen/Qwen2.5-72B config.json on Hugging Face; sequence 4096: Qwen Team 2024, Qwen2.5 "
+       "Technical Report, long-context pre-training (4,096 tokens, extended to 32,768 in the "
+       "final stage); its biases on Q, K and V (10,240 per layer, < 0.01% of the parameters) "
+       "are left out"},
+      {"mistral-large-2",
+       shape("mistral-large-2", 88, 12288, 96, 8, 28672, 131072, 32768, Ffn::kSwiglu),
+       "mistralai/Mistral-Large-Instruct-2407 config.json on Hugging Face; sequence 131072: its "
+       "context window (max_position_embeddings), since Mistral AI publishes no pre-training "
+       "sequence length"},
+      {"nemotron4-15b", shape("nemotron4-15b", 32, 6144, 48, 8, 24576, 4096, 256000, Ffn::kRelu2),
+       "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1 (FFN 4h, squared ReLU, "
+       "no biases, untied embeddings, section 2)"},
+      {"nemotron4-340b",
+       shape("nemotron4-340b", 96, 18432, 96, 8, 73728, 4096, 256000, Ffn::kRelu2),
+       "NVIDIA 2024, Nemotron-4 340B Technical Report, Table 1; nvidia/Nemotron-4-340B-Base "
+       "model card (sequence 4096)"},
       {"opt-350m", shape("opt-350m", 24, 1024, 16, 0, 0, 2048, 50272, Ffn::kGelu),
        "Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, Table 1"},
       {"opt-1.3b", shape("opt-1.3b", 24, 2048, 32, 0, 0, 2048, 50272, Ffn::kGelu),
