@@ -74,6 +74,7 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   }
   if (options.ffn == "gelu") config.ffn = model::Ffn::kGelu;
   if (options.ffn == "swiglu") config.ffn = model::Ffn::kSwiglu;
+  if (options.ffn == "relu2") config.ffn = model::Ffn::kRelu2;
   config.micro_batch_size = options.micro_batch_size;
   // As in a description: a size given is the only one the batch-size search tries.
   config.micro_batch_size_fixed = options.given_micro_batch_size;
@@ -144,8 +145,8 @@ void add_model_command(CLI::App& app, Action& action) {
   CLI::Option* ffn_hidden =
       transformer
           ->add_option("--ffn-hidden", options->ffn_hidden,
-                       "FFN size (default: 4 x hidden for gelu, Llama's 8/3 x hidden rounded up "
-                       "to 256 for swiglu)")
+                       "FFN size (default: 4 x hidden for gelu and relu2, Llama's 8/3 x hidden "
+                       "rounded up to 256 for swiglu)")
           ->transform(size);
   CLI::Option* sequence =
       transformer->add_option("--sequence", options->sequence, "Sequence length, tokens")
@@ -154,9 +155,10 @@ void add_model_command(CLI::App& app, Action& action) {
       transformer->add_option("--vocab", options->vocab, "Vocabulary size")->transform(size);
   transformer
       ->add_option("--ffn", options->ffn,
-                   "gelu (GPT/OPT style: biases, LayerNorm, learned positions) or swiglu (Llama "
-                   "style); default: the preset's, else gelu")
-      ->check(CLI::IsMember({"gelu", "swiglu"}));
+                   "gelu (GPT/OPT style: biases, LayerNorm, learned positions), swiglu (Llama "
+                   "style) or relu2 (Nemotron-4 style: squared ReLU, LayerNorm, rotary "
+                   "positions, no biases); default: the preset's, else gelu")
+      ->check(CLI::IsMember({"gelu", "swiglu", "relu2"}));
   CLI::Option* micro_batch_size =
       transformer
           ->add_option("--micro-batch-size", options->micro_batch_size,

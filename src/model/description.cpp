@@ -67,10 +67,16 @@ TransformerConfig read_description(const io::Node& node) {
   config.micro_batch_size_fixed = object.optional("micro_batch_size").has_value();
   if (auto ffn = object.optional("ffn")) {
     const std::string text = ffn->as_string();
-    if (text != "gelu" && text != "swiglu") {
-      ffn->fail("must be \"gelu\" or \"swiglu\", got " + io::describe_value(ffn->json()));
+    if (text == "gelu") {
+      config.ffn = Ffn::kGelu;
+    } else if (text == "swiglu") {
+      config.ffn = Ffn::kSwiglu;
+    } else if (text == "relu2") {
+      config.ffn = Ffn::kRelu2;
+    } else {
+      ffn->fail("must be \"gelu\", \"swiglu\" or \"relu2\", got " +
+                io::describe_value(ffn->json()));
     }
-    config.ffn = text == "gelu" ? Ffn::kGelu : Ffn::kSwiglu;
   }
   if (auto dtype = object.optional("dtype")) {
     auto parsed = hardware::parse_dtype(dtype->as_string());
@@ -109,7 +115,17 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["heads"] = config.heads;
   out["kv_heads"] = config.kv_heads;
   out["ffn_hidden"] = config.ffn_hidden;
-  out["ffn"] = config.ffn == Ffn::kGelu ? "gelu" : "swiglu";
+  switch (config.ffn) {
+    case Ffn::kGelu:
+      out["ffn"] = "gelu";
+      break;
+    case Ffn::kSwiglu:
+      out["ffn"] = "swiglu";
+      break;
+    case Ffn::kRelu2:
+      out["ffn"] = "relu2";
+      break;
+  }
   out["sequence"] = config.sequence;
   out["vocab"] = config.vocab;
   if (config.micro_batch_size_fixed) out["micro_batch_size"] = config.micro_batch_size;

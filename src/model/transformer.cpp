@@ -46,7 +46,11 @@ double memory_efficiency(double bytes) {
 // The shape in doubles, so that no product overflows an int.
 struct Shape {
   double b, s, h, a, g, d, f, v, t, vb;
-  bool swiglu, sp, flash, selective;
+  bool gated;           // SwiGLU: gate and up matrices (3-matrix MLP)
+  bool biases;          // GeLU: biases on every linear layer
+  bool positions;       // GeLU: a learned position table
+  double norm_vectors;  // 2 for LayerNorm (scale and shift), 1 for RMSNorm (scale)
+  bool sp, flash, selective;
 };
 
 Shape shape_of(const TransformerConfig& config, int t) {
@@ -61,7 +65,12 @@ Shape shape_of(const TransformerConfig& config, int t) {
   x.v = config.vocab;
   x.t = t;
   x.vb = hardware::activation_value_bytes(config.dtype);
-  x.swiglu = config.ffn == Ffn::kSwiglu;
+  // The family: gelu is GPT style, swiglu Llama style, relu2 Nemotron-4 style (2-matrix MLP
+  // like gelu, no biases and rotary positions like swiglu, LayerNorm like gelu).
+  x.gated = config.ffn == Ffn::kSwiglu;
+  x.biases = config.ffn == Ffn::kGelu;
+  x.positions = config.ffn == Ffn::kGelu;
+  x.norm_vectors = config.ffn == Ffn::kSwiglu ? 1 : 2;
   x.sp = config.sequence_parallel;
   x.flash = config.flash_attention;
   x.selective = config.selective_recompute;
@@ -112,7 +121,7 @@ std::vector<Op> attention_core_ops(const Shape& x) {
 std::vector<Op> decoder_weight_gemms(const Shape& x) {
   const double tokens = x.b * x.s;
   const double q = x.a * x.d, kv = 2 * x.g * x.d;
-  const double up = x.swiglu ? 2 * x.f : x.f;
+  const double up = x.gated ? 2 * x.f : x.f;
   return {gemm(tokens, x.h, (q + kv) / x.t, x.vb), gemm(tokens, q / x.t, x.h, x.vb),
           gemm(tokens, x.h, up / x.t, x.vb), gemm(tokens, x.f / x.t, x.h, x.vb)};
 }
@@ -120,7 +129,7 @@ std::vector<Op> decoder_weight_gemms(const Shape& x) {
 std::vector<Op> decoder_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;  // rows of the norms, dropouts, residuals
-  const double up = x.swiglu ? 2 * x.f : x.f;
+  const double up = x.gated ? 2 * x.f : x.f;
   const std::vector<Op> weighted = decoder_weight_gemms(x);
   std::vector<Op> ops = {
       memory_op(2 * x.vb * rows * x.h),  // input norm
@@ -133,7 +142,7 @@ std::vector<Op> decoder_ops(const Shape& x) {
       memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
       memory_op(2 * x.vb * rows * x.h),             // post-attention norm
       weighted[2],                                  // MLP up (column-parallel)
-      memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU or SwiGLU
+      memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU, SwiGLU or squared ReLU
       weighted[3],                                  // MLP down (row-parallel)
       memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
   };
@@ -144,9 +153,9 @@ std::vector<Op> decoder_ops(const Shape& x) {
 std::vector<Op> embedding_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;
-  const double positions = x.swiglu ? 0 : 3 * x.vb * tokens * x.h;  // read, add, write
-  return {memory_op(2 * x.vb * tokens * x.h + positions),           // gather the rows
-          memory_op((2 * x.vb + 1) * rows * x.h)};                  // dropout
+  const double positions = x.positions ? 3 * x.vb * tokens * x.h : 0;  // read, add, write
+  return {memory_op(2 * x.vb * tokens * x.h + positions),              // gather the rows
+          memory_op((2 * x.vb + 1) * rows * x.h)};                     // dropout
 }
 
 // The output layer's one GEMM with weights, the logits (vocabulary-parallel); its weight-gradient
@@ -161,9 +170,11 @@ std::vector<Op> output_ops(const Shape& x) {
           memory_op((x.vb + 8) * tokens * x.v / x.t)};  // softmax cross-entropy in fp32
 }
 
-double embedding_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? 0 : x.s * x.h); }
+double embedding_parameters(const Shape& x) {
+  return x.v * x.h / x.t + (x.positions ? x.s * x.h : 0);
+}
 
-double output_parameters(const Shape& x) { return x.v * x.h / x.t + (x.swiglu ? x.h : 2 * x.h); }
+double output_parameters(const Shape& x) { return x.v * x.h / x.t + x.norm_vectors * x.h; }
 
 double update_ms_of(const TransformerConfig& config, const GpuType& gpu, double parameters) {
   return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters);
@@ -201,6 +212,34 @@ const std::vector<TransformerPreset>& transformer_presets() {
        "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
       {"llama3-70b", shape("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
        "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+      {"llama3.1-8b", shape("llama3.1-8b", 32, 4096, 32, 8, 14336, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-8B config.json on Hugging Face; sequence 8192: Llama Team 2024, The "
+       "Llama 3 Herd of Models, section 3.4.1 (sequences of 8,192 tokens; the long-context stage "
+       "of section 3.4.2 then extends them to 128K)"},
+      {"llama3.1-70b", shape("llama3.1-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-70B config.json on Hugging Face; sequence 8192: Llama Team 2024, "
+       "section 3.4.1 (then 128K in the long-context stage, section 3.4.2)"},
+      {"llama3.1-405b",
+       shape("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256, Ffn::kSwiglu),
+       "meta-llama/Llama-3.1-405B config.json on Hugging Face and Llama Team 2024, Table 3; "
+       "sequence 8192: section 3.4.1 and Table 4 (then 128K in the long-context stage)"},
+      {"qwen2.5-72b", shape("qwen2.5-72b", 80, 8192, 64, 8, 29568, 4096, 152064, Ffn::kSwiglu),
+       "Qwen/Qwen2.5-72B config.json on Hugging Face; sequence 4096: Qwen Team 2024, Qwen2.5 "
+       "Technical Report, long-context pre-training (4,096 tokens, extended to 32,768 in the "
+       "final stage); its biases on Q, K and V (10,240 per layer, < 0.01% of the parameters) "
+       "are left out"},
+      {"mistral-large-2",
+       shape("mistral-large-2", 88, 12288, 96, 8, 28672, 131072, 32768, Ffn::kSwiglu),
+       "mistralai/Mistral-Large-Instruct-2407 config.json on Hugging Face; sequence 131072: its "
+       "context window (max_position_embeddings), since Mistral AI publishes no pre-training "
+       "sequence length"},
+      {"nemotron4-15b", shape("nemotron4-15b", 32, 6144, 48, 8, 24576, 4096, 256000, Ffn::kRelu2),
+       "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1 (FFN 4h, squared ReLU, "
+       "no biases, untied embeddings, section 2)"},
+      {"nemotron4-340b",
+       shape("nemotron4-340b", 96, 18432, 96, 8, 73728, 4096, 256000, Ffn::kRelu2),
+       "NVIDIA 2024, Nemotron-4 340B Technical Report, Table 1; nvidia/Nemotron-4-340B-Base "
+       "model card (sequence 4096)"},
       {"opt-350m", shape("opt-350m", 24, 1024, 16, 0, 0, 2048, 50272, Ffn::kGelu),
        "Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, Table 1"},
       {"opt-1.3b", shape("opt-1.3b", 24, 2048, 32, 0, 0, 2048, 50272, Ffn::kGelu),
@@ -321,7 +360,7 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
                                 std::to_string(config.kv_heads));
   }
   if (config.ffn_hidden == 0) {
-    if (config.ffn == Ffn::kGelu) {
+    if (config.ffn != Ffn::kSwiglu) {
       config.ffn_hidden = 4 * config.hidden;
     } else {
       // Llama's rule: two thirds of 4h, rounded up to a multiple of 256.
@@ -359,16 +398,20 @@ double decoder_forward_flops(const TransformerConfig& config) {
   const double qkv = 2 * tokens * x.h * (x.a * x.d + 2 * x.g * x.d);
   const double attention = 4 * x.b * x.s * x.s * x.a * x.d;
   const double projection = 2 * tokens * x.a * x.d * x.h;
-  const double mlp = (x.swiglu ? 6 : 4) * tokens * x.h * x.f;
+  const double mlp = (x.gated ? 6 : 4) * tokens * x.h * x.f;
   return qkv + attention + projection + mlp;
 }
 
 double decoder_parameters(const TransformerConfig& config, int t) {
   const Shape x = shape_of(config, t);
   const double q = x.a * x.d, kv = 2 * x.g * x.d;
-  if (x.swiglu) {
+  if (x.gated) {
     // QKV, projection, gate and up, down; two RMSNorm scales.
     return (x.h * (q + kv) + q * x.h + 3 * x.h * x.f) / x.t + 2 * x.h;
+  }
+  if (!x.biases) {
+    // relu2: QKV, projection, up, down without biases; two LayerNorms with scale and shift.
+    return (x.h * (q + kv) + q * x.h + 2 * x.h * x.f) / x.t + 4 * x.h;
   }
   // The same with biases (split with their columns; the row-parallel ones whole) and two
   // LayerNorms with scale and shift.
@@ -384,7 +427,7 @@ double decoder_stash_bytes(const TransformerConfig& config, int t) {
   const double replicated = 4 * x.vb * sbh + 2 * sbh;
   // Inside: Q, K, V (K and V with g of the a heads), the projection's input, and the MLP's
   // activation inputs and output.
-  const double split = x.vb * sbh * (2 + 2 * x.g / x.a) + (x.swiglu ? 3 : 2) * x.vb * sbf;
+  const double split = x.vb * sbh * (2 + 2 * x.g / x.a) + (x.gated ? 3 : 2) * x.vb * sbf;
   // The s x s tensors: softmax output, dropout mask and output; gone with selective
   // recomputation, replaced by the fp32 log-sum-exp with fused attention.
   double scores = (2 * x.vb + 1) * x.a * x.s * x.s * x.b;
@@ -399,7 +442,7 @@ double decoder_stash_bytes(const TransformerConfig& config, int t) {
 double decoder_weight_stash_bytes(const TransformerConfig& config, int t) {
   const Shape x = shape_of(config, t);
   const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
-  const double qkv = x.s * x.b * (x.a * x.d + 2 * x.g * x.d), up = x.swiglu ? 2 * sbf : sbf;
+  const double qkv = x.s * x.b * (x.a * x.d + 2 * x.g * x.d), up = x.gated ? 2 * sbf : sbf;
   // What the weight gradients dW = X^T dY of the four GEMMs still read after I: every input X
   // (kept from the stash) and every output gradient dY (made by I, the size of the output).
   // Whole tensors outside the tensor-parallel regions are sequence shards with sequence

@@ -458,6 +458,10 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
     arguments.insert(arguments.end(),
                      {"--swiglu", "--normalization", "RMSNorm", "--position-embedding-type", "rope",
                       "--disable-bias-linear", "--untie-embeddings-and-output-weights"});
+  } else if (config.ffn == model::Ffn::kRelu2) {
+    arguments.insert(arguments.end(),
+                     {"--squared-relu", "--normalization", "LayerNorm", "--position-embedding-type",
+                      "rope", "--disable-bias-linear", "--untie-embeddings-and-output-weights"});
   }
   switch (config.dtype) {
     case hardware::DType::kBf16:

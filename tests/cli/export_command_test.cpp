@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "../support/cli_run.hpp"
 #include "pipeplan/cli/cli.hpp"
@@ -239,6 +241,38 @@ TEST_F(ExportCommandTest, MegatronStatesWhatTheEstimateAssumed) {
       json::parse(run_cli(checked({"export", path("toy.plan.json"), "--format", "megatron"})).out);
   EXPECT_EQ(toy.at("arguments").size(), 4U);
   EXPECT_EQ(toy.at("environment"), json::array());
+}
+
+// Issue 33: a Nemotron-4 style model (`--ffn relu2`) exports its family: squared ReLU,
+// LayerNorm, rotary positions, no biases, untied embeddings.
+TEST_F(ExportCommandTest, MegatronStatesTheRelu2Family) {
+  write("topo.json", R"({"nodes": [{"name": "n", "gpus": 4, "memory": "80 GiB",
+    "link": {"bandwidth": "200 GB/s", "latency": "2 us"}}]})");
+  ASSERT_EQ(run_cli({"model", "transformer", "--layers", "4", "--hidden", "256", "--heads", "8",
+                     "--kv-heads", "2", "--ffn", "relu2", "--sequence", "128", "--vocab", "1000",
+                     "-o", path("nemotron.json")})
+                .code,
+            0);
+  const Result planned = run_cli({"plan", path("nemotron.json"), path("topo.json"), "--planner",
+                                  "megatron", "--tensor-parallel", "2", "--pipeline-parallel", "2",
+                                  "-m", "4", "-o", path("plan.json")});
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  const Result exported = run_cli({"export", path("plan.json"), "--format", "megatron", "--model",
+                                   path("nemotron.json"), "--topology", path("topo.json")});
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  const json arguments = json::parse(exported.out).at("arguments");
+  std::vector<std::string> after;
+  bool found = false;
+  for (const json& argument : arguments) {
+    found = found || argument == "--ffn-hidden-size";
+    if (found) after.push_back(argument.get<std::string>());
+  }
+  EXPECT_EQ(after,
+            (std::vector<std::string>{
+                "--ffn-hidden-size", "1024", "--seq-length", "128", "--max-position-embeddings",
+                "128", "--group-query-attention", "--num-query-groups", "2", "--squared-relu",
+                "--normalization", "LayerNorm", "--position-embedding-type", "rope",
+                "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--bf16"}));
 }
 
 TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {

@@ -5,6 +5,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/model/description.hpp"
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/model/transformer.hpp"
 
@@ -91,7 +92,8 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
   EXPECT_EQ(error(shape + R"(, "micro_batch_size": 1.5)"),
             "m.json: /transformer/micro_batch_size: must be an integer from 1 to 1048576, got 1.5");
   EXPECT_EQ(error(shape + R"(, "ffn": "relu")"),
-            "m.json: /transformer/ffn: must be \"gelu\" or \"swiglu\", got \"relu\"");
+            "m.json: /transformer/ffn: must be \"gelu\", \"swiglu\" or \"relu2\", got "
+            "\"relu\"");
   EXPECT_EQ(error(shape + R"(, "dtype": "int8")"),
             "m.json: /transformer/dtype: must be one of \"fp32\", \"tf32\", \"bf16\", \"fp16\", "
             "\"fp8\", got \"int8\"");
@@ -110,7 +112,8 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
             "m.json: /transformer/flash_attention: must be true or false, got number 1");
   EXPECT_EQ(error(R"("preset": "gpt5")"),
             "m.json: /transformer/preset: unknown preset \"gpt5\" (known: gpt3-175b, gpt3-13b, "
-            "mt-nlg-530b, llama3-8b, llama3-70b, opt-350m, opt-1.3b)");
+            "mt-nlg-530b, llama3-8b, llama3-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, "
+            "qwen2.5-72b, mistral-large-2, nemotron4-15b, nemotron4-340b, opt-350m, opt-1.3b)");
   EXPECT_EQ(read_error(R"({"transformer": [1]})"),
             "m.json: /transformer: must be an object, got array");
   // Beside the description, a file holds exactly the profile it generates, or none.
@@ -164,6 +167,27 @@ TEST(TransformerDescriptionTest, AFileHoldsTheProfileItGenerates) {
   file["layers"][2]["extra"] = 1;
   file.erase("transformer");
   EXPECT_NE(read_error(file.dump()).find("/layers/2/extra"), std::string::npos);
+}
+
+// Issue 33: the relu2 family reads from "ffn" and is written back as "relu2"; a preset of it
+// needs no other key.
+TEST(TransformerDescriptionTest, RoundTripsTheRelu2Family) {
+  const Model model = read(R"({"transformer": {"layers": 2, "hidden": 64, "heads": 4,
+      "kv_heads": 2, "ffn": "relu2", "sequence": 16, "vocab": 100}})");
+  ASSERT_TRUE(model.transformer.has_value());
+  EXPECT_EQ(model.transformer->ffn, Ffn::kRelu2);
+  EXPECT_EQ(model.transformer->ffn_hidden, 256);  // 4h
+  const nlohmann::ordered_json written = description_to_json(*model.transformer);
+  EXPECT_EQ(written.at("ffn"), "relu2");
+  const std::string text = io::dump_json(model_to_json(model));
+  const Model again = read(text);
+  ASSERT_TRUE(again.transformer.has_value());
+  EXPECT_EQ(again.transformer->ffn, Ffn::kRelu2);
+  EXPECT_EQ(io::dump_json(model_to_json(again)), text);
+  const Model nemotron = read(R"({"transformer": {"preset": "nemotron4-15b"}})");
+  ASSERT_TRUE(nemotron.transformer.has_value());
+  EXPECT_EQ(nemotron.transformer->ffn, Ffn::kRelu2);
+  EXPECT_EQ(nemotron.layers.size(), 34u);
 }
 
 TEST(TransformerDescriptionTest, RefusesSizesBeyondItsBounds) {

@@ -71,7 +71,8 @@ std::pair<TransformerConfig, std::string> complete_transformer_config(Transforme
 
 /// Forward FLOPs of one decoder layer for one micro-batch: `2 b s h (h + 2 g d)` (QKV, d = h/a),
 /// `4 b s^2 h` (scores and attention over values), `2 b s h^2` (output projection), `4 b s h F`
-/// (GeLU MLP) or `6 b s h F` (SwiGLU). With a = g and F = 4h this is 24 b s h^2 + 4 b s^2 h.
+/// (GeLU or squared-ReLU MLP) or `6 b s h F` (SwiGLU). With a = g and F = 4h this is
+/// 24 b s h^2 + 4 b s^2 h.
 double decoder_forward_flops(const TransformerConfig& config);
 
 /// Parameters of one decoder layer held by one GPU at tensor-parallel degree `t`: the split
@@ -79,7 +80,8 @@ double decoder_forward_flops(const TransformerConfig& config);
 double decoder_parameters(const TransformerConfig& config, int t);
 
 /// Activation bytes one GPU stashes for one decoder layer per micro-batch at degree `t`
-/// (Korthikanti et al. 2022, Table 2, generalised to F, grouped KV heads and SwiGLU).
+/// (Korthikanti et al. 2022, Table 2, generalised to F, grouped KV heads, SwiGLU and squared
+/// ReLU).
 double decoder_stash_bytes(const TransformerConfig& config, int t);
 
 /// Bytes one GPU still holds for one decoder layer per micro-batch after the backward's input

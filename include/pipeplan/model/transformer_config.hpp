@@ -13,8 +13,9 @@ namespace pipeplan::model {
 
 /// The feed-forward block, which also fixes the architecture family: `kGelu` is GPT/OPT style
 /// (a 2-matrix MLP, biases, LayerNorm, learned position embeddings), `kSwiglu` Llama style (a
-/// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters).
-enum class Ffn { kGelu, kSwiglu };
+/// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters), `kRelu2`
+/// Nemotron-4 style (a 2-matrix MLP with squared ReLU, no biases, LayerNorm, rotary positions).
+enum class Ffn { kGelu, kSwiglu, kRelu2 };
 
 /// A decoder-only transformer and how it is trained.
 struct TransformerConfig {
@@ -23,7 +24,7 @@ struct TransformerConfig {
   int hidden = 0;            ///< h, hidden size (>= 1, a multiple of `heads`).
   int heads = 0;             ///< a, attention heads (>= 1).
   int kv_heads = 0;          ///< g, key/value heads (0: `heads`, i.e. no grouping).
-  int ffn_hidden = 0;        ///< F, FFN size (0: 4h for GeLU, Llama's rounding for SwiGLU).
+  int ffn_hidden = 0;        ///< F, FFN size (0: Llama's rounding for SwiGLU, else 4h).
   int sequence = 0;          ///< s, sequence length, tokens (>= 1).
   int vocab = 0;             ///< V, vocabulary size (>= 1).
   Ffn ffn = Ffn::kGelu;      ///< FFN kind and architecture family.
