@@ -1,14 +1,12 @@
 // `pipeplan topology cluster` and `pipeplan topology types`, in-process.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "../support/cli_run.hpp"
+#include "../support/temp_folder.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -16,27 +14,10 @@ namespace {
 namespace fs = std::filesystem;
 using pipeplan::testing::run_cli;
 
-class TopologyCommandTest : public ::testing::Test {
+class TopologyCommandTest : public pipeplan::testing::TempFolderTest {
  protected:
-  void SetUp() override {
-    folder_ = fs::temp_directory_path() /
-              ("pipeplan-topology-" + std::to_string(::getpid()) + "-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(folder_);
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
-  static std::string contents(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  static void write(const std::string& file, const std::string& text) {
-    std::ofstream(file, std::ios::binary) << text;
-  }
-  fs::path folder_;
+  static std::string contents(const std::string& file) { return read(file); }
 };
 
 TEST_F(TopologyCommandTest, ClusterWritesTheShorthandWithItsNetwork) {
@@ -80,7 +61,7 @@ TEST_F(TopologyCommandTest, ClusterPlansAsTheSameClusterWrittenByHand) {
       0);
   auto typed = run_cli({"plan", model, topo, "-q"});
   ASSERT_EQ(typed.code, 0) << typed.err;
-  write(topo, R"({"schema": "pipeplan/topology/v1", "name": "2x dgx-h100",
+  write("topo.json", R"({"schema": "pipeplan/topology/v1", "name": "2x dgx-h100",
     "nodes": [{"name": "node", "count": 2, "gpus": 8, "memory": "80 GiB", "speed": 1,
                "link": {"bandwidth": "369 GB/s", "latency": "3 us"}}],
     "network": {"bandwidth": "46 GB/s", "latency": "10 us"}})");
