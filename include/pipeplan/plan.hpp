@@ -19,26 +19,32 @@
 namespace pipeplan {
 
 /// One pipeline stage: layers `first_layer..last_layer` (inclusive) on `gpus`, replicated
-/// `replicas()` times, each replica a tensor-parallel **group** of `tensor_parallel` GPUs (spec
-/// 8.2): replica `i` is `gpus[i t .. i t + t - 1]`, its first GPU the group's **leader** (the GPU
-/// compute tasks name and transfers run between). With `t = 1` (every v1 plan) each GPU is a
-/// replica of its own and the list is the AllReduce ring order.
+/// `replicas()` times, each replica a **group** of `context_parallel x tensor_parallel` GPUs (spec
+/// 8.2 and 10.2): replica `i` is `gpus[i c t .. i c t + c t - 1]`, made of `c` tensor-parallel
+/// groups of `t` consecutive GPUs; its first GPU is the group's **leader** (the GPU compute tasks
+/// name and transfers run between). With `c = t = 1` (every v1 plan) each GPU is a replica of its
+/// own and the list is the AllReduce ring order.
 struct Stage {
-  int first_layer = 0;      ///< First layer, 0-based.
-  int last_layer = 0;       ///< Last layer, inclusive.
-  std::vector<int> gpus;    ///< `r t` GPUs, group by group, in ring order.
-  int tensor_parallel = 1;  ///< t: GPUs per group (spec 8.2).
-  bool recompute = false;   ///< Whether the backward recomputes the forward (spec 8.3).
+  int first_layer = 0;       ///< First layer, 0-based.
+  int last_layer = 0;        ///< Last layer, inclusive.
+  std::vector<int> gpus;     ///< `r c t` GPUs, group by group, in ring order.
+  int tensor_parallel = 1;   ///< t: GPUs per tensor-parallel group (spec 8.2).
+  bool recompute = false;    ///< Whether the backward recomputes the forward (spec 8.3).
+  int context_parallel = 1;  ///< c: tensor-parallel groups per replica (spec 10.2); one value
+                             ///< for every stage of a plan.
 
-  /// r: the number of groups (replicas).
-  [[nodiscard]] int replicas() const {
-    return static_cast<int>(gpus.size()) / (tensor_parallel > 0 ? tensor_parallel : 1);
+  /// GPUs per replica: `c t`.
+  [[nodiscard]] int group_size() const {
+    const int t = tensor_parallel > 0 ? tensor_parallel : 1;
+    return context_parallel > 1 ? context_parallel * t : t;
   }
+  /// r: the number of groups (replicas).
+  [[nodiscard]] int replicas() const { return static_cast<int>(gpus.size()) / group_size(); }
   /// The leader of replica `i` (`0 <= i < replicas()`).
   [[nodiscard]] int leader(int i) const {
-    return gpus[static_cast<std::size_t>(i) * static_cast<std::size_t>(tensor_parallel)];
+    return gpus[static_cast<std::size_t>(i) * static_cast<std::size_t>(group_size())];
   }
-  /// Every group's leader, in replica order (for t = 1: `gpus`).
+  /// Every group's leader, in replica order (for c = t = 1: `gpus`).
   [[nodiscard]] std::vector<int> leaders() const {
     std::vector<int> out;
     out.reserve(static_cast<std::size_t>(replicas()));
@@ -47,14 +53,24 @@ struct Stage {
   }
   /// The GPUs of replica `i`, leader first.
   [[nodiscard]] std::vector<int> group(int i) const {
-    const auto t = static_cast<std::size_t>(tensor_parallel);
-    const auto first = gpus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * t);
-    return {first, first + static_cast<std::ptrdiff_t>(t)};
+    const auto size = static_cast<std::size_t>(group_size());
+    const auto first =
+        gpus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * size);
+    return {first, first + static_cast<std::ptrdiff_t>(size)};
   }
+  /// Whether the stage has a gradient AllReduce: more than one replica, or a context-parallel
+  /// group (whose ranks reduce their gradients together, spec 10.3).
+  [[nodiscard]] bool reduces_gradients() const { return replicas() > 1 || context_parallel > 1; }
   /// Whether the stage uses a field of spec 8.2 (then the plan is written as v2).
   [[nodiscard]] bool uses_v2_fields() const { return tensor_parallel != 1 || recompute; }
   friend bool operator==(const Stage&, const Stage&) = default;
 };
+
+/// A plan's context-parallel degree (spec 10.2): its stages' common `context_parallel`, 1 for no
+/// stages.
+[[nodiscard]] inline int context_parallel(const std::vector<Stage>& stages) {
+  return stages.empty() ? 1 : stages.front().context_parallel;
+}
 
 /// The largest number of stages that share one GPU list (a device, spec 9.2): plan.json's
 /// `virtual_stages`, 1 when no GPUs are shared. O(S log S) comparisons of GPU lists.

@@ -419,14 +419,18 @@ def summary(result: Json) -> str:
 def check_runnable(plan: Any, path: str) -> None:
     """run executes v1 plans (spec sections 1-7) and v2 plans with update tasks (spec 8.3): a
     stage with a tensor-parallel degree above 1 or with recomputation (spec 8.2), update tasks
-    with a sharded optimizer, and the v3 plans of spec 9.2 (a split backward, stages that share
-    GPUs) are refused with one line naming the field."""
+    with a sharded optimizer, the v3 plans of spec 9.2 (a split backward, stages that share
+    GPUs) and context parallelism (spec 10.2) are refused with one line naming the field."""
     if not isinstance(plan, dict):
         return
     if plan.get("split_backward", False) is not False:
         raise InputError(f"{path}: /split_backward: run executes whole backwards, and the plan "
                          f"splits every backward into its input-gradient and weight-gradient "
                          f"halves (I and W)")
+    if plan.get("context_parallel", 1) != 1:
+        raise InputError(f"{path}: /context_parallel: run executes plans without context "
+                         f"parallelism, and the plan splits each sequence over "
+                         f"{plan['context_parallel']} GPUs")
     stages = plan.get("stages")
     first_on: dict[str, int] = {}
     for i, stage in enumerate(stages if isinstance(stages, list) else []):

@@ -473,6 +473,13 @@ class VersionThreeTest(unittest.TestCase):
                      "every backward into its input-gradient and weight-gradient halves (I and W)")
         run.check_runnable({"split_backward": False, "stages": stages}, "p.json")
 
+    def test_context_parallel(self):
+        stages = [{"gpus": ["a", "b"]}]
+        self.refused({"context_parallel": 2, "stages": stages},
+                     "p.json: /context_parallel: run executes plans without context "
+                     "parallelism, and the plan splits each sequence over 2 GPUs")
+        run.check_runnable({"context_parallel": 1, "stages": stages}, "p.json")
+
     def test_stages_sharing_gpus(self):
         self.refused({"stages": [{"gpus": ["a", "b"]}, {"gpus": ["c", "d"]},
                                  {"gpus": ["a", "b"]}]},

@@ -76,14 +76,15 @@ std::string output_path(const std::string& value);
 
 /// The planning options of spec 8.4 shared by `plan` and `compare`, as given.
 struct PlanningOptions {
-  std::optional<std::string> tensor_parallel;  ///< `--tensor-parallel LIST`.
-  std::optional<std::string> recompute;        ///< `--recompute never|always|auto`.
-  bool shard_optimizer = false;                ///< `--shard-optimizer`.
-  std::optional<int> pipeline_parallel;        ///< `--pipeline-parallel P` (megatron).
-  std::optional<int> data_parallel;            ///< `--data-parallel D` (megatron).
-  bool uniform = false;                        ///< `--uniform`.
-  std::optional<std::string> split_backward;   ///< `--split-backward never|auto` (spec 9.5).
-  std::optional<int> virtual_stages;           ///< `--virtual-stages V` (spec 9.5).
+  std::optional<std::string> tensor_parallel;   ///< `--tensor-parallel LIST`.
+  std::optional<std::string> context_parallel;  ///< `--context-parallel LIST` (spec 10.4).
+  std::optional<std::string> recompute;         ///< `--recompute never|always|auto`.
+  bool shard_optimizer = false;                 ///< `--shard-optimizer`.
+  std::optional<int> pipeline_parallel;         ///< `--pipeline-parallel P` (megatron).
+  std::optional<int> data_parallel;             ///< `--data-parallel D` (megatron).
+  bool uniform = false;                         ///< `--uniform`.
+  std::optional<std::string> split_backward;    ///< `--split-backward never|auto` (spec 9.5).
+  std::optional<int> virtual_stages;            ///< `--virtual-stages V` (spec 9.5).
 };
 
 /// Adds the planning options to a command.

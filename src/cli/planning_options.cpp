@@ -13,8 +13,8 @@
 namespace pipeplan::cli {
 namespace {
 
-// `1,2,4` (ascending after sorting, no repeats); a usage error otherwise.
-std::vector<int> degree_list(const std::string& text) {
+// `1,2,4` (ascending after sorting, no repeats) for `option`; a usage error otherwise.
+std::vector<int> degree_list(const std::string& option, const std::string& text) {
   std::vector<int> degrees;
   std::stringstream stream(text);
   std::string item;
@@ -24,14 +24,13 @@ std::vector<int> degree_list(const std::string& text) {
         std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
     const long value = digits ? std::stol(item) : 0;
     if (!digits || value < 1 || value > model::kMaxTensorParallelDegree) {
-      throw UsageError(
-          "--tensor-parallel: expected degrees like 1,2,4 (decimal integers from 1 to " +
-          std::to_string(model::kMaxTensorParallelDegree) + "), got \"" + text + "\"");
+      throw UsageError(option + ": expected degrees like 1,2,4 (decimal integers from 1 to " +
+                       std::to_string(model::kMaxTensorParallelDegree) + "), got \"" + text + "\"");
     }
     degrees.push_back(static_cast<int>(value));
   }
   if (degrees.empty() || text.back() == ',') {
-    throw UsageError("--tensor-parallel: expected degrees like 1,2,4, got \"" + text + "\"");
+    throw UsageError(option + ": expected degrees like 1,2,4, got \"" + text + "\"");
   }
   std::sort(degrees.begin(), degrees.end());
   degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
@@ -45,6 +44,11 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
       .add_option("--tensor-parallel", options.tensor_parallel,
                   "Tensor-parallel degrees a stage may use, e.g. 1,2,4 (spp; default: every degree "
                   "the model allows); the megatron planner takes one")
+      ->type_name("LIST");
+  command
+      .add_option("--context-parallel", options.context_parallel,
+                  "Context-parallel degrees, e.g. 1,2,4: each sequence split over c GPUs (spp "
+                  "chooses one for the whole plan; the megatron planner takes one; default 1)")
       ->type_name("LIST");
   command
       .add_option("--recompute", options.recompute,
@@ -82,6 +86,7 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
   const planners::PlannerRow& row = planners::find_planner(planner);
   const std::pair<std::string_view, bool> given[] = {
       {"--tensor-parallel", options.tensor_parallel.has_value()},
+      {"--context-parallel", options.context_parallel.has_value()},
       {"--recompute", options.recompute.has_value()},
       {"--uniform", options.uniform},
       {"--pipeline-parallel", options.pipeline_parallel.has_value()},
@@ -99,7 +104,12 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
 }
 
 void apply_planning_options(const PlanningOptions& options, planners::Request& request) {
-  if (options.tensor_parallel) request.tensor_parallel = degree_list(*options.tensor_parallel);
+  if (options.tensor_parallel) {
+    request.tensor_parallel = degree_list("--tensor-parallel", *options.tensor_parallel);
+  }
+  if (options.context_parallel) {
+    request.context_parallel = degree_list("--context-parallel", *options.context_parallel);
+  }
   if (options.recompute) {
     request.recompute = *options.recompute == "never"    ? planners::Recompute::kNever
                         : *options.recompute == "always" ? planners::Recompute::kAlways

@@ -137,6 +137,15 @@ TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
   return split;
 }
 
+// `context_parallel` (spec 10.1): the allowed degrees and the attention's exchange.
+ContextParallel read_context_parallel(const io::Node& node) {
+  io::ObjectReader object(node, {"degrees", "exchange_bytes"});
+  ContextParallel split;
+  split.degrees = read_degrees(object.required("degrees"));
+  if (auto bytes = object.optional("exchange_bytes")) split.exchange_bytes = nonnegative(*bytes);
+  return split;
+}
+
 // An optional part of a layer's own field (spec 9.1): finite, >= 0, at most `whole` (named).
 std::optional<double> read_part(const io::ObjectReader& object, std::string_view field,
                                 std::string_view whole_field, double whole) {
@@ -151,9 +160,10 @@ std::optional<double> read_part(const io::ObjectReader& object, std::string_view
 }
 
 Layer read_layer(const io::Node& node) {
-  io::ObjectReader object(node, {"name", "forward_ms", "backward_ms", "activation_bytes",
-                                 "parameter_bytes", "stash_bytes", "update_ms",
-                                 "backward_weight_ms", "weight_stash_bytes", "tensor_parallel"});
+  io::ObjectReader object(
+      node, {"name", "forward_ms", "backward_ms", "activation_bytes", "parameter_bytes",
+             "stash_bytes", "update_ms", "backward_weight_ms", "weight_stash_bytes",
+             "tensor_parallel", "context_parallel"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
   layer.forward_ms = nonnegative(object.required("forward_ms"));
@@ -172,6 +182,9 @@ Layer read_layer(const io::Node& node) {
   if (auto split = object.optional("tensor_parallel")) {
     layer.tensor_parallel = read_tensor_parallel(*split, layer);
   }
+  if (auto split = object.optional("context_parallel")) {
+    layer.context_parallel = read_context_parallel(*split);
+  }
   return layer;
 }
 
@@ -189,6 +202,7 @@ double largest(const Layer& layer, double (*at)(const Layer&, int)) {
 void check_totals(const Model& model, const io::Node& layers) {
   double compute_ms = 0, parameter_bytes = 0, stash_bytes = 0, activation_bytes = 0;
   double update_ms = 0, allreduce_bytes = 0, weight_ms = 0, weight_stash_bytes = 0;
+  double exchange_bytes = 0;
   for (const Layer& layer : model.layers) {
     compute_ms += largest(layer, forward_ms_at) + largest(layer, backward_ms_at);
     weight_ms += largest(layer, backward_weight_ms_at);
@@ -197,6 +211,7 @@ void check_totals(const Model& model, const io::Node& layers) {
     stash_bytes += largest(layer, stash_bytes_at);
     activation_bytes += layer.activation_bytes;
     update_ms += largest(layer, update_ms_at);
+    if (layer.context_parallel) exchange_bytes += layer.context_parallel->exchange_bytes;
     if (layer.tensor_parallel) {
       const TensorParallel& split = *layer.tensor_parallel;
       allreduce_bytes +=
@@ -224,6 +239,7 @@ void check_totals(const Model& model, const io::Node& layers) {
   check(weight_ms, "the sum of backward_weight_ms");
   check(weight_stash_bytes, "the sum of weight_stash_bytes");
   check(allreduce_bytes, "the sum of tensor-parallel all-reduce bytes");
+  check(exchange_bytes, "the sum of context-parallel exchange_bytes");
 }
 
 // When the first unknown key of the root is a topology's, the user probably swapped the files.
@@ -382,6 +398,14 @@ nlohmann::ordered_json tensor_parallel_to_json(const TensorParallel& split) {
   return out;
 }
 
+nlohmann::ordered_json context_parallel_to_json(const ContextParallel& split) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  std::vector<nlohmann::ordered_json> degrees(split.degrees.begin(), split.degrees.end());
+  out["degrees"] = io::json_array(std::move(degrees));
+  out["exchange_bytes"] = io::json_number(split.exchange_bytes);
+  return out;
+}
+
 }  // namespace
 
 nlohmann::ordered_json model_to_json(const Model& model) {
@@ -428,6 +452,9 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     if (layer.tensor_parallel) {
       entry["tensor_parallel"] = tensor_parallel_to_json(*layer.tensor_parallel);
     }
+    if (layer.context_parallel) {
+      entry["context_parallel"] = context_parallel_to_json(*layer.context_parallel);
+    }
     layers.push_back(std::move(entry));
   }
   out["layers"] = io::json_array(std::move(layers));
@@ -450,6 +477,7 @@ bool uses_v2_fields(const Model& model) {
 bool uses_v3_fields(const Model& model) {
   return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
     return layer.backward_weight_ms != 0 || layer.weight_stash_bytes.has_value() ||
+           layer.context_parallel.has_value() ||
            (layer.tensor_parallel && (!layer.tensor_parallel->backward_weight_ms.empty() ||
                                       !layer.tensor_parallel->weight_stash_bytes.empty()));
   });
@@ -576,6 +604,66 @@ StageCost stage_cost(const Model& model, int first, int last, int t) {
     cost.backward_allreduce_bytes += backward * allreduce_bytes(layer);
   }
   return cost;
+}
+
+bool allows_context_degree(const Model& model, int c) {
+  if (c < 1) return false;
+  return std::all_of(model.layers.begin(), model.layers.end(), [c](const Layer& layer) {
+    if (!layer.context_parallel) return true;
+    const std::vector<int>& degrees = layer.context_parallel->degrees;
+    return std::binary_search(degrees.begin(), degrees.end(), c);
+  });
+}
+
+bool has_context_parallel_layers(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const Layer& layer) { return layer.context_parallel.has_value(); });
+}
+
+namespace {
+
+// Every entry of a per-degree array divided by `c`.
+void divide_all(std::vector<double>& values, double c) {
+  for (double& value : values) value /= c;
+}
+
+// Layer `layer` as one GPU of a context-parallel group of `c` sees it (spec 10.1).
+Layer layer_at_context_degree(Layer layer, double c) {
+  layer.forward_ms /= c;
+  layer.backward_ms /= c;
+  layer.activation_bytes /= c;
+  layer.stash_bytes /= c;
+  layer.backward_weight_ms /= c;
+  if (layer.weight_stash_bytes) *layer.weight_stash_bytes /= c;
+  if (layer.tensor_parallel) {
+    TensorParallel& split = *layer.tensor_parallel;
+    split.allreduce_bytes /= c;
+    divide_all(split.forward_ms, c);
+    divide_all(split.backward_ms, c);
+    divide_all(split.stash_bytes, c);
+    divide_all(split.backward_weight_ms, c);
+    divide_all(split.weight_stash_bytes, c);
+  }
+  return layer;
+}
+
+}  // namespace
+
+Model at_context_degree(const Model& model, int c) {
+  if (!allows_context_degree(model, c)) {
+    throw InternalError("the model does not allow context-parallel degree " + std::to_string(c));
+  }
+  if (c == 1) return model;
+  Model divided = model;
+  const double cc = c;
+  divided.input_bytes /= cc;
+  for (Layer& layer : divided.layers) layer = layer_at_context_degree(std::move(layer), cc);
+  return divided;
+}
+
+double ring_step_bytes(const Layer& layer, int t, int c) {
+  if (!layer.context_parallel || c < 2) return 0;
+  return layer.context_parallel->exchange_bytes / (static_cast<double>(c) * t);
 }
 
 }  // namespace pipeplan::model

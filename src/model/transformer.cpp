@@ -516,8 +516,35 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
   return costs;
 }
 
+namespace {
+
+// Largest context-parallel degree `model transformer` lists (Llama 3 405B's long-context stage
+// used 16; Megatron-LM runs up to 64 in its published long-sequence recipes).
+constexpr int kMaxListedContextDegree = 128;
+
+// The context-parallel degrees of a description (spec 10.1): 1, then the powers of two `c` up to
+// kMaxListedContextDegree with the sequence a multiple of `2 c` (Megatron-LM's load-balanced
+// causal split gives every rank two chunks of `s / 2c` tokens). O(log s).
+std::vector<int> context_degrees(const TransformerConfig& config) {
+  std::vector<int> degrees{1};
+  for (int c = 2; c <= kMaxListedContextDegree; c *= 2) {
+    if (config.sequence % (2 * c) == 0) degrees.push_back(c);
+  }
+  return degrees;
+}
+
+// The keys and values of one micro-batch's whole sequence at t = 1 (spec 10.1): `2 b s g d`
+// values of the training format, grouped-query heads counted (`g` key/value heads).
+double exchange_bytes(const Shape& x) {
+  const double kv_heads = x.g > 0 ? x.g : x.a;
+  return 2 * x.vb * x.b * x.s * kv_heads * x.d;
+}
+
+}  // namespace
+
 Model transformer_model(const TransformerConfig& config) {
   const Shape x = shape_of(config, 1);
+  const std::vector<int> context = context_degrees(config);
   const double boundary_bytes = x.vb * x.b * x.s * x.h;
   const bool mixed = x.vb == 2;
   Model model;
@@ -533,6 +560,10 @@ Model transformer_model(const TransformerConfig& config) {
   auto make_layer = [&](std::string name, TransformerPart part, double activation_bytes,
                         int allreduces_forward, int allreduces_backward) {
     Layer layer;
+    // Only attention passes keys and values around the context ring; the other layers split
+    // over tokens with no exchange.
+    layer.context_parallel =
+        ContextParallel{context, part == TransformerPart::kDecoder ? exchange_bytes(x) : 0.0};
     layer.name = std::move(name);
     TensorParallel split;
     split.degrees = config.degrees;

@@ -57,6 +57,22 @@ std::vector<int> even_split(int count, int P, int offset) {
 
 using Executions = std::vector<simulate::StageExecution>;
 
+// The one context-parallel degree of a megatron request (spec 10.4), which the model allows.
+int megatron_context_degree(const Request& request) {
+  if (request.context_parallel.empty()) return 1;
+  if (request.context_parallel.size() != 1) {
+    throw UsageError(
+        "--context-parallel: the megatron planner plans one configuration: give one degree");
+  }
+  const int C = request.context_parallel.front();
+  if (!model::allows_context_degree(request.model, C)) {
+    throw InfeasibleError("context-parallel degree " + std::to_string(C) +
+                          " is not allowed by the model: some layer's context_parallel does not "
+                          "list it (spec 10.1)");
+  }
+  return C;
+}
+
 // Whether every group of every stage (`exec`: their execution figures) holds what `policy`
 // keeps in flight. O(S + N).
 bool fits(const Request& request, const std::vector<Stage>& stages, const Executions& exec,
@@ -116,13 +132,18 @@ std::vector<Request> megatron_configurations(const Request& request,
   if (!model::has_tensor_parallel_layers(request.model)) return out;
   const int N = request.topology.size();
   const int L = static_cast<int>(layers.size());
+  // One context-parallel degree is kept; a list (spp's choice) leaves the configurations at 1.
+  const std::vector<int> context =
+      request.context_parallel.size() == 1 ? request.context_parallel : std::vector<int>{};
+  const long C = context.empty() ? 1 : context.front();
   for (const int t : degrees) {
-    for (int P = 1; P <= L && t * P <= N; ++P) {
-      if (N % (t * P) != 0) continue;
+    for (int P = 1; P <= L && t * P * C <= N; ++P) {
+      if (N % (t * P * C) != 0) continue;
       Request fixed = request;
       fixed.tensor_parallel = {t};
+      fixed.context_parallel = context;
       fixed.pipeline_parallel = P;
-      fixed.data_parallel = N / (t * P);
+      fixed.data_parallel = static_cast<int>(N / (t * P * C));
       out.push_back(std::move(fixed));
     }
   }
@@ -131,8 +152,9 @@ std::vector<Request> megatron_configurations(const Request& request,
 
 std::optional<std::string> megatron_refusal(const Request& request) {
   if (request.tensor_parallel.size() != 1 || !request.pipeline_parallel) return std::nullopt;
-  const long per_copy =
-      static_cast<long>(request.tensor_parallel.front()) * std::max(*request.pipeline_parallel, 1);
+  const long context = request.context_parallel.size() == 1 ? request.context_parallel.front() : 1;
+  const long per_copy = static_cast<long>(request.tensor_parallel.front()) *
+                        std::max(*request.pipeline_parallel, 1) * std::max(context, 1L);
   if (per_copy < 1) return std::nullopt;
   const long D =
       request.data_parallel ? *request.data_parallel : request.topology.size() / per_copy;
@@ -156,14 +178,16 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
   }
   const int T = request.tensor_parallel.front();
   const int P = *request.pipeline_parallel;
+  const int C = megatron_context_degree(request);
   if (T < 1 || P < 1 || (request.data_parallel && *request.data_parallel < 1)) {
     throw UsageError("--tensor-parallel, --pipeline-parallel and --data-parallel must be >= 1");
   }
-  const long per_copy = static_cast<long>(T) * P;
+  const long per_copy = static_cast<long>(T) * P * C;
   const long D = request.data_parallel ? *request.data_parallel : N / per_copy;
   if (D < 1 || D * per_copy > N) {
     std::string configuration =
         "tensor-parallel " + std::to_string(T) + " x pipeline-parallel " + std::to_string(P);
+    if (C > 1) configuration += " x context-parallel " + std::to_string(C);
     if (request.data_parallel) configuration += " x data-parallel " + std::to_string(D);
     throw InfeasibleError(configuration + " needs " + std::to_string(std::max(D, 1L) * per_copy) +
                           " GPUs, the topology has " + std::to_string(N));
@@ -197,8 +221,11 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
     Stage stage;
     stage.first_layer = firsts[static_cast<std::size_t>(k)];
     stage.last_layer = k + 1 < stages ? firsts[static_cast<std::size_t>(k) + 1] - 1 : L - 1;
-    for (long g = p * D * T; g < (p + 1) * D * T; ++g) stage.gpus.push_back(static_cast<int>(g));
+    // Megatron-LM's rank order tp-cp-dp-pp: stage p's D replicas of C groups of T GPUs.
+    const long width = D * C * T;
+    for (long g = p * width; g < (p + 1) * width; ++g) stage.gpus.push_back(static_cast<int>(g));
     stage.tensor_parallel = T;
+    stage.context_parallel = C;
     if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, T)) {
       throw InfeasibleError("stage " + std::to_string(k) + " (layers " +
                             std::to_string(stage.first_layer) + "-" +

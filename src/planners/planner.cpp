@@ -15,6 +15,7 @@
 #include "pipeplan/partition/search.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/context_parallel.hpp"
 #include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
@@ -66,7 +67,12 @@ double linear_steps(const Request& request) {
   return layer_count(request) + request.topology.size();
 }
 
-Plan spp_plan(const Request& request, schedule::Policy policy) { return plan_spp(request, policy); }
+// spp at each context-parallel degree of the request, the fastest kept (spec 10.4).
+Plan spp_plan(const Request& request, schedule::Policy policy) {
+  return plan_context_parallel(request, policy, [](const Request& at_one, schedule::Policy p) {
+    return plan_spp(at_one, p);
+  });
+}
 
 // megatron in compare: megatron_configurations at every degree the request allows, each labelled
 // `t{T} p{P} d{D}`. O(configurations).
@@ -82,6 +88,10 @@ std::vector<CompareVariant> megatron_variants(const Request& request) {
     label += std::to_string(*fixed.pipeline_parallel);
     label += " d";
     label += std::to_string(*fixed.data_parallel);
+    if (fixed.context_parallel.size() == 1 && fixed.context_parallel.front() > 1) {
+      label += " c";
+      label += std::to_string(fixed.context_parallel.front());
+    }
     variants.push_back({std::move(label), std::move(fixed)});
   }
   return variants;
@@ -92,17 +102,18 @@ std::vector<CompareVariant> megatron_variants(const Request& request) {
 std::vector<PlannerRow> make_planner_table() {
   using schedule::Policy;
   std::vector<PlannerRow> rows;
-  rows.push_back({.name = "spp",
-                  .description = "the paper's: min-cut GPU order, DP partition and placement, "
-                                 "list scheduling",
-                  .default_policy = Policy::kList,
-                  .compare_policies = {Policy::kList, Policy::kOneFOneB, Policy::kGpipe},
-                  .compare_uniform = true,
-                  .steps = spp_steps,
-                  .plan = spp_plan,
-                  .baseline = false,
-                  .options = {"--tensor-parallel", "--recompute", "--uniform"},
-                  .shares_devices = true});
+  rows.push_back(
+      {.name = "spp",
+       .description = "the paper's: min-cut GPU order, DP partition and placement, "
+                      "list scheduling",
+       .default_policy = Policy::kList,
+       .compare_policies = {Policy::kList, Policy::kOneFOneB, Policy::kGpipe},
+       .compare_uniform = true,
+       .steps = spp_steps,
+       .plan = spp_plan,
+       .baseline = false,
+       .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform"},
+       .shares_devices = true});
   rows.push_back({.name = "gpipe",
                   .description = "one stage per GPU in input order, layers balanced by compute",
                   .default_policy = Policy::kGpipe,
@@ -147,7 +158,7 @@ std::vector<PlannerRow> make_planner_table() {
                   .compare_variants = megatron_variants,
                   .steps = linear_steps,
                   .partition = megatron_partition,
-                  .options = {"--tensor-parallel", "--recompute", "--uniform",
+                  .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform",
                               "--pipeline-parallel", "--data-parallel"},
                   .shares_devices = true,
                   .refuses = megatron_refusal});
@@ -344,6 +355,23 @@ std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batc
 
 void check_task_limit(std::size_t stages, int micro_batches) {
   if (auto refusal = task_limit_refusal(stages, micro_batches)) throw InfeasibleError(*refusal);
+}
+
+Request with_inputs(const Request& request, const model::Model& model,
+                    const topology::Topology& topology) {
+  return Request{.model = model,
+                 .topology = topology,
+                 .micro_batches = request.micro_batches,
+                 .optimizer = request.optimizer,
+                 .recompute = request.recompute,
+                 .tensor_parallel = request.tensor_parallel,
+                 .uniform = request.uniform,
+                 .pipeline_parallel = request.pipeline_parallel,
+                 .data_parallel = request.data_parallel,
+                 .split_backward = request.split_backward,
+                 .virtual_stages = request.virtual_stages,
+                 .context_parallel = request.context_parallel,
+                 .schedule_auto = request.schedule_auto};
 }
 
 int virtual_stages_of(const Request& request, schedule::Policy policy) {

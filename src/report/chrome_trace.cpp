@@ -171,7 +171,7 @@ class TraceWriter {
       thread(kComputeThread, "compute");
       int tid = kFirstChannelThread;
       if (group.stages.size() == 1) {
-        if (plan_.stages[static_cast<std::size_t>(group.stages.front())].replicas() > 1) {
+        if (plan_.stages[static_cast<std::size_t>(group.stages.front())].reduces_gradients()) {
           thread(kAllReduceThread, "AllReduce");
         }
       } else {
@@ -213,7 +213,7 @@ class TraceWriter {
 
   // Whether stage `s` of a shared device has an AllReduce or optimizer steps. O(U).
   bool has_stage_thread(int s) const {
-    if (plan_.stages[static_cast<std::size_t>(s)].replicas() > 1) return true;
+    if (plan_.stages[static_cast<std::size_t>(s)].reduces_gradients()) return true;
     return std::any_of(plan_.timeline.updates.begin(), plan_.timeline.updates.end(),
                        [s](const TimedUpdate& e) { return e.stage == s; });
   }

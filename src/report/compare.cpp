@@ -49,6 +49,10 @@ std::string stages_text(const Plan& plan) {
       out += 't';
       out += std::to_string(stage.tensor_parallel);
     }
+    if (stage.context_parallel > 1) {  // spec 10.2 (`0-21x2t4c2`)
+      out += 'c';
+      out += std::to_string(stage.context_parallel);
+    }
     if (stage.recompute) out += 'r';
   }
   return out;
@@ -63,6 +67,11 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
     // are compared as they plan, one stage per GPU.
     planners::Request own = request;
     if (!planner.shares_devices) own.virtual_stages.reset();
+    // Likewise `--context-parallel` for the planners that take it (spec 10.4).
+    if (std::find(planner.options.begin(), planner.options.end(), "--context-parallel") ==
+        planner.options.end()) {
+      own.context_parallel.clear();
+    }
     for (const schedule::Policy policy : planners::compare_policies_for(planner, own)) {
       runs.emplace_back(
           CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},

@@ -181,7 +181,29 @@ void check_view_limit(const PlanView& view, std::string_view what) {
 
 }  // namespace
 
+namespace {
+
+// Spec 10.4: only Megatron-LM runs context parallelism; the other framework exports refuse it.
+void refuse_context_parallel(const PlanView& view, ExportFormat format) {
+  const int c = context_parallel(view.plan.stages);
+  const bool framework = format == ExportFormat::kRanks || format == ExportFormat::kTorchSplit ||
+                         format == ExportFormat::kTorchSchedule ||
+                         format == ExportFormat::kDeepSpeed;
+  if (c == 1 || !framework) return;
+  const char* name = format == ExportFormat::kDeepSpeed ? "DeepSpeed"
+                     : format == ExportFormat::kRanks   ? "the ranks export"
+                                                        : "torch.distributed.pipelining";
+  throw InputError(view.plan_file.empty() ? std::string("plan") : view.plan_file,
+                   "/context_parallel",
+                   "the plan splits each sequence over " + std::to_string(c) +
+                       " GPUs (context parallelism), which " + name +
+                       " does not run: make the plan with --context-parallel 1");
+}
+
+}  // namespace
+
 std::string export_plan(const PlanView& view, ExportFormat format) {
+  refuse_context_parallel(view, format);
   if (format == ExportFormat::kChromeTrace) check_view_limit(view, "a Chrome trace");
   if (format == ExportFormat::kSvg) check_view_limit(view, "an SVG");
   if (format == ExportFormat::kHtml) check_view_limit(view, "an HTML report");

@@ -124,17 +124,22 @@ Devices devices_of(const PlanView& view) {
 ordered_json rank_entries(const PlanView& view, const FrameworkShape& shape,
                           const std::vector<int>& ranks, const Devices& devices) {
   ordered_json out = ordered_json::array();
-  const int per_stage = shape.data * shape.tensor;
+  // Megatron-LM's order (tp-cp-dp-pp): tensor-parallel ranks vary fastest, then context-parallel
+  // ranks (spec 10.2's groups), then data-parallel ranks.
+  const int per_replica = shape.context * shape.tensor;
+  const int per_stage = shape.data * per_replica;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const int g = ranks[r];
     const int in_stage = static_cast<int>(r) % per_stage;
-    out.push_back({{"rank", static_cast<int>(r)},
-                   {"gpu", detail::gpu_id(view, g)},
-                   {"host", view.gpu_nodes[static_cast<std::size_t>(g)]},
-                   {"device", devices.device[static_cast<std::size_t>(g)]},
-                   {"pipeline_rank", static_cast<int>(r) / per_stage},
-                   {"data_parallel_rank", in_stage / shape.tensor},
-                   {"tensor_parallel_rank", in_stage % shape.tensor}});
+    ordered_json entry = {{"rank", static_cast<int>(r)},
+                          {"gpu", detail::gpu_id(view, g)},
+                          {"host", view.gpu_nodes[static_cast<std::size_t>(g)]},
+                          {"device", devices.device[static_cast<std::size_t>(g)]},
+                          {"pipeline_rank", static_cast<int>(r) / per_stage},
+                          {"data_parallel_rank", in_stage / per_replica}};
+    if (shape.context > 1) entry["context_parallel_rank"] = in_stage / shape.tensor % shape.context;
+    entry["tensor_parallel_rank"] = in_stage % shape.tensor;
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -546,7 +551,7 @@ FrameworkShape framework_shape(const PlanView& view, std::string_view framework)
                          std::to_string(r) + ": make the plan with a multiple of " +
                          std::to_string(r) + " micro-batches");
   }
-  return {devices, r, first.tensor_parallel, virtual_stages(stages)};
+  return {devices, r, first.tensor_parallel, virtual_stages(stages), first.context_parallel};
 }
 
 PipelineDevices pipeline_devices(const Plan& plan) {
@@ -575,6 +580,9 @@ ordered_json megatron_json(const PlanView& view) {
   if (shape.virtual_stages > 1) {
     arguments.insert(arguments.end(), {"--num-virtual-stages-per-pipeline-rank",
                                        std::to_string(shape.virtual_stages)});
+  }
+  if (shape.context > 1) {
+    arguments.insert(arguments.end(), {"--context-parallel-size", std::to_string(shape.context)});
   }
   const auto [decoders, layout] = megatron_layers(view, arguments, notes);
 
@@ -609,8 +617,9 @@ ordered_json megatron_json(const PlanView& view) {
   out["tensor_model_parallel_size"] = shape.tensor;
   out["pipeline_model_parallel_size"] = shape.pipeline;
   if (shape.virtual_stages > 1) out["num_virtual_stages_per_pipeline_rank"] = shape.virtual_stages;
+  if (shape.context > 1) out["context_parallel_size"] = shape.context;
   out["data_parallel_size"] = shape.data;
-  out["world_size"] = shape.pipeline * shape.data * shape.tensor;
+  out["world_size"] = shape.pipeline * shape.data * shape.context * shape.tensor;
   out["num_layers"] = decoders ? ordered_json(*decoders) : ordered_json(nullptr);
   out["pipeline_model_parallel_layout"] = layout ? ordered_json(*layout) : ordered_json(nullptr);
   out["micro_batches"] = view.micro_batches;

@@ -108,7 +108,7 @@ std::string stages_table(const PlanView& view) {
            format_ms(f.backward_ms) + "</td><td class=\"n\">" +
            (s + 1 < plan.stages.size() ? format_bytes(f.boundary_bytes) : std::string("-")) +
            "</td><td class=\"n\">" + format_bytes(f.parameter_bytes) + "</td><td class=\"n\">" +
-           (stage.replicas() > 1 ? format_ms(f.allreduce_ms) : std::string("-")) + "</td>" +
+           (stage.reduces_gradients() ? format_ms(f.allreduce_ms) : std::string("-")) + "</td>" +
            update + "</tr>\n";
   }
   out +=

@@ -44,7 +44,7 @@ bool plan_uses_v2_fields(const Plan& plan) {
 bool plan_uses_v3_fields(const Plan& plan) {
   const std::optional<schedule::Policy> policy = schedule::parse_policy(plan.schedule_policy);
   return plan.schedule.split_backward || virtual_stages(plan.stages) > 1 ||
-         (policy && schedule::policy_row(*policy).version3);
+         context_parallel(plan.stages) > 1 || (policy && schedule::policy_row(*policy).version3);
 }
 
 namespace {
@@ -129,6 +129,7 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
   auto ids = [&](const std::vector<int>& gpus) { return entries.ids(gpus); };
   const bool v3 = plan_uses_v3_fields(plan);
   const bool v2 = v3 || plan_uses_v2_fields(plan);
+  const int c = context_parallel(plan.stages);
   const std::vector<simulate::StageExecution> exec =
       simulate::execution(model, topology, plan.stages, plan.optimizer);
   ordered_json out = ordered_json::object();
@@ -149,6 +150,7 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
     out["split_backward"] = plan.schedule.split_backward;
     out["virtual_stages"] = virtual_stages(plan.stages);
   }
+  if (c > 1) out["context_parallel"] = c;  // spec 10.2: absent means 1
 
   std::vector<ordered_json> stages;
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
@@ -314,6 +316,9 @@ void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& 
   if (auto v = plan.optional("virtual_stages")) {
     stated.virtual_stages = static_cast<int>(v->as_integer(1, kMaxIndex));
   }
+  if (auto c = plan.optional("context_parallel")) {
+    stated.context_parallel = static_cast<int>(c->as_integer(1, model::kMaxContextParallelDegree));
+  }
   if (auto optimizer = plan.optional("optimizer")) {
     const std::string text = optimizer->as_string();
     if (text == "sharded") {
@@ -357,6 +362,7 @@ void read_stage(const io::Node& node, const GpuIds& gpus, simulate::StatedPlan& 
     out.tensor_parallel = static_cast<int>(t->as_integer(1, model::kMaxTensorParallelDegree));
   }
   if (auto recompute = stage.optional("recompute")) out.recompute = recompute->as_bool();
+  out.context_parallel = stated.context_parallel;  // one value for the plan (spec 10.2)
   std::optional<simulate::StatedStageFigures> figures;
   if (stage.optional("forward_ms") || stage.optional("backward_ms") ||
       stage.optional("parameter_bytes") || stage.optional("boundary_bytes") ||

@@ -93,11 +93,14 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                               ? std::to_string(r) + " x " + std::to_string(stage.tensor_parallel) +
                                     "-way tensor parallel"
                               : std::to_string(r) + (r == 1 ? " replica" : " replicas");
+      if (stage.context_parallel > 1) {
+        shape += ", " + std::to_string(stage.context_parallel) + "-way context parallel";
+      }
       if (stage.recompute) shape += ", recomputed";
       out += " (" + shape + ")";
     }
     out += " [" + gpu_list(stage, topology) + "], F+B " + format_ms(e.forward_ms + e.backward_ms);
-    if (stage.replicas() > 1) out += ", allreduce " + format_ms(e.allreduce_ms);
+    if (stage.reduces_gradients()) out += ", allreduce " + format_ms(e.allreduce_ms);
   }
   out += "\n  iteration " + format_ms(plan.timeline.iteration_ms) + ": " +
          ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms) + " the partition bound (" +

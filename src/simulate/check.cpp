@@ -136,6 +136,13 @@ class StructureCheck {
                                " GPUs, not a multiple of the stage's tensor_parallel (" +
                                std::to_string(t) + "): each replica is a group of t GPUs");
       }
+      const auto group = static_cast<std::size_t>(stage.group_size());
+      if (stage.gpus.size() % group != 0) {
+        fail(at + "/gpus", "lists " + std::to_string(stage.gpus.size()) +
+                               " GPUs, not a multiple of context_parallel x tensor_parallel (" +
+                               std::to_string(group) +
+                               "): each replica is a group of c tensor-parallel groups");
+      }
       place(s, at);
       const auto& figures = s < static_cast<int>(stated_.stage_figures.size())
                                 ? stated_.stage_figures[static_cast<std::size_t>(s)]
@@ -156,7 +163,7 @@ class StructureCheck {
   // Stage s's GPUs: new ones, or exactly the GPUs and degree of an earlier stage (a device).
   void place(int s, const std::string& at) {
     const Stage& stage = stated_.stages[static_cast<std::size_t>(s)];
-    const auto t = static_cast<std::size_t>(stage.tensor_parallel);
+    const auto group = static_cast<std::size_t>(stage.group_size());
     const int shared = index_.stage_of[static_cast<std::size_t>(stage.gpus.front())];
     const bool device =
         shared >= 0 && stated_.stages[static_cast<std::size_t>(shared)].gpus == stage.gpus;
@@ -179,7 +186,7 @@ class StructureCheck {
                                             : " already serves stage " + std::to_string(owner)));
       }
       owner = s;
-      index_.group_of[static_cast<std::size_t>(stage.gpus[k])] = static_cast<int>(k / t);
+      index_.group_of[static_cast<std::size_t>(stage.gpus[k])] = static_cast<int>(k / group);
     }
   }
 
@@ -532,6 +539,11 @@ class ModelCheck {
       : stated_(stated), index_(index), model_(model), topology_(topology) {}
 
   Plan run() {
+    if (!model::allows_context_degree(model_, stated_.context_parallel)) {
+      fail("/context_parallel", "is " + std::to_string(stated_.context_parallel) +
+                                    ", which some layer's context_parallel degrees do not list "
+                                    "(spec 10.1)");
+    }
     try {
       check_stages(model_, topology_, stated_.stages);
     } catch (const ScheduleError& error) {

@@ -6,13 +6,17 @@
 // byte-identical: a forward takes `F_s / speed` (plus a tensor-parallel term that is exactly
 // 0), the static bytes are `phi * W_s`, and so on.
 //
-// Complexity: O(layers x degrees) per stage for the sums (model::stage_cost), O(r t) for its
-// groups and rings.
+// Context parallelism (spec 10.3) divides the per-GPU values (model::at_context_degree, once per
+// call) and adds ring steps layer by layer (`context_parallel_compute`).
+//
+// Complexity: O(layers x degrees) per stage for the sums (model::stage_cost), O(r c t) for its
+// groups and rings, O(L x degrees) more for the divided model when c > 1.
 
 #include "pipeplan/simulate/execution.hpp"
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -47,11 +51,30 @@ double tensor_parallel_ms(int t, double bytes, std::int64_t count, const Ring& r
          2 * (tt - 1) * ring.latency_ms * static_cast<double>(count);
 }
 
-GroupExecution group_execution(const topology::Topology& topology, const Stage& stage, int i,
-                               const model::StageCost& cost, bool updates, double update_divisor) {
-  GroupExecution group;
-  group.gpus = stage.group(i);
-  group.leader = group.gpus.front();
+// The slowest of several rings: the smallest bandwidth and largest latency among their edges.
+Ring slowest_ring(const topology::Topology& topology, const std::vector<std::vector<int>>& rings) {
+  Ring slowest;
+  for (const std::vector<int>& gpus : rings) {
+    const Ring ring = ring_of(topology, gpus);
+    slowest.bandwidth = std::min(slowest.bandwidth, ring.bandwidth);
+    slowest.latency_ms = std::max(slowest.latency_ms, ring.latency_ms);
+  }
+  return slowest;
+}
+
+// The rings of a group of `c` tensor-parallel groups of `t` consecutive GPUs (spec 10.2):
+// `tensor` the c groups themselves, `context` the t rings through the j-th GPU of each group, in
+// group order. O(c t).
+std::vector<std::vector<int>> group_rings(const std::vector<int>& gpus, int t, bool context) {
+  const std::size_t tt = static_cast<std::size_t>(t);
+  const std::size_t c = gpus.size() / tt;
+  std::vector<std::vector<int>> rings(context ? tt : c);
+  for (std::size_t k = 0; k < gpus.size(); ++k) rings[context ? k % tt : k / tt].push_back(gpus[k]);
+  return rings;
+}
+
+// A group's speed (its slowest GPU's) and its smallest memory.
+void group_resources(const topology::Topology& topology, GroupExecution& group) {
   group.speed = std::numeric_limits<double>::infinity();
   group.tightest_gpu = group.leader;
   for (const int g : group.gpus) {
@@ -62,45 +85,92 @@ GroupExecution group_execution(const topology::Topology& topology, const Stage& 
       group.tightest_gpu = g;
     }
   }
+}
+
+// The compute of a group of a context-parallel stage (spec 10.3), layer by layer: each layer with
+// an exchange takes `max(compute, steps)` in each direction, `c - 1` ring steps of
+// `lambda + x / beta` in its forward and `2 (c - 1)` in its backward (its `I` when split); the
+// tensor-parallel all-reduces come on top (already in `group`). `divided` holds the per-GPU values
+// at `c` (model::at_context_degree). O(layers of the stage x degrees).
+void context_parallel_compute(const model::Model& divided, const Stage& stage, const Ring& ring,
+                              GroupExecution& group) {
   const int t = stage.tensor_parallel;
-  const Ring ring = ring_of(topology, group.gpus);
+  const double steps = stage.context_parallel - 1;
+  const double v = group.speed;
+  double forward = 0, backward = 0, input = 0, weight = 0;
+  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+    const model::Layer& layer = divided.layers[static_cast<std::size_t>(l)];
+    const double bytes = model::ring_step_bytes(layer, t, stage.context_parallel);
+    const double step = bytes > 0 ? ring.latency_ms + bytes / ring.bandwidth * 1e3 : 0;
+    const double b = model::backward_ms_at(layer, t) / v;
+    const double w = model::backward_weight_ms_at(layer, t) / v;
+    forward += std::max(model::forward_ms_at(layer, t) / v, steps * step);
+    backward += std::max(b, 2 * steps * step);
+    input += std::max(b - w, 2 * steps * step);
+    weight += w;
+  }
+  group.forward_ms = forward + group.forward_allreduce_ms;
+  group.backward_ms = backward + group.backward_allreduce_ms;
+  group.input_ms = input + group.backward_allreduce_ms;
+  group.weight_ms = weight;
+}
+
+GroupExecution group_execution(const topology::Topology& topology, const model::Model& divided,
+                               const Stage& stage, int i, const model::StageCost& cost,
+                               bool updates, double update_divisor) {
+  GroupExecution group;
+  group.gpus = stage.group(i);
+  group.leader = group.gpus.front();
+  group_resources(topology, group);
+  const int t = stage.tensor_parallel;
+  const bool context = stage.context_parallel > 1;
+  const Ring ring = context ? slowest_ring(topology, group_rings(group.gpus, t, false))
+                            : ring_of(topology, group.gpus);
   group.forward_allreduce_ms =
       tensor_parallel_ms(t, cost.forward_allreduce_bytes, cost.forward_allreduces, ring);
-  const double backward_allreduce_ms =
+  group.backward_allreduce_ms =
       tensor_parallel_ms(t, cost.backward_allreduce_bytes, cost.backward_allreduces, ring);
   const double v = group.speed;
-  group.forward_ms = cost.forward_ms / v + group.forward_allreduce_ms;
-  group.backward_ms = cost.backward_ms / v + backward_allreduce_ms;
-  group.backward_allreduce_ms = backward_allreduce_ms;
+  if (context) {
+    context_parallel_compute(divided, stage,
+                             slowest_ring(topology, group_rings(group.gpus, t, true)), group);
+  } else {
+    group.forward_ms = cost.forward_ms / v + group.forward_allreduce_ms;
+    group.backward_ms = cost.backward_ms / v + group.backward_allreduce_ms;
+    group.weight_ms = cost.backward_weight_ms / v;
+  }
   double work = cost.forward_ms + cost.backward_ms;
   if (stage.recompute) {
     // The backward runs the whole forward again first (spec 8.3).
     group.recompute_ms = group.forward_ms;
     group.backward_ms += group.forward_ms;
     group.backward_allreduce_ms += group.forward_allreduce_ms;
+    if (context) group.input_ms += group.forward_ms;
     work += cost.forward_ms;
   }
-  group.work_ms = work / v + group.forward_allreduce_ms + group.backward_allreduce_ms;
+  if (!context) group.input_ms = group.backward_ms - group.weight_ms;
+  group.work_ms = context ? group.forward_ms + group.backward_ms
+                          : work / v + group.forward_allreduce_ms + group.backward_allreduce_ms;
   if (updates) group.update_ms = cost.update_ms / v / update_divisor;
-  group.weight_ms = cost.backward_weight_ms / v;
   return group;
 }
 
-// The data-parallel AllReduce of a stage with r > 1 groups: t rings in parallel, ring i through
-// the i-th GPU of every group in group order, each carrying W_s; the longest ring's time.
+// The data-parallel AllReduce of a stage (spec 8.3 and 10.3): t rings in parallel, ring i through
+// the i-th GPU of every tensor-parallel group of every replica, in group order (the data- and
+// context-parallel ranks together), each carrying W_s; the longest ring's time; 0 when a ring
+// has one GPU.
 double data_parallel_allreduce_ms(const topology::Topology& topology, const Stage& stage,
                                   double bytes) {
-  const int r = stage.replicas();
-  if (r < 2) return 0;
-  if (stage.tensor_parallel == 1) return allreduce_ms(topology, stage.gpus, bytes);
+  const int t = stage.tensor_parallel;
+  const std::size_t members = stage.gpus.size() / static_cast<std::size_t>(t);
+  if (members < 2) return 0;
+  if (t == 1) return allreduce_ms(topology, stage.gpus, bytes);
   double longest = 0;
-  for (int i = 0; i < stage.tensor_parallel; ++i) {
+  for (int i = 0; i < t; ++i) {
     std::vector<int> ring;
-    ring.reserve(static_cast<std::size_t>(r));
-    for (int k = 0; k < r; ++k) {
-      ring.push_back(
-          stage.gpus[static_cast<std::size_t>(k) * static_cast<std::size_t>(stage.tensor_parallel) +
-                     static_cast<std::size_t>(i)]);
+    ring.reserve(members);
+    for (std::size_t k = 0; k < members; ++k) {
+      ring.push_back(stage.gpus[k * static_cast<std::size_t>(t) + static_cast<std::size_t>(i)]);
     }
     longest = std::max(longest, allreduce_ms(topology, ring, bytes));
   }
@@ -114,23 +184,32 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
   const bool updates = model::has_updates(model);
   const double phi = model.parameter_memory_factor;
   const double phi_sharded = model::sharded_factor(model);
+  const int c = context_parallel(stages);
+  // Per-GPU values at the plan's context-parallel degree (spec 10.1); the model itself at c = 1
+  // (not copied: replays in searches call this often).
+  std::optional<model::Model> divided_at_c;
+  if (c > 1) divided_at_c = model::at_context_degree(model, c);
+  const model::Model& divided = divided_at_c ? *divided_at_c : model;
   std::vector<StageExecution> out;
   out.reserve(stages.size());
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     const int t = stage.tensor_parallel;
     const int r = stage.replicas();
-    const model::StageCost cost = model::stage_cost(model, stage.first_layer, stage.last_layer, t);
+    const model::StageCost cost =
+        model::stage_cost(divided, stage.first_layer, stage.last_layer, t);
     StageExecution e;
     e.forward_ms = cost.forward_ms;
     e.backward_ms = cost.backward_ms;
     e.parameter_bytes = cost.parameter_bytes;
     if (s + 1 < stages.size()) {
       e.boundary_bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
-      e.transfer_bytes = e.boundary_bytes / std::min(t, stages[s + 1].tensor_parallel);
+      e.transfer_bytes = e.boundary_bytes / (c * std::min(t, stages[s + 1].tensor_parallel));
     }
     const bool sharded = optimizer == Optimizer::kSharded;
-    e.static_bytes = sharded ? cost.parameter_bytes * (phi - phi_sharded + phi_sharded / r)
+    // A sharded optimizer divides its shard among the data- and context-parallel ranks (10.3).
+    const int shards = r * c;
+    e.static_bytes = sharded ? cost.parameter_bytes * (phi - phi_sharded + phi_sharded / shards)
                              : phi * cost.parameter_bytes;
     if (stage.recompute) {
       e.stash_bytes = cost.recompute_input_bytes;
@@ -140,9 +219,9 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     }
     e.weight_stash_bytes = cost.weight_stash_bytes;
     e.allreduce_ms = data_parallel_allreduce_ms(topology, stage, cost.parameter_bytes);
-    const double divisor = sharded ? static_cast<double>(r) : 1.0;
+    const double divisor = sharded ? static_cast<double>(shards) : 1.0;
     for (int i = 0; i < r; ++i) {
-      e.groups.push_back(group_execution(topology, stage, i, cost, updates, divisor));
+      e.groups.push_back(group_execution(topology, divided, stage, i, cost, updates, divisor));
     }
     out.push_back(std::move(e));
   }

@@ -535,10 +535,13 @@ void peak_memory(const Replay& r, Timeline& timeline) {
 
 StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& stages, int s) {
   const Stage& stage = stages[static_cast<std::size_t>(s)];
-  // Per-GPU sums at the stage's degree (spec 8.2); at t = 1 the layers' own fields, summed in
-  // layer order.
+  // Per-GPU sums at the stage's degrees (spec 8.2 and 10.1); at t = c = 1 the layers' own
+  // fields, summed in layer order.
+  const int c = context_parallel(stages);
   const model::StageCost cost =
-      model::stage_cost(model, stage.first_layer, stage.last_layer, stage.tensor_parallel);
+      c > 1 ? model::stage_cost(model::at_context_degree(model, c), stage.first_layer,
+                                stage.last_layer, stage.tensor_parallel)
+            : model::stage_cost(model, stage.first_layer, stage.last_layer, stage.tensor_parallel);
   StageProfile profile;
   profile.forward_ms = cost.forward_ms;
   profile.backward_ms = cost.backward_ms;
@@ -572,6 +575,39 @@ double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double la
   return 2 * (rr - 1) / rr * bytes / beta_bytes_per_s * 1e3 + 2 * (rr - 1) * lambda_ms;
 }
 
+namespace {
+
+// The context-parallel rules of spec 10.2 for stage `s`: a degree of at least 1, the same for
+// every stage, allowed by every layer, and groups of `c t` GPUs. O(L) for the first stage, O(1)
+// after.
+void check_context_parallel(const model::Model& model, const std::vector<Stage>& stages,
+                            std::size_t s) {
+  const Stage& stage = stages[s];
+  const int c = stage.context_parallel;
+  const std::string name = "stage " + std::to_string(s);
+  if (c < 1) {
+    throw ScheduleError(name + " has context-parallel degree " + std::to_string(c) +
+                        "; it must be at least 1");
+  }
+  if (c != stages.front().context_parallel) {
+    throw ScheduleError(name + " has context-parallel degree " + std::to_string(c) + ", not " +
+                        std::to_string(stages.front().context_parallel) +
+                        " (one degree for the whole plan, spec 10.2)");
+  }
+  if (s == 0 && !model::allows_context_degree(model, c)) {
+    throw ScheduleError("context-parallel degree " + std::to_string(c) +
+                        " is not allowed by every layer's context_parallel degrees (spec 10.1)");
+  }
+  if (stage.gpus.size() % static_cast<std::size_t>(stage.group_size()) != 0) {
+    throw ScheduleError(name + " lists " + std::to_string(stage.gpus.size()) +
+                        " GPUs, not a multiple of its group size " +
+                        std::to_string(stage.group_size()) +
+                        " (c t: groups of c tensor-parallel groups, spec 10.2)");
+  }
+}
+
+}  // namespace
+
 void check_stages(const model::Model& model, const topology::Topology& topology,
                   const std::vector<Stage>& stages) {
   if (stages.empty()) throw ScheduleError("the plan has no stages");
@@ -603,6 +639,7 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
                           " GPUs, not a multiple of its tensor-parallel degree " +
                           std::to_string(t) + " (groups of t GPUs, spec 8.2)");
     }
+    check_context_parallel(model, stages, s);
     if (!model::stage_allows_degree(model, stage.first_layer, stage.last_layer, t)) {
       throw ScheduleError(name + " (layers " + std::to_string(stage.first_layer) + "-" +
                           std::to_string(stage.last_layer) +
@@ -670,7 +707,7 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
     for (std::size_t k = 0; k < stage.gpus.size(); ++k) {
       const auto g = static_cast<std::size_t>(stage.gpus[k]);
       if (r.stage_of[g] == kNone) r.stage_of[g] = s;  // a device is named by its first stage
-      r.group_of[g] = static_cast<int>(k) / stage.tensor_parallel;
+      r.group_of[g] = static_cast<int>(k) / stage.group_size();
     }
     r.device_of[static_cast<std::size_t>(s)] =
         r.stage_of[static_cast<std::size_t>(stage.gpus.front())];
@@ -727,8 +764,11 @@ namespace {
 // any_plan_ms (spec 8.3): each layer at its least total work `min_t t (f + b)` over its degrees
 // shared by all GPUs, and the single micro-batch at each layer's least time `min_t (f + b)` on
 // the fastest GPU. For a layer without tensor_parallel both are `f + b`, summed in layer order
-// as section 3 does. O(layers x degrees + N).
-double any_plan_bound(const model::Model& model, const topology::Topology& topology, double M) {
+// as section 3 does. A context-parallel plan (spec 10.3) runs the single micro-batch `c` times
+// faster at best: its term is divided by the plan's `c` (the bound then holds for every plan of
+// that degree). O(layers x degrees + N).
+double any_plan_bound(const model::Model& model, const topology::Topology& topology, double M,
+                      int c) {
   double work = 0;
   double latency = 0;
   for (const model::Layer& layer : model.layers) {
@@ -749,6 +789,7 @@ double any_plan_bound(const model::Model& model, const topology::Topology& topol
     speed_sum += gpu.speed;
     speed_max = std::max(speed_max, gpu.speed);
   }
+  if (c > 1) latency /= c;
   return std::max(M * work / speed_sum, latency / speed_max);
 }
 
@@ -761,8 +802,8 @@ double steady_state_ms(const StageExecution& e, const Stage& stage, double M) {
   bool proportional = true;
   double speeds = 0, rate = 0, shortest = std::numeric_limits<double>::infinity();
   for (const GroupExecution& group : e.groups) {
-    proportional =
-        proportional && group.forward_allreduce_ms == 0 && group.backward_allreduce_ms == 0;
+    proportional = proportional && group.forward_allreduce_ms == 0 &&
+                   group.backward_allreduce_ms == 0 && stage.context_parallel == 1;
     speeds += group.speed;
     rate += 1 / group.work_ms;
     shortest = std::min(shortest, group.work_ms);
@@ -793,7 +834,7 @@ Bounds compute_bounds(const model::Model& model, const topology::Topology& topol
                       bool split_backward) {
   const double M = micro_batches;
   Bounds bounds;
-  bounds.any_plan_ms = any_plan_bound(model, topology, M);
+  bounds.any_plan_ms = any_plan_bound(model, topology, M, context_parallel(stages));
   const std::vector<StageExecution> exec = execution(model, topology, stages, optimizer);
 
   // H_s accumulates forward latency; `drain` is max_{j<s} (sum_{i=j}^{s-1} (c_i + B_i/v_i) + AR_j),

@@ -36,7 +36,7 @@ TaskGraph::TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool s
   replicated_.assign(stages.size(), 0);
   boundary_.assign(stages.size(), kNone);
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    replicated_[s] = stages[s].replicas() > 1 ? 1 : 0;
+    replicated_[s] = stages[s].reduces_gradients() ? 1 : 0;
     if (s + 1 < stages.size() && (stages[s].gpus != stages[s + 1].gpus || stages[s].gpus.empty())) {
       boundary_[s] = remote_boundaries_++;
       boundary_stage_.push_back(static_cast<int>(s));

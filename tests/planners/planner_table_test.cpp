@@ -39,7 +39,8 @@ TEST(PlannerTableTest, CompareRunsEveryPlanner) {
 
 // Issue 34: each planner declares the planning options it takes; `plan` refuses the others.
 TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
-  const std::vector<std::string_view> known{"--tensor-parallel", "--recompute", "--uniform",
+  const std::vector<std::string_view> known{"--tensor-parallel",   "--context-parallel",
+                                            "--recompute",         "--uniform",
                                             "--pipeline-parallel", "--data-parallel"};
   for (const PlannerRow& row : planner_table()) {
     for (std::string_view option : row.options) {
@@ -48,6 +49,7 @@ TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
     }
   }
   EXPECT_EQ(planners_taking("--pipeline-parallel"), std::vector<std::string>{"megatron"});
+  EXPECT_EQ(planners_taking("--context-parallel"), (std::vector<std::string>{"spp", "megatron"}));
   EXPECT_EQ(planners_taking("--tensor-parallel"), (std::vector<std::string>{"spp", "megatron"}));
   EXPECT_EQ(planners_taking("--uniform").size(), planner_table().size());
 }

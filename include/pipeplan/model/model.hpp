@@ -55,6 +55,13 @@ struct TensorParallel {
   std::vector<double> weight_stash_bytes;  ///< Per-GPU bytes held from I to W at each degree.
 };
 
+/// How a layer splits over a context-parallel group of `c` GPUs (spec 10.1): each GPU holds `S/c`
+/// of the sequence's tokens and passes its attention's keys and values around the group's ring.
+struct ContextParallel {
+  std::vector<int> degrees;   ///< Allowed c: strictly ascending, starting at 1.
+  double exchange_bytes = 0;  ///< Keys and values of one micro-batch's whole sequence at t = 1.
+};
+
 /// Largest sum over all layers of forward_ms + backward_ms, of parameter_bytes (times the
 /// parameter memory factor), of stash_bytes and of activation_bytes. The execution model
 /// multiplies these by up to 2^20 micro-batches, divides times by speeds down to 1e-6 and
@@ -78,6 +85,8 @@ struct Layer {
   /// `stash_bytes`.
   std::optional<double> weight_stash_bytes;
   std::optional<TensorParallel> tensor_parallel;  ///< Absent: the layer is never split.
+  /// Absent: the layer allows any context-parallel degree, with no exchange (spec 10.1).
+  std::optional<ContextParallel> context_parallel;
 };
 
 /// A model profile.
@@ -130,7 +139,7 @@ bool uses_v2_fields(const Model& model);
 /// `sharded_memory_factor`, or its default `max(0, parameter_memory_factor - 2)`.
 double sharded_factor(const Model& model);
 
-/// Whether the model uses any field of spec 9.1 (then it is written with schema v3).
+/// Whether the model uses any field of spec 9.1 or 10.1 (then it is written with schema v3).
 bool uses_v3_fields(const Model& model);
 
 /// Whether some layer has a weight-gradient part above 0 at some degree: a split backward
@@ -212,5 +221,34 @@ struct StageCost {
 
 /// `StageCost` of layers `first..last` at degree `t`. O(layers x degrees).
 StageCost stage_cost(const Model& model, int first, int last, int t);
+
+// ---- Context parallelism (spec section 10). The division rule lives in `at_context_degree`:
+// every consumer that needs per-GPU values at a context-parallel degree `c > 1` reads them from
+// the divided model, so sections 8 and 9's per-degree functions above stay the one definition.
+
+/// Largest context-parallel degree a model file or `--context-parallel` may name: as for tensor
+/// parallelism, beyond any GPU count, so a degree is never the reason a plan is out of reach.
+inline constexpr int kMaxContextParallelDegree = kMaxTensorParallelDegree;
+
+/// Whether every layer allows context-parallel degree `c` (spec 10.2): a layer without
+/// `context_parallel` allows any `c >= 1`, one with it the degrees it lists. O(L log degrees).
+bool allows_context_degree(const Model& model, int c);
+
+/// Whether some layer has `context_parallel` (spec 10.1). O(L).
+bool has_context_parallel_layers(const Model& model);
+
+/// The model as a GPU of a context-parallel group of `c` sees it (spec 10.1): every per-GPU
+/// time and byte count of sections 8 and 9 divided by `c` (forward, backward and its weight part,
+/// stash and weight stash, the tensor-parallel all-reduce bytes, each per-degree array's entries,
+/// every layer's `activation_bytes` and `input_bytes`); parameters and update times whole;
+/// `exchange_bytes` kept as given (a ring step's size is `exchange_bytes / (c t)`,
+/// `ring_step_bytes`). `c = 1` returns the model unchanged. `c` must be allowed
+/// (`allows_context_degree`; else `InternalError`). O(L x degrees).
+Model at_context_degree(const Model& model, int c);
+
+/// What one ring step of layer `layer` passes at tensor-parallel degree `t` and context-parallel
+/// degree `c` (spec 10.1): `exchange_bytes / (c t)`, 0 without `context_parallel` or when
+/// `c = 1`.
+double ring_step_bytes(const Layer& layer, int t, int c);
 
 }  // namespace pipeplan::model

@@ -51,10 +51,19 @@ struct Request {
   /// Stages per device for the multi-stage fixed policies and the `megatron` planner
   /// (`--virtual-stages`, spec 9.5); empty: 1, or 2 under `zb-v`.
   std::optional<int> virtual_stages{};
+  /// The context-parallel degrees a plan may use (`--context-parallel LIST`, spec 10.4),
+  /// ascending; empty: 1 only. spp chooses one for the whole plan; the `megatron` planner takes
+  /// exactly one.
+  std::vector<int> context_parallel{};
   /// `--schedule auto` (spp only): every policy, `V` and the split considered per candidate,
   /// the fastest plan kept (spec 9.5).
   bool schedule_auto = false;
 };
+
+/// `request` with another model and topology, every setting kept (a request holds its inputs by
+/// reference: a planner that plans a derived problem asks with this). O(size of the lists).
+Request with_inputs(const Request& request, const model::Model& model,
+                    const topology::Topology& topology);
 
 /// The stages per device a plan of `request` under `policy` has: `--virtual-stages`, else 2
 /// under `zb-v` and 1 otherwise (spec 9.5).

@@ -128,6 +128,7 @@ struct FrameworkShape {
   int data = 1;            ///< r, the data-parallel size.
   int tensor = 1;          ///< t, the tensor-parallel size.
   int virtual_stages = 1;  ///< The most stages on one device (`virtual_stages`).
+  int context = 1;         ///< c, the context-parallel size (spec 10.2).
 };
 
 /// The plan's devices (spec 9.2): the stages of each GPU list, ascending, the devices in the

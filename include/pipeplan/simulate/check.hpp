@@ -59,6 +59,7 @@ struct StatedPlan {
   int micro_batches = 0;
   bool split_backward = false;        ///< `split_backward` (spec 9.2); false when absent.
   std::optional<int> virtual_stages;  ///< `virtual_stages` (spec 9.2), when stated.
+  int context_parallel = 1;           ///< `context_parallel` (spec 10.2); 1 when absent.
   double iteration_ms = 0;
   std::optional<Bounds> bounds;
   std::optional<std::vector<int>> gpu_order;

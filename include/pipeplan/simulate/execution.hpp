@@ -17,8 +17,7 @@ namespace pipeplan::simulate {
 /// One group (replica) of a stage as the execution model runs it: one compute resource.
 struct GroupExecution {
   int leader = 0;                        ///< The GPU compute tasks name.
-  std::vector<int> gpus;                 ///< Its t GPUs, leader first (the ring of its
-                                         ///< tensor-parallel all-reduces).
+  std::vector<int> gpus;                 ///< Its c t GPUs, leader first (spec 10.2).
   double speed = 1;                      ///< v: the slowest GPU's speed.
   std::optional<double> capacity_bytes;  ///< The smallest memory among its GPUs; empty when
                                          ///< every one is unlimited.
@@ -33,7 +32,10 @@ struct GroupExecution {
   double recompute_ms = 0;               ///< The recomputed forward inside backward_ms.
   double update_ms = 0;                  ///< Duration of its optimizer step; 0: none.
   double weight_ms = 0;                  ///< Duration of one W(m,s): `sum_l bw_l / v` (spec
-                                         ///< 9.3); an I(m,s) takes `backward_ms - weight_ms`.
+                                         ///< 9.3).
+  double input_ms = 0;                   ///< Duration of one I(m,s): `backward_ms - weight_ms`,
+                                         ///< or with context parallelism the ring steps
+                                         ///< overlapping the input-gradient part (spec 10.3).
 
   /// The duration of a compute task of this group (spec 8.3 and 9.3): the one place that says
   /// how long an `F`, `B`, `I` or `W` takes.
@@ -44,7 +46,7 @@ struct GroupExecution {
       case Op::kBackward:
         return backward_ms;
       case Op::kBackwardInput:
-        return backward_ms - weight_ms;
+        return input_ms;
       case Op::kBackwardWeight:
         return weight_ms;
     }
@@ -59,14 +61,15 @@ struct StageExecution {
   double parameter_bytes = 0;     ///< W_s: per-GPU parameter bytes at the stage's degree.
   double boundary_bytes = 0;      ///< A_s: activation bytes after the stage; 0 for the last.
   double transfer_bytes = 0;      ///< What one boundary transfer carries between leaders:
-                                  ///< A_s / min(t_s, t_{s+1}); 0 for the last stage.
+                                  ///< A_s / (c min(t_s, t_{s+1})); 0 for the last stage.
   double static_bytes = 0;        ///< Held by each of its GPUs throughout.
   double stash_bytes = 0;         ///< Held per micro-batch in flight, from F start to B end.
   double transient_bytes = 0;     ///< Held during each B (or I) only (recomputation's one-layer
                                   ///< stash).
   double weight_stash_bytes = 0;  ///< Yw_s: held per micro-batch from the end of its I to the
                                   ///< end of its W (spec 9.3; a split backward only).
-  double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel); 0: r = 1.
+  double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel over the
+                                  ///< data- and context-parallel ranks); 0: r c = 1.
   std::vector<GroupExecution> groups;  ///< In replica order.
 };
 

@@ -1,0 +1,44 @@
+#pragma once
+/// \file
+/// Planning with context parallelism (spec 10.4): a planner of one-stage-per-group plans runs at
+/// every context-parallel degree `c` of `--context-parallel LIST`, and the fastest plan is kept.
+///
+/// At `c > 1` the planner sees a **reduced problem**: every block of `c` GPUs is one GPU (its
+/// slowest speed, its smallest memory, between two blocks the slowest of the pairs of their j-th
+/// GPUs), and the model is the one a GPU of a context-parallel group sees
+/// (model::at_context_degree), with each layer's ring steps folded into its times as spec 10.3
+/// overlaps them (at speed 1.0, over the slowest block's ring). Blocks are taken from the min-cut
+/// order at stride 1 (each context ring on the closest GPUs) and at stride `t` for each
+/// tensor-parallel degree `t` the request allows (Megatron-LM's order: tensor-parallel groups on
+/// consecutive GPUs, context rings across them); each stride is planned and the fastest kept. A
+/// plan is expanded so that a group of `t` blocks becomes a replica of `c` tensor-parallel groups,
+/// the j-th made of the j-th GPU of each block. The expanded stages are scheduled and replayed
+/// again by the exact execution model of spec 10.3 (`finish_plan`): every figure of the plan is
+/// the real one, and the reduced problem only guides the search.
+
+#include <functional>
+
+#include "pipeplan/planners/planner.hpp"
+
+namespace pipeplan::planners {
+
+/// A planner at context-parallel degree 1 (the request's `context_parallel` is {1} or empty).
+using PlanAtOne = std::function<Plan(const Request&, schedule::Policy)>;
+
+/// The fastest of `plan_at_one`'s plans over the degrees of `request.context_parallel` (1 when
+/// empty) that the model allows and the GPUs hold; ties keep the smaller degree. With only
+/// degree 1 it is `plan_at_one(request, policy)` itself. Throws `InfeasibleError` when no degree
+/// gives a plan (the last degree's reason). Complexity: one run of `plan_at_one` per degree
+/// and stride (1 + the tensor-parallel degrees), plus O((N/c)^2 c) for each reduced topology and
+/// O(L x degrees) for each reduced model.
+Plan plan_context_parallel(const Request& request, schedule::Policy policy,
+                           const PlanAtOne& plan_at_one);
+
+/// The reduced model of degree `c` (see the file comment): `model::at_context_degree(model, c)`
+/// with each layer that exchanges keys and values taking, per tensor-parallel degree `t`,
+/// `max(f, (c-1) s)` forward and `max(b - w, 2 (c-1) s) + w` backward (`f`, `b`, `w` its divided
+/// times, `s = ring.latency + ring_step_bytes / ring.bandwidth` in ms). O(L x degrees).
+model::Model reduced_model(const model::Model& model, int c, double ring_bandwidth_bytes_per_s,
+                           double ring_latency_ms);
+
+}  // namespace pipeplan::planners

@@ -1,0 +1,261 @@
+// Context parallelism in planning (spec 10.4): the reduced problem, its plan expanded to real
+// GPUs, and the fastest degree kept. See context_parallel.hpp for the reduction and why the plan
+// stays exact.
+
+#include "pipeplan/planners/context_parallel.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
+#include "pipeplan/ordering/mincut_order.hpp"
+#include "pipeplan/planners/choices.hpp"
+#include "pipeplan/simulate/simulator.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+// Blocks of `c` consecutive GPUs of `order`; the GPUs past the last whole block are `spare`.
+struct Blocks {
+  std::vector<std::vector<int>> members;
+  std::vector<int> spare;
+};
+
+// Blocks of `c` GPUs of `order` taken at `stride`: each window of `c x stride` consecutive GPUs
+// gives `stride` blocks, block `i` its GPUs `i, i + stride, ..., i + (c-1) stride`. Stride 1
+// keeps each context ring on the closest GPUs; stride `t` is Megatron-LM's order for degree `t`
+// (a tensor-parallel group of `t` blocks of one window is `t` consecutive GPUs, and the context
+// rings cross them). O(N).
+Blocks blocks_of(const std::vector<int>& order, int c, int stride) {
+  Blocks out;
+  const std::size_t window = static_cast<std::size_t>(c) * static_cast<std::size_t>(stride);
+  const std::size_t whole = order.size() / window * window;
+  for (std::size_t w = 0; w < whole; w += window) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(stride); ++i) {
+      std::vector<int> block;
+      for (std::size_t k = 0; k < static_cast<std::size_t>(c); ++k) {
+        block.push_back(order[w + i + k * static_cast<std::size_t>(stride)]);
+      }
+      out.members.push_back(std::move(block));
+    }
+  }
+  out.spare.assign(order.begin() + static_cast<std::ptrdiff_t>(whole), order.end());
+  return out;
+}
+
+// The slowest ring of the blocks: the smallest bandwidth and largest latency among the edges of
+// each block's closed ring. O(N).
+std::pair<double, double> slowest_block_ring(const topology::Topology& topology,
+                                             const Blocks& blocks) {
+  double bandwidth = std::numeric_limits<double>::infinity(), latency = 0;
+  for (const std::vector<int>& block : blocks.members) {
+    for (std::size_t j = 0; j < block.size(); ++j) {
+      const int u = block[j], v = block[(j + 1) % block.size()];
+      if (u == v) continue;
+      bandwidth = std::min(bandwidth, topology.bandwidth_bytes_per_s(u, v));
+      latency = std::max(latency, topology.latency_ms(u, v));
+    }
+  }
+  return {bandwidth, latency};
+}
+
+// The topology whose GPUs are the blocks (context_parallel.hpp). O((N/c)^2 c).
+topology::Topology reduced_topology(const topology::Topology& topology, const Blocks& blocks) {
+  const int n = static_cast<int>(blocks.members.size());
+  std::vector<topology::Gpu> gpus;
+  gpus.reserve(blocks.members.size());
+  for (const std::vector<int>& block : blocks.members) {
+    topology::Gpu gpu = topology.gpu(block.front());
+    for (const int g : block) {
+      gpu.speed = std::min(gpu.speed, topology.gpu(g).speed);
+      const auto& memory = topology.gpu(g).memory_bytes;
+      if (memory) gpu.memory_bytes = std::min(gpu.memory_bytes.value_or(*memory), *memory);
+    }
+    gpus.push_back(std::move(gpu));
+  }
+  topology::DirectLinks links(n);
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      const auto& x = blocks.members[static_cast<std::size_t>(a)];
+      const auto& y = blocks.members[static_cast<std::size_t>(b)];
+      double bandwidth = std::numeric_limits<double>::infinity(), latency = 0;
+      for (std::size_t j = 0; j < x.size(); ++j) {
+        bandwidth = std::min(bandwidth, topology.bandwidth_bytes_per_s(x[j], y[j]));
+        latency = std::max(latency, topology.latency_ms(x[j], y[j]));
+      }
+      links.set(a, b, bandwidth, latency);
+    }
+  }
+  return topology::Topology::build(topology.name(), std::move(gpus), std::move(links),
+                                   "the context-parallel blocks");
+}
+
+// The reduced plan's stages on real GPUs: a group of t blocks becomes c tensor-parallel groups,
+// the j-th of the j-th GPU of each block (context_parallel.hpp). O(N).
+Partition expanded(const Plan& reduced, const Blocks& blocks, int c) {
+  Partition out;
+  for (const int b : reduced.gpu_order) {
+    const auto& block = blocks.members[static_cast<std::size_t>(b)];
+    out.gpu_order.insert(out.gpu_order.end(), block.begin(), block.end());
+  }
+  out.gpu_order.insert(out.gpu_order.end(), blocks.spare.begin(), blocks.spare.end());
+  for (const Stage& stage : reduced.stages) {
+    Stage real = stage;
+    real.context_parallel = c;
+    real.gpus.clear();
+    for (int i = 0; i < stage.replicas(); ++i) {
+      const std::vector<int> group = stage.group(i);
+      for (int j = 0; j < c; ++j) {
+        for (const int b : group) {
+          real.gpus.push_back(
+              blocks.members[static_cast<std::size_t>(b)][static_cast<std::size_t>(j)]);
+        }
+      }
+    }
+    out.stages.push_back(std::move(real));
+  }
+  return out;
+}
+
+// spp (or another planner) at degree c > 1 through the reduced problem of blocks at `stride`,
+// finished on the real one.
+Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, int stride,
+                        const std::vector<int>& order, const PlanAtOne& plan_at_one) {
+  const Blocks blocks = blocks_of(order, c, stride);
+  if (blocks.members.empty()) {
+    return {std::nullopt, "context-parallel degree " + std::to_string(c) + " needs " +
+                              std::to_string(c) + " GPUs, the topology has " +
+                              std::to_string(request.topology.size())};
+  }
+  const topology::Topology topology = reduced_topology(request.topology, blocks);
+  const auto [bandwidth, latency] = slowest_block_ring(request.topology, blocks);
+  const model::Model model = reduced_model(request.model, c, bandwidth, latency);
+  Request reduced = with_inputs(request, model, topology);
+  reduced.context_parallel = {1};
+  Plan plan;
+  try {
+    plan = plan_at_one(reduced, policy);
+  } catch (const InfeasibleError& error) {
+    return {std::nullopt, error.what()};
+  }
+  Request real = request;
+  real.context_parallel = {c};
+  const auto chosen = schedule::parse_policy(plan.schedule_policy);
+  if (!chosen) throw InternalError("a plan with the unknown policy " + plan.schedule_policy);
+  Finished finished = try_finish_plan(plan.planner, expanded(plan, blocks, c), real, *chosen);
+  if (finished.plan) {
+    // The search's notes speak of the reduced problem's times: said so.
+    for (const std::string& note : plan.notes) {
+      finished.plan->notes.push_back("c" + std::to_string(c) + " stride " + std::to_string(stride) +
+                                     " (reduced problem): " + note);
+    }
+    finished.plan->warnings = plan.warnings;
+    finished.plan->phase_ms = plan.phase_ms;
+  }
+  return finished;
+}
+
+// The faster of two finished plans (the first on ties), or the one that exists.
+Finished faster(Finished a, Finished b) {
+  if (!b.plan) return a.plan ? std::move(a) : std::move(b);
+  if (!a.plan) return b;
+  const double x = a.plan->timeline.iteration_ms, y = b.plan->timeline.iteration_ms;
+  return y < x && !simulate::times_equal(x, y) ? std::move(b) : std::move(a);
+}
+
+// Degree c > 1: the reduced problem at stride 1 and at each tensor-parallel degree the request
+// may use (Megatron-LM's order for it), the fastest kept. One plan per stride.
+Finished plan_at_degree(const Request& request, schedule::Policy policy, int c,
+                        const PlanAtOne& plan_at_one) {
+  const std::vector<int> order = ordering::mincut_order(request.topology);
+  std::vector<int> strides{1};
+  for (const int t : candidate_degrees(request)) {
+    if (t > 1 && static_cast<long>(t) * c <= request.topology.size()) strides.push_back(t);
+  }
+  Finished best{std::nullopt, {}};
+  for (const int stride : strides) {
+    best = faster(std::move(best), plan_at_stride(request, policy, c, stride, order, plan_at_one));
+  }
+  return best;
+}
+
+}  // namespace
+
+model::Model reduced_model(const model::Model& model, int c, double ring_bandwidth_bytes_per_s,
+                           double ring_latency_ms) {
+  model::Model out = model::at_context_degree(model, c);
+  out.transformer.reset();  // the layers are no longer those the description generates
+  const double steps = c - 1;
+  for (model::Layer& layer : out.layers) {
+    const double bytes_at_one = model::ring_step_bytes(layer, 1, c);
+    layer.context_parallel.reset();
+    if (bytes_at_one <= 0) continue;
+    const std::vector<int> degrees =
+        layer.tensor_parallel ? layer.tensor_parallel->degrees : std::vector<int>{1};
+    std::vector<double> forward, backward, weight;
+    for (const int t : degrees) {
+      const double step = ring_latency_ms + bytes_at_one / t / ring_bandwidth_bytes_per_s * 1e3;
+      const double w = model::backward_weight_ms_at(layer, t);
+      forward.push_back(std::max(model::forward_ms_at(layer, t), steps * step));
+      backward.push_back(std::max(model::backward_ms_at(layer, t) - w, 2 * steps * step) + w);
+      weight.push_back(w);
+    }
+    layer.forward_ms = forward.front();
+    layer.backward_ms = backward.front();
+    layer.backward_weight_ms = weight.front();
+    if (layer.tensor_parallel) {
+      layer.tensor_parallel->forward_ms = forward;
+      layer.tensor_parallel->backward_ms = backward;
+      layer.tensor_parallel->backward_weight_ms = weight;
+    }
+  }
+  return out;
+}
+
+Plan plan_context_parallel(const Request& request, schedule::Policy policy,
+                           const PlanAtOne& plan_at_one) {
+  const std::vector<int> asked =
+      request.context_parallel.empty() ? std::vector<int>{1} : request.context_parallel;
+  if (asked == std::vector<int>{1}) return plan_at_one(request, policy);
+  std::optional<Plan> best;
+  std::vector<std::string> tried;
+  std::string last_refusal = "no context-parallel degree of --context-parallel gives a plan";
+  for (const int c : asked) {
+    if (!model::allows_context_degree(request.model, c)) {
+      tried.push_back("c" + std::to_string(c) + ": not allowed by the model");
+      continue;
+    }
+    Finished finished{std::nullopt, {}};
+    if (c == 1) {
+      Request one = request;
+      one.context_parallel = {1};
+      try {
+        finished.plan = plan_at_one(one, policy);
+      } catch (const InfeasibleError& error) {
+        finished.refusal = error.what();
+      }
+    } else {
+      finished = plan_at_degree(request, policy, c, plan_at_one);
+    }
+    if (!finished.plan) {
+      tried.push_back("c" + std::to_string(c) + ": " + finished.refusal);
+      last_refusal = finished.refusal;
+      continue;
+    }
+    tried.push_back("c" + std::to_string(c) + ": " +
+                    io::format_ms(finished.plan->timeline.iteration_ms));
+    if (!best || (finished.plan->timeline.iteration_ms < best->timeline.iteration_ms &&
+                  !simulate::times_equal(finished.plan->timeline.iteration_ms,
+                                         best->timeline.iteration_ms))) {
+      best = std::move(finished.plan);
+    }
+  }
+  if (!best) throw InfeasibleError(last_refusal);
+  best->notes.push_back("context-parallel degrees tried: " + io::format_list(tried, "; "));
+  return std::move(*best);
+}
+
+}  // namespace pipeplan::planners

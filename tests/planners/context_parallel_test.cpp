@@ -1,0 +1,170 @@
+// Planning with context parallelism (spec 10.4): the megatron planner's placement at degree c,
+// spp's choice among degrees (never slower than any one of them alone, identical to before with
+// the default degree 1), the reduced model's folded ring steps, and plans that the checker
+// behind `simulate` accepts.
+
+#include "pipeplan/planners/context_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "../support/builders.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/export.hpp"
+#include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/simulate/check.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using namespace pipeplan::testing;
+
+// Layers named as `model transformer` names them, each splitting over 1 or 2 GPUs and over any
+// context-parallel degree up to 4; the decoders exchange 40 MB of keys and values and stash
+// 2 GB per micro-batch (so that one GPU of 4 GB holds a decoder's stash only when divided).
+model::Model long_sequence_model(int decoders) {
+  std::vector<L> spec{{1, 2, 1e6, 2e6, 1e6}};
+  for (int l = 0; l < decoders; ++l) spec.push_back({40, 80, 1e6, 1e8, 2e9});
+  spec.push_back({2, 4, 0, 2e6, 1e6});
+  model::Model model = make_model(spec);
+  model.layers.front().name = "embedding";
+  for (int l = 0; l < decoders; ++l) {
+    model.layers[static_cast<std::size_t>(l) + 1].name = "decoder" + std::to_string(l);
+  }
+  model.layers.back().name = "output";
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    model::Layer& layer = model.layers[l];
+    model::TensorParallel split;
+    split.degrees = {1, 2};
+    split.allreduce_bytes = 1e6;
+    layer.tensor_parallel = split;
+    const bool decoder = l > 0 && l + 1 < model.layers.size();
+    layer.context_parallel = model::ContextParallel{{1, 2, 4}, decoder ? 4e7 : 0.0};
+  }
+  return model;
+}
+
+Request request_for(const model::Model& model, const topology::Topology& topology, int M,
+                    std::vector<int> context) {
+  Request request{model, topology, M};
+  request.context_parallel = std::move(context);
+  return request;
+}
+
+// The plan as plan.json text, read back and checked as `simulate` does.
+void expect_checks(const Plan& plan, const model::Model& model,
+                   const topology::Topology& topology) {
+  const std::string text = report::plan_json_text(plan, model, topology);
+  const simulate::StatedPlan stated =
+      report::read_plan(io::source_from_text("plan.json", text), topology);
+  EXPECT_EQ(stated.context_parallel, context_parallel(plan.stages));
+  const Plan checked = simulate::check_plan(stated, model, topology);
+  EXPECT_DOUBLE_EQ(checked.timeline.iteration_ms, plan.timeline.iteration_ms);
+}
+
+TEST(ContextParallelPlanning, MegatronPlacesTensorThenContextThenDataRanks) {
+  const model::Model model = long_sequence_model(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  Request request = request_for(model, topology, 4, {2});
+  request.tensor_parallel = {2};
+  request.pipeline_parallel = 2;
+  const Plan plan = make_plan("megatron", request);
+  ASSERT_EQ(plan.stages.size(), 2U);
+  // D = 8 / (2 x 2 x 2) = 1: stage p on GPUs 4p .. 4p+3, one replica of two groups of two.
+  for (std::size_t s = 0; s < 2; ++s) {
+    const int first = 4 * static_cast<int>(s);
+    EXPECT_EQ(plan.stages[s].gpus, (std::vector<int>{first, first + 1, first + 2, first + 3}));
+    EXPECT_EQ(plan.stages[s].context_parallel, 2);
+    EXPECT_EQ(plan.stages[s].replicas(), 1);
+    EXPECT_TRUE(plan.stages[s].reduces_gradients());  // over its two context-parallel ranks
+  }
+  EXPECT_EQ(plan.timeline.allreduces.size(), 2U);
+  expect_checks(plan, model, topology);
+
+  // The hand-off: Megatron-LM's flag and each rank's context-parallel rank (tp-cp-dp-pp).
+  report::PlanView view = report::make_view(plan, model, topology, "model.json");
+  view.plan_file = "plan.json";
+  const nlohmann::ordered_json megatron = report::megatron_json(view);
+  const auto& args = megatron.at("arguments");
+  const auto flag = std::find(args.begin(), args.end(), "--context-parallel-size");
+  ASSERT_NE(flag, args.end());
+  EXPECT_EQ(*(flag + 1), "2");
+  EXPECT_EQ(megatron.at("context_parallel_size"), 2);
+  EXPECT_EQ(megatron.at("world_size"), 8);
+  const int expected[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};  // (cp rank, tp rank)
+  for (int r = 0; r < 8; ++r) {
+    const auto& rank = megatron.at("rank_order").at(static_cast<std::size_t>(r));
+    EXPECT_EQ(rank.at("pipeline_rank"), r / 4) << r;
+    EXPECT_EQ(rank.at("data_parallel_rank"), 0) << r;
+    EXPECT_EQ(rank.at("context_parallel_rank"), expected[r % 4][0]) << r;
+    EXPECT_EQ(rank.at("tensor_parallel_rank"), expected[r % 4][1]) << r;
+  }
+  for (const auto format : {report::ExportFormat::kDeepSpeed, report::ExportFormat::kTorchSplit,
+                            report::ExportFormat::kTorchSchedule, report::ExportFormat::kRanks}) {
+    try {
+      report::export_plan(view, format);
+      FAIL() << "a context-parallel plan was exported";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("plan.json: /context_parallel: the plan splits "
+                          "each sequence over 2 GPUs (context parallelism)"),
+                std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find("make the plan with --context-parallel 1"),
+                std::string::npos);
+    }
+  }
+
+  request.context_parallel = {2, 4};
+  EXPECT_THROW(make_plan("megatron", request), UsageError);
+  request.context_parallel = {3};
+  EXPECT_THROW(make_plan("megatron", request), InfeasibleError);
+}
+
+TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne) {
+  const model::Model model = long_sequence_model(6);
+  // 8 GPUs of 12 GB: a decoder's 2 GB stash per micro-batch fits a few at a time undivided.
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 12e9);
+  const Plan by_default = make_plan("spp", request_for(model, topology, 8, {}));
+  const Plan at_one = make_plan("spp", request_for(model, topology, 8, {1}));
+  EXPECT_EQ(report::plan_json_text(by_default, model, topology),
+            report::plan_json_text(at_one, model, topology));
+  EXPECT_EQ(context_parallel(at_one.stages), 1);
+
+  const Plan at_two = make_plan("spp", request_for(model, topology, 8, {2}));
+  const Plan at_four = make_plan("spp", request_for(model, topology, 8, {4}));
+  const Plan chosen = make_plan("spp", request_for(model, topology, 8, {1, 2, 4}));
+  EXPECT_EQ(context_parallel(at_two.stages), 2);
+  EXPECT_EQ(context_parallel(at_four.stages), 4);
+  const double best = std::min(
+      {at_one.timeline.iteration_ms, at_two.timeline.iteration_ms, at_four.timeline.iteration_ms});
+  EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, best);
+  for (const Plan* plan : {&at_two, &at_four, &chosen}) expect_checks(*plan, model, topology);
+}
+
+TEST(ContextParallelPlanning, TheReducedModelFoldsEachLayersRingStepsIntoItsTimes) {
+  model::Model model = long_sequence_model(1);
+  model.layers[1].backward_weight_ms = 30;
+  // At c = 2 over a ring of 1 GB/s and 1 ms: a decoder's step passes 4e7 / (2 t) bytes,
+  // 1 + 20 = 21 ms at t = 1 and 1 + 10 = 11 ms at t = 2.
+  const model::Model reduced = reduced_model(model, 2, 1e9, 1);
+  const model::Layer& decoder = reduced.layers[1];
+  EXPECT_FALSE(decoder.context_parallel.has_value());
+  EXPECT_FALSE(reduced.transformer.has_value());
+  // t = 1: forward max(40 / 2, 21) = 21; backward max((80 - 30) / 2, 42) + 15 = 57; W 15.
+  EXPECT_DOUBLE_EQ(decoder.forward_ms, 21);
+  EXPECT_DOUBLE_EQ(decoder.backward_ms, 57);
+  EXPECT_DOUBLE_EQ(decoder.backward_weight_ms, 15);
+  // t = 2: forward max(10, 11) = 11; backward max((40 - 15) / 2, 22) + 7.5 = 29.5.
+  EXPECT_DOUBLE_EQ(model::forward_ms_at(decoder, 2), 11);
+  EXPECT_DOUBLE_EQ(model::backward_ms_at(decoder, 2), 29.5);
+  // A layer without an exchange is only divided.
+  EXPECT_DOUBLE_EQ(reduced.layers[0].forward_ms, 0.5);
+  EXPECT_DOUBLE_EQ(reduced.layers[0].parameter_bytes, 2e6);
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
