@@ -137,13 +137,14 @@ std::vector<Request> megatron_configurations(const Request& request,
       request.context_parallel.size() == 1 ? request.context_parallel : std::vector<int>{};
   const long C = context.empty() ? 1 : context.front();
   for (const int t : degrees) {
-    for (int P = 1; P <= L && t * P * C <= N; ++P) {
-      if (N % (t * P * C) != 0) continue;
+    for (int P = 1; P <= L && static_cast<long>(t) * P * C <= N; ++P) {
+      const long per_copy = static_cast<long>(t) * P * C;
+      if (N % per_copy != 0) continue;
       Request fixed = request;
       fixed.tensor_parallel = {t};
       fixed.context_parallel = context;
       fixed.pipeline_parallel = P;
-      fixed.data_parallel = static_cast<int>(N / (t * P * C));
+      fixed.data_parallel = static_cast<int>(N / per_copy);
       out.push_back(std::move(fixed));
     }
   }
