@@ -132,6 +132,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     const bool sharded = optimizer == Optimizer::kSharded;
     e.static_bytes = sharded ? cost.parameter_bytes * (phi - phi_sharded + phi_sharded / r)
                              : phi * cost.parameter_bytes;
+    e.reserve_bytes = model.reserve_bytes;
     if (stage.recompute) {
       e.stash_bytes = cost.recompute_input_bytes;
       e.transient_bytes = cost.max_stash_bytes;
