@@ -12,6 +12,7 @@
 #include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/export.hpp"
+#include "pipeplan/report/memory_view.hpp"
 #include "pipeplan/report/plan_diff.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/summary.hpp"
@@ -151,7 +152,11 @@ int run_plan(const PlanOptions& options, Context& context) {
     planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + io::format_ms(ms);
   }
   if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
-  context.say(report::plan_summary(plan, model, topology) + "\n  planned in " +
+  // The memory breakdown for models with a framework reserve (described transformers): a
+  // profile's summary stays as it was (docs/memory.md); `simulate` prints it for every plan.
+  const std::string memory =
+      model.reserve_bytes > 0 ? "\n" + report::memory_summary(plan, model, topology) : "";
+  context.say(report::plan_summary(plan, model, topology) + memory + "\n  planned in " +
               io::format_ms(total_ms) + " (" + phases + ")");
   return 0;
 }

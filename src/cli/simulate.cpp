@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/report/memory_view.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/report/summary.hpp"
@@ -32,7 +33,8 @@ int run_simulate(const SimulateOptions& options, Context& context) {
     context.commit();
   }
   context.say(options.plan + ": valid; " + report::plan_summary(plan, model, topology) + "\n" +
-              report::gpu_summary(plan, topology));
+              report::gpu_summary(plan, topology) + "\n" +
+              report::memory_summary(plan, model, topology));
   return 0;
 }
 

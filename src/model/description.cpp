@@ -152,8 +152,9 @@ int written_micro_batch_size(const io::ObjectReader& file, const TransformerConf
 namespace {
 
 // The model file's keys that a description generates.
-constexpr const char* kProfileKeys[] = {"profile", "parameter_memory_factor",
-                                        "sharded_memory_factor", "input_bytes", "layers"};
+constexpr const char* kProfileKeys[] = {
+    "profile",     "parameter_memory_factor", "sharded_memory_factor",
+    "input_bytes", "reserve_bytes",           "layers"};
 
 struct Difference {
   io::Node where;

@@ -234,6 +234,7 @@ void check_totals(const Model& model, const io::Node& layers) {
   check(activation_bytes, "the sum of activation_bytes");
   check(activation_bytes + model.input_bytes, "input_bytes plus the sum of activation_bytes");
   check(update_ms, "the sum of update_ms");
+  check(model.reserve_bytes, "reserve_bytes");
   // Spec 9.1's parts: the reader keeps each at most its whole at every degree, so these hold
   // whenever the sums above do; checked all the same, so that the bound does not rest on it.
   check(weight_ms, "the sum of backward_weight_ms");
@@ -296,6 +297,7 @@ Model read_model(const io::Source& source) {
                                                         "parameter_memory_factor",
                                                         "sharded_memory_factor",
                                                         "input_bytes",
+                                                        "reserve_bytes",
                                                         "layers",
                                                         "transformer"};
   hint_topology_file(root, known_keys);
@@ -348,6 +350,7 @@ Model read_model(const io::Source& source) {
     }
   }
   if (auto input = object.optional("input_bytes")) model.input_bytes = nonnegative(*input);
+  if (auto reserve = object.optional("reserve_bytes")) model.reserve_bytes = nonnegative(*reserve);
   io::Node layers = object.required("layers");
   std::vector<io::Node> elements = layers.elements();
   if (elements.empty()) layers.fail("must list at least one layer");
@@ -430,6 +433,7 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     out["sharded_memory_factor"] = json_number(*model.sharded_memory_factor);
   }
   if (model.input_bytes != 0) out["input_bytes"] = json_number(model.input_bytes);
+  if (model.reserve_bytes != 0) out["reserve_bytes"] = json_number(model.reserve_bytes);
   std::vector<nlohmann::ordered_json> layers;
   layers.reserve(model.layers.size());
   for (const Layer& layer : model.layers) {
@@ -468,7 +472,9 @@ double total_compute_ms(const Model& model) {
 }
 
 bool uses_v2_fields(const Model& model) {
-  if (model.sharded_memory_factor || model.input_bytes != 0) return true;
+  if (model.sharded_memory_factor || model.input_bytes != 0 || model.reserve_bytes != 0) {
+    return true;
+  }
   return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
     return layer.update_ms != 0 || layer.tensor_parallel.has_value();
   });

@@ -551,11 +551,14 @@ Model transformer_model(const TransformerConfig& config) {
   model.name = config.name;
   model.profile_batch_size = config.micro_batch_size;
   model.profile_device = config.gpu;
-  // Mixed-precision Adam: 16-bit weights and gradients, fp32 master weights and two moments:
-  // 16 bytes per parameter, 8 per 2-byte weight byte, 6 of them (master and moments) shardable.
-  // In fp32: weights, gradients and two moments, 4 per weight byte, 2 shardable.
-  model.parameter_memory_factor = mixed ? 8 : 4;
-  model.sharded_memory_factor = mixed ? 6 : 2;
+  // Megatron-LM's bytes per parameter (docs/memory.md): bf16 (and fp8) weights 2, fp32 main
+  // gradients 4, fp32 master weights and two moments 12: 18, 9 per 2-byte weight byte, 6 of them
+  // sharded by the distributed optimizer (6 + 12/d). fp16 keeps fp16 gradients and an fp32 copy
+  // in the optimizer: 20 (4 + 16/d). fp32: weights, gradients, two moments: 16 (8 + 8/d).
+  const bool fp16 = config.dtype == hardware::DType::kFp16;
+  model.parameter_memory_factor = fp16 ? 10 : mixed ? 9 : 4;
+  model.sharded_memory_factor = fp16 ? 8 : mixed ? 6 : 2;
+  model.reserve_bytes = kFrameworkReserveBytes;
   model.input_bytes = kTokenIdBytes * x.b * x.s;
   auto make_layer = [&](std::string name, TransformerPart part, double activation_bytes,
                         int allreduces_forward, int allreduces_backward) {

@@ -296,11 +296,12 @@ struct MemoryRule {
   double factor = 4;          // phi
   double sharded_factor = 2;  // phi_sh
   bool sharded = false;
+  double reserve = 0;  // the framework reserve (Model::reserve_bytes), once per GPU
 };
 
 MemoryRule memory_rule(const model::Model& model, Optimizer optimizer) {
   return {model.parameter_memory_factor, model::sharded_factor(model),
-          optimizer == Optimizer::kSharded};
+          optimizer == Optimizer::kSharded, model.reserve_bytes};
 }
 
 // Whether the stage fits, and with how many micro-batches in flight; sets `fits` and
@@ -315,8 +316,8 @@ void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
   const double stash = recompute ? x.inputs : x.stash;
   const long per_replica = run.most_micro_batches;
   const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;
-  const long in_flight =
-      simulate::max_in_flight(static_bytes + transient, stash, run.capacity, per_replica);
+  const long in_flight = simulate::max_in_flight(static_bytes + transient + rule.reserve, stash,
+                                                 run.capacity, per_replica);
   if (in_flight < needed) return;
   t.fits = true;
   t.memory_rounds = schedule.stashes == 0 && in_flight < per_replica
@@ -1035,6 +1036,7 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
   }
   if (degrees.empty()) return -1;
   const MemoryRule rule = memory_rule(model, optimizer);
+  memory -= rule.reserve;  // what a GPU holds besides its framework reserve
   const double factor = rule.sharded ? rule.factor - rule.sharded_factor : rule.factor;
   int stages = 1;
   double filled = 0;

@@ -81,8 +81,8 @@ bool fits(const Request& request, const std::vector<Stage>& stages, const Execut
     const long stashes = peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
     const auto& e = exec[s];
     for (const auto& group : e.groups) {
-      if (simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
-                                  group.capacity_bytes, stashes) < stashes) {
+      if (simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.reserve_bytes,
+                                  e.stash_bytes, group.capacity_bytes, stashes) < stashes) {
         return false;
       }
     }
@@ -111,8 +111,9 @@ double estimate_of(const Request& request, const Executions& exec) {
     allreduce = std::max(allreduce, e.allreduce_ms);
     const auto wanted = static_cast<long>(std::ceil(share));
     for (const simulate::GroupExecution& group : e.groups) {
-      const long slots = simulate::max_in_flight(e.static_bytes + e.transient_bytes, e.stash_bytes,
-                                                 group.capacity_bytes, wanted);
+      const long slots =
+          simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.reserve_bytes,
+                                  e.stash_bytes, group.capacity_bytes, wanted);
       if (slots < 1) return std::numeric_limits<double>::infinity();
       if (slots < wanted) {
         const long rounds = (wanted + slots - 1) / slots;  // ceil(wanted / slots)

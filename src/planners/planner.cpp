@@ -510,6 +510,12 @@ long peak_stashes(const std::vector<Stage>& stages, int s, int micro_batches,
 
 namespace {
 
+// ` + a framework reserve of 2 GiB` when the model has one (Model::reserve_bytes), else nothing.
+std::string reserve_words(const model::Model& model) {
+  if (model.reserve_bytes <= 0) return {};
+  return " + a framework reserve of " + io::format_bytes(model.reserve_bytes);
+}
+
 // The GPU of `stage` that holds the fewest stashes beside its static bytes (ties: the first in
 // the stage's order), and how many it holds, at most `limit`.
 std::pair<int, long> tightest_gpu(const model::Model& model, const topology::Topology& topology,
@@ -519,7 +525,7 @@ std::pair<int, long> tightest_gpu(const model::Model& model, const topology::Top
     parameters += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
     stash += model.layers[static_cast<std::size_t>(l)].stash_bytes;
   }
-  const double static_bytes = model.parameter_memory_factor * parameters;
+  const double static_bytes = model.parameter_memory_factor * parameters + model.reserve_bytes;
   int tightest = stage.gpus.front();
   long fewest = limit;
   for (int g : stage.gpus) {
@@ -550,16 +556,17 @@ std::optional<std::string> memory_shortfall(const model::Model& model,
     parameters += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
     stash += model.layers[static_cast<std::size_t>(l)].stash_bytes;
   }
-  const double need =
-      model.parameter_memory_factor * parameters + static_cast<double>(stashes) * stash;
+  const double need = model.parameter_memory_factor * parameters +
+                      static_cast<double>(stashes) * stash + model.reserve_bytes;
   const std::string layers =
       stage.first_layer == stage.last_layer
           ? "layer " + std::to_string(stage.first_layer)
           : "layers " + std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer);
   return "stage " + std::to_string(s) + " (" + layers + ") needs " + io::format_bytes(need) + " (" +
          io::format_number(model.parameter_memory_factor) + " x parameters + " +
-         std::to_string(stashes) + (stashes == 1 ? " stash" : " stashes") + ") but GPU \"" +
-         topology.gpu(gpu).id + "\" has " + io::format_bytes(*topology.gpu(gpu).memory_bytes);
+         std::to_string(stashes) + (stashes == 1 ? " stash" : " stashes") + reserve_words(model) +
+         ") but GPU \"" + topology.gpu(gpu).id + "\" has " +
+         io::format_bytes(*topology.gpu(gpu).memory_bytes);
 }
 
 std::string infeasibility_message(const Request& request) {
@@ -645,7 +652,8 @@ std::string infeasibility_reason(const Request& request) {
   double static_total = 0;
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const auto& layer = model.layers[l];
-    const double need = model.parameter_memory_factor * layer.parameter_bytes + layer.stash_bytes;
+    const double need = model.parameter_memory_factor * layer.parameter_bytes + layer.stash_bytes +
+                        model.reserve_bytes;
     static_total += model.parameter_memory_factor * layer.parameter_bytes + layer.stash_bytes;
     if (need > worst) {
       worst = need;
@@ -658,8 +666,8 @@ std::string infeasibility_reason(const Request& request) {
                                            model.layers[worst_layer].name + "\")";
   if (!unlimited && worst > largest) {
     return layer_name + " alone needs " + io::format_bytes(worst) + " (" +
-           io::format_number(model.parameter_memory_factor) +
-           " x parameters + one stash) but the largest GPU, \"" + largest_gpu + "\", has " +
+           io::format_number(model.parameter_memory_factor) + " x parameters + one stash" +
+           reserve_words(model) + ") but the largest GPU, \"" + largest_gpu + "\", has " +
            io::format_bytes(largest);
   }
   // Packed in input order, one stage per GPU, each GPU holding as many layers as fit beside

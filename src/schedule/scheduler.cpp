@@ -161,6 +161,7 @@ class Engine {
     }
     fixed += transient;
     const int first = device.stages.front();
+    fixed += exec_[static_cast<std::size_t>(first)].reserve_bytes;  // once per device
     for (std::size_t i = 0; i < device.leaders.size(); ++i) {
       Gpu& gpu = gpus_[static_cast<std::size_t>(device.leaders[i])];
       gpu.stage = first;
@@ -185,7 +186,10 @@ class Engine {
               std::to_string(device.stages.back()) + " of one device (layers " +
               std::to_string(first.first_layer) + ".." + std::to_string(last.last_layer) + ")";
     }
+    const double reserve = exec_[static_cast<std::size_t>(device.stages.front())].reserve_bytes;
     return which + " needs " + io::format_bytes(bytes) +
+           (reserve > 0 ? " (a framework reserve of " + io::format_bytes(reserve) + " included)"
+                        : std::string()) +
            " with one micro-batch in flight but GPU \"" + topology_.gpu(group.tightest_gpu).id +
            "\" has " + io::format_bytes(*group.capacity_bytes);
   }

@@ -211,6 +211,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     const int shards = r * c;
     e.static_bytes = sharded ? cost.parameter_bytes * (phi - phi_sharded + phi_sharded / shards)
                              : phi * cost.parameter_bytes;
+    e.reserve_bytes = model.reserve_bytes;
     if (stage.recompute) {
       e.stash_bytes = cost.recompute_input_bytes;
       e.transient_bytes = cost.max_stash_bytes;

@@ -521,6 +521,8 @@ void peak_memory(const Replay& r, Timeline& timeline) {
     const std::vector<int>& stages = timeline.gpus[g].stages;
     double static_bytes = 0;
     for (const int s : stages) static_bytes += r.exec[static_cast<std::size_t>(s)].static_bytes;
+    // The framework reserve, once per device (0 for profiles: the sums stay bit for bit).
+    static_bytes += r.exec[static_cast<std::size_t>(stages.front())].reserve_bytes;
     timeline.gpus[g].peak_memory_bytes =
         static_bytes + device_peak(r, stages, allocations[g], releases[g]);
   }

@@ -180,6 +180,25 @@ const char* const kThreeLayers = R"({"schema": "pipeplan/model/v2", "input_bytes
    "tensor_parallel": {"degrees": [1, 2], "allreduce_bytes": 1000, "allreduces_forward": 0,
                        "allreduces_backward": 1, "update_ms": [0, 0.25]}}]})";
 
+TEST(ModelV2Test, AFrameworkReserveIsReadAndWrittenBack) {
+  const std::string text = R"({"reserve_bytes": 2e9, "layers": [{"forward_ms": 1,
+    "backward_ms": 2, "activation_bytes": 0, "parameter_bytes": 10}]})";
+  const Model model = read(text);
+  EXPECT_EQ(model.reserve_bytes, 2e9);
+  const nlohmann::ordered_json written = model_to_json(model);
+  EXPECT_EQ(written["reserve_bytes"], 2e9);
+  EXPECT_EQ(written["schema"], "pipeplan/model/v2");  // a v1 reader would not count it
+  EXPECT_EQ(read(io::dump_json(written)).reserve_bytes, 2e9);
+  // Absent: 0, and not written (a profile stays byte for byte what it was).
+  const Model plain = read(R"({"layers": [{"forward_ms": 1, "backward_ms": 2,
+    "activation_bytes": 0, "parameter_bytes": 10}]})");
+  EXPECT_EQ(plain.reserve_bytes, 0);
+  EXPECT_FALSE(model_to_json(plain).contains("reserve_bytes"));
+  EXPECT_EQ(read_error(R"({"reserve_bytes": -1, "layers": [{"forward_ms": 1, "backward_ms": 2,
+    "activation_bytes": 0, "parameter_bytes": 10}]})"),
+            "model.json: /reserve_bytes: must be a finite number >= 0, got -1");
+}
+
 TEST(ModelV2Test, ReadsTheSpecExample) {
   const Model model = read(kThreeLayers);
   EXPECT_EQ(model.input_bytes, 64);

@@ -123,7 +123,7 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
   EXPECT_EQ(error(shape, R"("layers": [], )"),
             "m.json: /layers: has 0 entries where the description generates 4" + rule);
   EXPECT_EQ(error(shape, R"("parameter_memory_factor": 4, )"),
-            "m.json: /parameter_memory_factor: is 4 where the description generates 8" + rule);
+            "m.json: /parameter_memory_factor: is 4 where the description generates 9" + rule);
   EXPECT_EQ(error(shape, R"("profile": {"batch_size": 2}, )"),
             "m.json: /profile: missing \"device\"" + rule);
   // Without either, the message of a model without layers stays.

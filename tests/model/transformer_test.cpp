@@ -299,8 +299,9 @@ TEST(TransformerTest, WritesAV3ModelThatReadsBack) {
   EXPECT_EQ(model.layers[0].name, "embedding");
   EXPECT_EQ(model.layers[1].name, "decoder0");
   EXPECT_EQ(model.layers[3].name, "output");
-  EXPECT_EQ(model.parameter_memory_factor, 8);
+  EXPECT_EQ(model.parameter_memory_factor, 9);
   EXPECT_EQ(model.sharded_memory_factor, 6);
+  EXPECT_EQ(model.reserve_bytes, kFrameworkReserveBytes);
   EXPECT_EQ(model.input_bytes, 8.0 * 2 * 16);
   EXPECT_EQ(model.profile_device, "A100-80GB");
   EXPECT_EQ(model.profile_batch_size, 2);
@@ -335,6 +336,31 @@ TEST(TransformerTest, WritesAV3ModelThatReadsBack) {
   EXPECT_EQ(transformer_model(fp32).parameter_memory_factor, 4);
   EXPECT_EQ(transformer_model(fp32).sharded_memory_factor, 2);
   EXPECT_EQ(transformer_model(fp32).layers[1].parameter_bytes, 4 * decoder_parameters(config, 1));
+}
+
+// Megatron-LM's bytes per parameter (Megatron Core's distributed optimizer guide): bf16 weights
+// with fp32 main gradients 18 (6 + 12/d sharded), fp16 weights and gradients 20 (4 + 16/d),
+// fp32 16 (8 + 8/d); in units of the weights' own bytes. The old figures (16 bytes for 16-bit
+// training, factor 8) left out the fp32 gradient buffer.
+TEST(TransformerTest, MemoryFactorsAreMegatronsBytesPerParameter) {
+  auto factors = [](hardware::DType dtype) {
+    TransformerConfig config = gpt_style();
+    config.dtype = dtype;
+    const Model model = transformer_model(config);
+    const double weight_bytes =
+        dtype == hardware::DType::kFp32 || dtype == hardware::DType::kTf32 ? 4.0 : 2.0;
+    return std::make_pair(model.parameter_memory_factor * weight_bytes,
+                          *model.sharded_memory_factor * weight_bytes);
+  };
+  EXPECT_EQ(factors(hardware::DType::kBf16), std::make_pair(18.0, 12.0));
+  EXPECT_EQ(factors(hardware::DType::kFp8), std::make_pair(18.0, 12.0));
+  EXPECT_EQ(factors(hardware::DType::kFp16), std::make_pair(20.0, 16.0));
+  EXPECT_EQ(factors(hardware::DType::kFp32), std::make_pair(16.0, 8.0));
+  EXPECT_EQ(factors(hardware::DType::kTf32), std::make_pair(16.0, 8.0));
+  // Every generated model carries the framework reserve, 2 GiB, and writes it.
+  const Model model = transformer_model(gpt_style());
+  EXPECT_EQ(model.reserve_bytes, 2147483648.0);
+  EXPECT_EQ(model_to_json(model)["reserve_bytes"], 2147483648.0);
 }
 
 TEST(TransformerTest, WeightGradientPartIsTheWeightedGemms) {

@@ -241,7 +241,8 @@ TEST(BatchSizeTest, PicksTheSizeWhosePlanIsFastest) {
 
 TEST(BatchSizeTest, SkipsSizesThatDoNotFitInMemory) {
   const model::Model model = tiny_transformer();
-  // Room for the static bytes and the stashes of a micro-batch of 2 sequences, not 4.
+  // Room for the static bytes, the framework reserve and the stashes of a micro-batch of 2
+  // sequences, not 4.
   model::TransformerConfig config = *model.transformer;
   config.micro_batch_size = 2;
   const model::Model at_two = model::transformer_model(config);
@@ -251,7 +252,7 @@ TEST(BatchSizeTest, SkipsSizesThatDoNotFitInMemory) {
     stash_bytes += layer.stash_bytes;
   }
   const topology::Topology topology =
-      uniform_topology(1, 1e10, 0.001, {}, static_bytes + 1.5 * stash_bytes);
+      uniform_topology(1, 1e10, 0.001, {}, static_bytes + at_two.reserve_bytes + 1.5 * stash_bytes);
   auto plan = [&](const model::Model& at, int micro_batches) {
     return make_plan("data-parallel", Request{at, topology, micro_batches});
   };

@@ -100,7 +100,11 @@ struct Model {
   /// The part of `parameter_memory_factor` a sharded optimizer divides among a stage's
   /// replicas; absent means `max(0, parameter_memory_factor - 2)` (see `sharded_factor`).
   std::optional<double> sharded_memory_factor;
-  double input_bytes = 0;     ///< One micro-batch's input to layer 0, bytes.
+  double input_bytes = 0;  ///< One micro-batch's input to layer 0, bytes.
+  /// The framework reserve: bytes every used GPU holds besides the plan's weights, optimizer
+  /// state and activations (CUDA context, NCCL buffers; docs/memory.md), counted once per GPU in
+  /// its peak. 0 (absent) for profiles; `model transformer` writes kFrameworkReserveBytes.
+  double reserve_bytes = 0;
   std::vector<Layer> layers;  ///< At least one, in execution order.
   /// The completed transformer description the layers were generated from, when the file gave
   /// `transformer` (then the layers are those of its `micro_batch_size`, and the batch-size

@@ -42,6 +42,11 @@ inline constexpr int kMaxTransformerDimension = 1 << 24;
 /// Largest micro-batch size of a description: 2^20 sequences.
 inline constexpr int kMaxTransformerMicroBatchSize = 1 << 20;
 
+/// The framework reserve of a generated model (`Model::reserve_bytes`): 2 GiB per GPU, the CUDA
+/// context with its loaded kernels (about 0.5 GiB) and NCCL's buffers (about 1.5 GiB); the
+/// measurements behind both are in docs/memory.md.
+inline constexpr double kFrameworkReserveBytes = 2.0 * 1024 * 1024 * 1024;
+
 /// Most tensor-parallel degrees a description may list (each is one entry of every per-degree
 /// array of every layer).
 inline constexpr int kMaxTransformerDegrees = 16;

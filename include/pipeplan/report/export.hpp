@@ -48,11 +48,12 @@ struct GroupFigures {
 
 /// What the memory counter needs; known only with the model.
 struct MemoryFigures {
-  std::vector<double> static_bytes;     ///< Per GPU: parameter_memory_factor * W_s; 0 when unused.
-  std::vector<double> stash_bytes;      ///< Per stage: Y_s, held per micro-batch in flight (with
-                                        ///< recomputation: the inputs of its layers, spec 8.3).
-  std::vector<double> transient_bytes;  ///< Per stage: held during each backward only (with
-                                        ///< recomputation: its largest layer stash), else 0.
+  std::vector<double> static_bytes;        ///< Per GPU: its stages' static bytes and the model's
+                                           ///< reserve_bytes; 0 when unused.
+  std::vector<double> stash_bytes;         ///< Per stage: Y_s, held per micro-batch in flight (with
+                                           ///< recomputation: the inputs of its layers, spec 8.3).
+  std::vector<double> transient_bytes;     ///< Per stage: held during each backward only (with
+                                           ///< recomputation: its largest layer stash), else 0.
   std::vector<double> weight_stash_bytes;  ///< Per stage: Yw_s, held per micro-batch from the
                                            ///< end of its `I` to the end of its `W` (spec 9.3).
 };

@@ -63,6 +63,8 @@ struct StageExecution {
   double transfer_bytes = 0;      ///< What one boundary transfer carries between leaders:
                                   ///< A_s / (c min(t_s, t_{s+1})); 0 for the last stage.
   double static_bytes = 0;        ///< Held by each of its GPUs throughout.
+  double reserve_bytes = 0;       ///< The model's framework reserve: held by each GPU of its
+                                  ///< device throughout, once however many stages it serves.
   double stash_bytes = 0;         ///< Held per micro-batch in flight, from F start to B end.
   double transient_bytes = 0;     ///< Held during each B (or I) only (recomputation's one-layer
                                   ///< stash).

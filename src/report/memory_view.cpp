@@ -1,0 +1,101 @@
+// Each stage's peak memory per GPU, broken down (docs/memory.md).
+//
+// Complexity: the execution figures (O(layers x degrees)), then O(S + N) for the stages and
+// their GPUs.
+
+#include "pipeplan/report/memory_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pipeplan/io/format.hpp"
+#include "pipeplan/simulate/execution.hpp"
+
+namespace pipeplan::report {
+
+FactorSplit factor_split(const model::Model& model) {
+  const double phi = model.parameter_memory_factor;
+  const double unsharded = phi - model::sharded_factor(model);
+  FactorSplit split;
+  split.weights = std::min(1.0, unsharded);
+  split.gradients = unsharded - split.weights;
+  split.optimizer = phi - unsharded;
+  return split;
+}
+
+namespace {
+
+// The stages of the device that `stage` belongs to: those listed for its first GPU.
+const std::vector<int>& device_stages(const Plan& plan, const Stage& stage) {
+  return plan.timeline.gpus[static_cast<std::size_t>(stage.gpus.front())].stages;
+}
+
+StageMemory stage_memory(const Plan& plan, const model::Model& model,
+                         const topology::Topology& topology,
+                         const std::vector<simulate::StageExecution>& exec, int s) {
+  const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
+  StageMemory out;
+  out.stage = s;
+  out.gpu = stage.gpus.front();
+  for (const int g : stage.gpus) {
+    const double peak = plan.timeline.gpus[static_cast<std::size_t>(g)].peak_memory_bytes;
+    if (peak > plan.timeline.gpus[static_cast<std::size_t>(out.gpu)].peak_memory_bytes) out.gpu = g;
+  }
+  out.peak = plan.timeline.gpus[static_cast<std::size_t>(out.gpu)].peak_memory_bytes;
+  out.capacity = topology.gpu(out.gpu).memory_bytes;
+  const FactorSplit split = factor_split(model);
+  double static_bytes = 0;
+  const std::vector<int>& stages = device_stages(plan, stage);
+  for (const int d : stages) {
+    const simulate::StageExecution& e = exec[static_cast<std::size_t>(d)];
+    static_bytes += e.static_bytes;
+    out.weights += split.weights * e.parameter_bytes;
+    out.gradients += split.gradients * e.parameter_bytes;
+  }
+  // The optimizer state is the rest of the static bytes, so that the parts add up to the
+  // execution figure exactly (sharded or not).
+  out.optimizer = static_bytes - out.weights - out.gradients;
+  out.reserve = exec[static_cast<std::size_t>(s)].reserve_bytes;
+  out.activations = std::max(0.0, out.peak - static_bytes - out.reserve);
+  out.stash_bytes = exec[static_cast<std::size_t>(s)].stash_bytes;
+  return out;
+}
+
+// `16 x 2.389 GiB` when the activations are a whole number of stashes (within 1e-9), else empty.
+std::string in_flight(const StageMemory& m) {
+  if (m.stash_bytes <= 0 || m.activations <= 0) return {};
+  const double count = m.activations / m.stash_bytes;
+  const double whole = std::round(count);
+  if (whole < 1 || std::fabs(count - whole) > 1e-9 * whole) return {};
+  return " (" + io::format_number(whole, 15) + " x " + io::format_bytes(m.stash_bytes) + ")";
+}
+
+}  // namespace
+
+std::vector<StageMemory> memory_breakdown(const Plan& plan, const model::Model& model,
+                                          const topology::Topology& topology) {
+  const std::vector<simulate::StageExecution> exec =
+      simulate::execution(model, topology, plan.stages, plan.optimizer);
+  std::vector<StageMemory> out;
+  out.reserve(plan.stages.size());
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    out.push_back(stage_memory(plan, model, topology, exec, static_cast<int>(s)));
+  }
+  return out;
+}
+
+std::string memory_summary(const Plan& plan, const model::Model& model,
+                           const topology::Topology& topology) {
+  using io::format_bytes;
+  std::string out = "  peak memory per GPU (the stage's fullest GPU):";
+  for (const StageMemory& m : memory_breakdown(plan, model, topology)) {
+    out += "\n  stage " + std::to_string(m.stage) + " on " + topology.gpu(m.gpu).id + ": weights " +
+           format_bytes(m.weights) + " + gradients " + format_bytes(m.gradients) + " + optimizer " +
+           format_bytes(m.optimizer) + " + activations " + format_bytes(m.activations) +
+           in_flight(m) + " + reserve " + format_bytes(m.reserve) + " = " + format_bytes(m.peak) +
+           (m.capacity ? " of " + format_bytes(*m.capacity) : std::string(" (unlimited)"));
+  }
+  return out;
+}
+
+}  // namespace pipeplan::report
