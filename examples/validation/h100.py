@@ -149,12 +149,15 @@ class Table:
                                          % len(outside)))
         else:
             lines.append("* No run estimated.")
-        if self.unplanned:
-            reasons = {}
-            for _, reason in self.unplanned:
-                reasons[reason] = reasons.get(reason, 0) + 1
-            lines.append("* Not estimated: " + ", ".join(
-                "%d %s" % (count, reason) for reason, count in sorted(reasons.items())) + ".")
+        reasons = {}
+        for _, reason in self.unplanned:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        items = ["%s (%d)" % (reason, count) for reason, count in sorted(reasons.items())]
+        refused = sum(1 for note in self.notes if ", megatron: " in note)
+        if refused:
+            items.append("refused by pipeplan (%d, the refusals below)" % refused)
+        if items:
+            lines.append("* Not estimated: " + "; ".join(items) + ".")
         lines += ["", "By source (median signed error, from the lowest to the highest):", ""]
         for key in source_keys:
             if key in self.by_source:
