@@ -865,8 +865,8 @@ def validation_h100(text):
     figures = {"bf16_rows": str(len(bf16.rows)), "bf16_estimated": str(len(bf16.estimated()))}
     estimates = [row["estimate"] for row in bf16.rows]
     figures["needs_cp"] = str(estimates.count("needs context parallelism"))
-    claim({row["id"].startswith("dgxc-llama3.1") for row in bf16.rows
-           if row["estimate"] == "needs context parallelism"} == {True}, "the rows needing"
+    claim(all(row["id"].startswith("dgxc-llama3.1") for row in bf16.rows
+              if row["estimate"] == "needs context parallelism"), "the rows needing"
           " context parallelism are NVIDIA's Llama 3.1 runs", "others")
     figures["over_limit"] = str(sum("more than 8,192 GPUs" in e for e in estimates))
     refused = [row["id"] for row in bf16.rows if row["estimate"] == "refused"]
