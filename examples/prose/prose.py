@@ -820,12 +820,148 @@ def validation_schedules(text):
 
 
 # ---------------------------------------------------------------------------------------------
+# docs/validation.md: the H100-era runs (examples/validation/h100.py).
+
+H100_BEGIN = "<!-- h100.py: begin"
+H100_END = "<!-- h100.py: end -->"
+
+
+class H100Table:
+    """One precision's part of the section h100.py writes: its rows, the composition of each
+    estimate and the weak-scaling lines."""
+
+    def __init__(self, part):
+        self.rows = []
+        for row in table_rows(part, "| run [source] |"):
+            self.rows.append({"id": row[0].split(" [")[0], "estimate": row[10],
+                              "error": number(row[11]) if row[11] else None, "spp": row[12]})
+        self.parts = {}
+        if "| run | measured s | pipeplan s |" in part:
+            for row in table_rows(part, "| run | measured s | pipeplan s |"):
+                self.parts[row[0]] = {"measured": Decimal(row[1]), "compute": Decimal(row[3]),
+                                      "tp": Decimal(row[4]), "dp": Decimal(row[5]),
+                                      "ratio": Decimal(row[6])}
+        heading = [line for line in part.splitlines() if line.startswith("Weak scaling")][0]
+        self.scaling = {item.split(" (")[0]: item for item in bullets(part, heading)}
+        self.refusals = bullets(part, "Refusals:") if "\nRefusals:\n" in part else []
+
+    def estimated(self, prefix=""):
+        return [row for row in self.rows if row["error"] is not None
+                and row["id"].startswith(prefix)]
+
+    def errors(self, *prefixes):
+        return [row["error"] for prefix in prefixes for row in self.estimated(prefix)]
+
+
+def signed(value):
+    return ("+" if value > 0 else "") + str(value)
+
+
+def validation_h100(text):
+    """The figures of docs/validation.md's H100 readings (examples/prose/validation-h100.md.in)."""
+    generated = section(text, H100_BEGIN, H100_END)
+    bf16 = H100Table(section(generated, "### BF16 runs", "### FP8 runs"))
+    fp8 = H100Table(section(generated, "### FP8 runs", "\nNotes:"))
+    figures = {"bf16_rows": str(len(bf16.rows)), "bf16_estimated": str(len(bf16.estimated()))}
+    estimates = [row["estimate"] for row in bf16.rows]
+    figures["needs_cp"] = str(estimates.count("needs context parallelism"))
+    claim(all(row["id"].startswith("dgxc-llama3.1") for row in bf16.rows
+              if row["estimate"] == "needs context parallelism"), "the rows needing"
+          " context parallelism are NVIDIA's Llama 3.1 runs", "others")
+    figures["over_limit"] = str(sum("more than 8,192 GPUs" in e for e in estimates))
+    refused = [row["id"] for row in bf16.rows if row["estimate"] == "refused"]
+    figures["bf16_refused"] = str(len(refused))
+    by_memory = [line.split(",")[0] for line in bf16.refusals if "in memory" in line
+                 or "with one micro-batch in flight" in line]
+    by_limits = [line.split(",")[0] for line in bf16.refusals if "tasks" in line
+                 or "steps" in line]
+    claim(sorted(by_memory + by_limits) == sorted(refused), "every BF16 refusal is the"
+          " scheduler's limits or memory", ", ".join(bf16.refusals))
+    figures["task_refusals"] = word(len(by_limits))
+    figures["memory_refusals"] = word(len(by_memory))
+    figures["memory_refused"] = series(by_memory)
+    claim(all(row.startswith(("dgxc-gpt3", "dgxc-nemotron4-340b", "nemotron4-340b"))
+              for row in by_limits), "the limits refuse GPT-3 and Nemotron-4 340B runs only",
+          ", ".join(by_limits))
+    errors = [abs(row["error"]) for row in bf16.estimated()]
+    figures["bf16_median"] = median_text(errors)
+    figures["bf16_within"] = str(sum(error <= 15 for error in errors))
+    claim(statistics.median(errors) <= 8 and max(errors) > 15, "the median target is met and the"
+          " every-row target is not", "median %s, largest %s"
+          % (median_text(errors), max(errors)))
+    n15 = bf16.errors("dgxc-nemotron4-15b")
+    claim(all(abs(error) < 2 for error in n15), "the 15B rows are within 2 %",
+          ", ".join(map(str, n15)))
+    figures["n15_least"], figures["n15_most"] = signed(min(n15)), signed(max(n15))
+    pipelined = bf16.errors("dgxc-gpt3", "dgxc-nemotron4-340b")
+    claim(all(error < 0 for error in pipelined), "every pipelined run is optimistic",
+          ", ".join(map(str, pipelined)))
+    figures["pipelined_least"] = str(-max(pipelined))
+    figures["pipelined_most"] = str(-min(pipelined))
+    both = [part["ratio"] for run, part in bf16.parts.items()
+            if run.startswith(("dgxc-gpt3", "dgxc-nemotron4-15b"))]
+    figures["ratio_least"], figures["ratio_most"] = str(min(both)), str(max(both))
+    big = [part for run, part in bf16.parts.items() if run.startswith("dgxc-nemotron4-340b")]
+    figures["ratio340_least"] = str(min(part["ratio"] for part in big))
+    figures["ratio340_most"] = str(max(part["ratio"] for part in big))
+    exposed = [(part["measured"] - part["tp"]) / part["compute"] for part in big]
+    figures["exposed340_least"] = fixed(min(exposed), 2)
+    figures["exposed340_most"] = fixed(max(exposed), 2)
+    claim(all(abs(value - Decimal("1.4")) <= Decimal("0.1") for value in both + exposed),
+          "one factor of about 1.4 fits all three models",
+          ", ".join(map(str, both + exposed)))
+    for key, prefix in (("share15", "dgxc-nemotron4-15b"), ("share_gpt3", "dgxc-gpt3")):
+        shares = [100 * (part["tp"] + part["dp"]) / part["compute"]
+                  for run, part in bf16.parts.items() if run.startswith(prefix)]
+        figures[key + "_least"] = fixed(min(shares), 0)
+        figures[key + "_most"] = fixed(max(shares), 0)
+    line = bf16.scaling["dgxc-nemotron4-15b-bf16"]
+    match = re.search(r"measured ([\d.]+), estimated ([\d.]+), ([-+\d.]+%) \(within 5%\)",
+                      line)
+    claim(match is not None, "the 15B series is estimated within 5 %", line)
+    (figures["n15_scaling_measured"], figures["n15_scaling_estimated"],
+     figures["n15_scaling_off"]) = match.groups()
+    partial = []
+    for name, label in (("dgxc-gpt3-175b-bf16", "GPT-3"), ("dgxc-nemotron4-340b-bf16", "340B")):
+        found = re.search(r"estimated from (\d+) to (\d+) GPUs only: measured ([\d.]+),"
+                          r" estimated ([\d.]+), ([-+\d.]+%) \(within 5%\)",
+                          bf16.scaling[name])
+        claim(found is not None, "the %s series is within 5 %% where estimated" % label,
+              bf16.scaling[name])
+        partial.append("%s from %s to %s GPUs, measured %s, estimated %s (%s)" % (
+            label, *found.groups()))
+    figures["partial_scaling"] = series(partial)
+    fp8_errors = [abs(row["error"]) for row in fp8.estimated()]
+    figures["fp8_estimated"] = str(len(fp8_errors))
+    figures["fp8_median"] = median_text(fp8_errors)
+    fp8_pipelined = fp8.errors("dgxc-gpt3", "dgxc-nemotron4-340b")
+    claim(all(error < min(pipelined) + 5 for error in fp8_pipelined) and
+          all(error < 0 for error in fp8_pipelined), "FP8's pipelined rows are more optimistic",
+          ", ".join(map(str, fp8_pipelined)))
+    figures["fp8_pipelined_least"] = str(-max(fp8_pipelined))
+    figures["fp8_pipelined_most"] = str(-min(fp8_pipelined))
+    ratios = [part["ratio"] for part in fp8.parts.values()]
+    claim(min(ratios) > max(both), "FP8's ratios are above BF16's", ", ".join(map(str, ratios)))
+    figures["fp8_ratio_least"], figures["fp8_ratio_most"] = str(min(ratios)), str(max(ratios))
+    for name, prefix in (("spp_15b", "dgxc-nemotron4-15b"), ("spp_340b", "dgxc-nemotron4-340b")):
+        values = [number(plan_shape(row["spp"])["speed_up"]) for row in bf16.estimated(prefix)]
+        figures[name + "_least"] = times(min(values))
+        figures[name + "_most"] = times(max(values))
+    claim(number(figures["spp_15b_least"]) > 1 and number(figures["spp_340b_most"]) < 1,
+          "spp is faster on the 15B runs and slower on the 340B runs",
+          "%s to %s and %s to %s" % (figures["spp_15b_least"], figures["spp_15b_most"],
+                                     figures["spp_340b_least"], figures["spp_340b_most"]))
+    return figures
+
+
+# ---------------------------------------------------------------------------------------------
 # Templates and documents.
 
 TEMPLATES = {
     "results-findings": results_findings,
     "validation-results": validation_results,
     "validation-schedules": validation_schedules,
+    "validation-h100": validation_h100,
 }
 
 

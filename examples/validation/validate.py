@@ -133,6 +133,49 @@ def escape(text):
     return text.replace("|", "\\|")
 
 
+def batch_options(run):
+    """The options every plan of a run takes: its global batch and optimizer sharding."""
+    options = ["--global-batch", str(run["global_batch"])]
+    if run.get("shard_optimizer"):
+        options.append("--shard-optimizer")
+    return options
+
+
+def published_options(run):
+    """The megatron planner's options for a run's published configuration: its tensor,
+    pipeline and data degrees, its recomputation and its schedule."""
+    return ["--planner", "megatron", "--tensor-parallel", str(run["tensor_parallel"]),
+            "--pipeline-parallel", str(run["pipeline_parallel"]),
+            "--data-parallel", str(run["data_parallel"]),
+            "--recompute", RECOMPUTE[run["recompute"]]] + schedule(run)
+
+
+def plan_both(binary, work, run, system, topo, options, script="validate.py", with_spp=True):
+    """Plans a run's published configuration (`--planner megatron`, the micro-batch size
+    fixed) and lets spp plan the same GPUs freely (`--schedule auto`, the size searched;
+    skipped without `with_spp`). Returns (megatron plan, its failure, spp plan, its
+    failure); a plan is None on failure."""
+    print("%s: %s (megatron)" % (script, run["id"]), file=sys.stderr)
+    megatron, failure = plan(binary, work, run["id"], model(run, system, True), topo,
+                             options + published_options(run))
+    if not with_spp:
+        return megatron, failure, None, ""
+    print("%s: %s (spp)" % (script, run["id"]), file=sys.stderr)
+    # spp chooses the schedule too (--schedule auto): the published runs interleave.
+    spp, spp_failure = plan(binary, work, run["id"] + "-spp", model(run, system, False),
+                            topo, options + ["--schedule", "auto"])
+    return megatron, failure, spp, spp_failure
+
+
+def spp_cell(spp, megatron):
+    """The spp column: its time, the shape of its plan, its schedule and its speed-up over
+    the published configuration's estimate."""
+    text = "%s (%s, %s)" % (seconds(spp["iteration_ms"]), shape(spp), spp["schedule_policy"])
+    if megatron:
+        text += ", %.2fx" % (megatron["iteration_ms"] / spp["iteration_ms"])
+    return text
+
+
 def main(argv):
     binary = find_binary(argv)
     output = argv[2] if len(argv) > 2 else os.path.join(ROOT, "docs", "validation.md")
@@ -154,19 +197,8 @@ def main(argv):
                 sys.exit("validate.py: %s: t x p x d = %d, but %d GPUs"
                          % (run["id"], t * p * d, gpus))
             topo = topology(system, run["nodes"])
-            options = ["--global-batch", str(run["global_batch"])]
-            if run.get("shard_optimizer"):
-                options.append("--shard-optimizer")
-            print("validate.py: %s (megatron)" % run["id"], file=sys.stderr)
-            megatron, failure = plan(
-                binary, work, run["id"], model(run, system, True), topo,
-                options + ["--planner", "megatron", "--tensor-parallel", str(t),
-                           "--pipeline-parallel", str(p), "--data-parallel", str(d),
-                           "--recompute", RECOMPUTE[run["recompute"]]] + schedule(run))
-            print("validate.py: %s (spp)" % run["id"], file=sys.stderr)
-            # spp chooses the schedule too (--schedule auto): the published runs interleave.
-            spp, spp_failure = plan(binary, work, run["id"] + "-spp", model(run, system, False),
-                                    topo, options + ["--schedule", "auto"])
+            megatron, failure, spp, spp_failure = plan_both(binary, work, run, system, topo,
+                                                            batch_options(run))
             sources.append(run["source"] + (" Measured: " + run["measured_note"] + "."
                                             if run.get("measured_note") else ""))
             if run.get("measured_schedule"):
@@ -185,10 +217,7 @@ def main(argv):
                 estimate, error_text = "refused", ""
                 notes.append("%s, megatron: %s" % (run["id"], failure))
             if spp:
-                spp_text = "%s (%s, %s)" % (seconds(spp["iteration_ms"]), shape(spp),
-                                            spp["schedule_policy"])
-                if megatron:
-                    spp_text += ", %.2fx" % (megatron["iteration_ms"] / spp["iteration_ms"])
+                spp_text = spp_cell(spp, megatron)
             else:
                 spp_text = "no plan"
                 notes.append("%s, spp: %s" % (run["id"], spp_failure))
