@@ -120,8 +120,8 @@ std::string random_node_topology(std::mt19937& random) {
     const std::string base = std::string(1, static_cast<char>('a' + e));
     const int count = pick(1, 5);
     const int gpus = pick(1, 6);
-    text += std::string(e ? ", " : "") + R"({"name": ")" + base + R"(", "count": )" + std::to_string(count) +
-            R"(, "gpus": )" + std::to_string(gpus);
+    text += std::string(e ? ", " : "") + R"({"name": ")" + base + R"(", "count": )" +
+            std::to_string(count) + R"(, "gpus": )" + std::to_string(gpus);
     if (pick(0, 3) != 0) {
       text += R"(, "link": {"bandwidth": ")" + std::string(bandwidths[pick(0, 4)]) +
               R"(", "latency": ")" + latencies[pick(0, 4)] + R"("})";
