@@ -23,10 +23,10 @@ struct ClusterOptions {
 
 int run_cluster(const ClusterOptions& options, Context& context) {
   const hardware::NodeType& type = *hardware::find_node_type(options.type);  // CLI11 checked it
-  if (options.nodes * type.gpus > topology::kMaxGpus) {
+  if (options.nodes * type.gpus > topology::kMaxNodeGpus) {
     throw UsageError("--nodes: " + std::to_string(options.nodes) + " nodes of " + type.name +
                      " make " + std::to_string(options.nodes * type.gpus) +
-                     " GPUs; pipeplan handles at most " + std::to_string(topology::kMaxGpus));
+                     " GPUs; pipeplan handles at most " + std::to_string(topology::kMaxNodeGpus));
   }
   context.declare(
       {},
@@ -62,7 +62,7 @@ void add_topology_command(CLI::App& app, Action& action) {
       ->required()
       ->check(CLI::IsMember(names));
   cluster->add_option("--nodes", options->nodes, "Number of nodes (default 1)")
-      ->transform(decimal_integer(1, topology::kMaxGpus));
+      ->transform(decimal_integer(1, topology::kMaxNodeGpus));
   cluster
       ->add_option("-o,--output", options->output,
                    "Write topo.json here (atomically) instead of standard output")

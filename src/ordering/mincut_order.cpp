@@ -259,6 +259,85 @@ std::vector<int> order_by_spanning_tree(const topology::Topology& topology,
   return order[root(0)];
 }
 
+// What a group of a node-cost topology (`Topology::costs_by_node`) splits into, read from its
+// nodes instead of its n^2 pair weights.
+struct NodeSplit {
+  enum class Kind { kUniform, kParts, kNeedsCut } kind = Kind::kUniform;
+  std::vector<std::vector<std::size_t>> parts;  // for kParts, as `components` gives them
+};
+
+// The split of `group` (GPU indices, sorted) that `split_group` would find from the weights,
+// found from the nodes. A pair of node k costs c_k, a pair across nodes c_net; only values of
+// pairs present in the group count: c_k for a node with two GPUs or more in it, c_net when it
+// spans two nodes or more. With `worst` the slowest of them (the highest latency), a pair
+// weighs its value minus the worst (the worst minus its latency), so:
+//  * all weights are 0 exactly when every present value equals the worst: uniform;
+//  * when c_net weighs more than 0 (and two nodes are present), each GPU is joined to every
+//    GPU of another node, so the positive graph is connected: a cut is needed (kNeedsCut, left
+//    to the general path);
+//  * otherwise the positive pairs are exactly those inside a node whose c_k weighs more than
+//    0: its GPUs in the group form one component, every other GPU is a component of its own,
+//    and the components come in order of their smallest position, each sorted, as
+//    `components` orders them.
+// Exact (the same parts as the weights would give), and O(n log n) time, O(n) memory.
+NodeSplit split_by_node(const topology::Topology& topology, const std::vector<int>& group,
+                        Measure measure) {
+  const std::size_t n = group.size();
+  const bool by_bandwidth = measure == Measure::kBandwidth;
+  auto value = [&](const topology::PairCost& cost) {
+    return by_bandwidth ? cost.bandwidth_bytes_per_s : cost.latency_ms;
+  };
+  // Positions grouped by node: runs of equal nodes, positions ascending within a run.
+  std::vector<std::pair<int, std::size_t>> by_node(n);
+  for (std::size_t p = 0; p < n; ++p) by_node[p] = {topology.node_of(group[p]), p};
+  std::sort(by_node.begin(), by_node.end());
+  std::vector<std::size_t> run_start{0};
+  for (std::size_t i = 1; i < n; ++i) {
+    if (by_node[i].first != by_node[i - 1].first) run_start.push_back(i);
+  }
+  run_start.push_back(n);
+  const std::size_t runs = run_start.size() - 1;
+  double worst = by_bandwidth ? std::numeric_limits<double>::infinity() : 0;
+  auto count = [&](double cost) {
+    worst = by_bandwidth ? std::min(worst, cost) : std::max(worst, cost);
+  };
+  if (runs >= 2) count(value(topology.network_cost()));
+  for (std::size_t r = 0; r < runs; ++r) {
+    if (run_start[r + 1] - run_start[r] >= 2)
+      count(value(topology.node_cost(by_node[run_start[r]].first)));
+  }
+  auto weight = [&](double cost) { return by_bandwidth ? cost - worst : worst - cost; };
+  NodeSplit split;
+  if (runs >= 2 && weight(value(topology.network_cost())) > 0) {
+    split.kind = NodeSplit::Kind::kNeedsCut;
+    return split;
+  }
+  // The component of each position, labelled by its smallest position.
+  std::vector<std::size_t> label(n);
+  bool any_positive = false;
+  for (std::size_t r = 0; r < runs; ++r) {
+    const std::size_t begin = run_start[r], end = run_start[r + 1];
+    const bool joined =
+        end - begin >= 2 && weight(value(topology.node_cost(by_node[begin].first))) > 0;
+    any_positive = any_positive || joined;
+    for (std::size_t i = begin; i < end; ++i) {
+      label[by_node[i].second] = joined ? by_node[begin].second : by_node[i].second;
+    }
+  }
+  if (!any_positive) return split;  // uniform
+  std::vector<std::size_t> part_of(n, n);
+  for (std::size_t p = 0; p < n; ++p) {
+    std::size_t& part = part_of[label[p]];
+    if (part == n) {
+      part = split.parts.size();
+      split.parts.emplace_back();
+    }
+    split.parts[part].push_back(p);
+  }
+  split.kind = split.parts.size() >= 2 ? NodeSplit::Kind::kParts : NodeSplit::Kind::kNeedsCut;
+  return split;
+}
+
 // How one level of the recursion splits a group (positions in the group): its components,
 // or the two sides of its best ratio cut; nothing when all weights are equal. The weights
 // (n^2 doubles) live only here, so that the recursion holds one level's matrix at a time: a
@@ -272,6 +351,17 @@ std::optional<std::vector<std::vector<std::size_t>>> split_group(const topology:
   const double size = static_cast<double>(n);
   over_budget = !budget.spend(size * size);
   if (over_budget) return std::nullopt;
+  if (topology.costs_by_node()) {
+    NodeSplit by_node = split_by_node(topology, group, measure);
+    if (by_node.kind == NodeSplit::Kind::kUniform) return std::nullopt;
+    if (by_node.kind == NodeSplit::Kind::kParts) return std::move(by_node.parts);
+    // One component: the cut below, unless the budget cannot pay for it (checked before the
+    // n^2 weights are built, which a node-cost topology of 131,072 GPUs could not hold).
+    if (size * size * size > budget.left) {
+      over_budget = true;
+      return std::nullopt;
+    }
+  }
   const Weights w(topology, group, measure);
   if (w.uniform()) return std::nullopt;
   std::vector<std::vector<std::size_t>> parts = components(w, n);

@@ -273,6 +273,40 @@ void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, i
   }
 }
 
+namespace {
+
+// The narrowest bandwidth and the longest latency over all GPU pairs (infinity and 0 for one
+// GPU). O(N^2) over the pairs; O(N) for a node-cost topology, whose pairs take only the
+// network's costs (two nodes or more) and those of its nodes of two GPUs or more.
+std::pair<double, double> narrowest_and_longest(const topology::Topology& topology) {
+  const int N = topology.size();
+  double narrowest = std::numeric_limits<double>::infinity(), longest_ms = 0;
+  auto count = [&](double bandwidth, double latency_ms) {
+    narrowest = std::min(narrowest, bandwidth);
+    longest_ms = std::max(longest_ms, latency_ms);
+  };
+  if (topology.costs_by_node() && N > 1) {
+    std::vector<int> gpus_of_node(static_cast<std::size_t>(topology.node_count()), 0);
+    for (int g = 0; g < N; ++g) ++gpus_of_node[static_cast<std::size_t>(topology.node_of(g))];
+    if (topology.node_count() >= 2) {
+      count(topology.network_cost().bandwidth_bytes_per_s, topology.network_cost().latency_ms);
+    }
+    for (int k = 0; k < topology.node_count(); ++k) {
+      if (gpus_of_node[static_cast<std::size_t>(k)] < 2) continue;
+      count(topology.node_cost(k).bandwidth_bytes_per_s, topology.node_cost(k).latency_ms);
+    }
+    return {narrowest, longest_ms};
+  }
+  for (int u = 0; u < N; ++u) {
+    for (int v = u + 1; v < N; ++v) {
+      count(topology.bandwidth_bytes_per_s(u, v), topology.latency_ms(u, v));
+    }
+  }
+  return {narrowest, longest_ms};
+}
+
+}  // namespace
+
 void check_limits(std::string_view planner, const Request& request) {
   const auto& model = request.model;
   const auto& topology = request.topology;
@@ -317,13 +351,7 @@ void check_limits(std::string_view planner, const Request& request) {
   }
   double slowest = std::numeric_limits<double>::infinity();
   for (const topology::Gpu& gpu : topology.gpus()) slowest = std::min(slowest, gpu.speed);
-  double narrowest = std::numeric_limits<double>::infinity(), longest_ms = 0;
-  for (int u = 0; u < N; ++u) {
-    for (int v = u + 1; v < N; ++v) {
-      narrowest = std::min(narrowest, topology.bandwidth_bytes_per_s(u, v));
-      longest_ms = std::max(longest_ms, topology.latency_ms(u, v));
-    }
-  }
+  const auto [narrowest, longest_ms] = narrowest_and_longest(topology);
   const auto micro_batches = static_cast<double>(M);
   double serial_ms = micro_batches * work_ms / slowest;
   if (N > 1) {

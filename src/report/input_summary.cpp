@@ -79,10 +79,27 @@ std::string v2_summary(const model::Model& model) {
 }
 
 // The pair bandwidths' range, `, pair bandwidth 12.5 GB/s to 25 GB/s`; nothing for one GPU.
+// O(N^2) over the pairs; O(N) for a node-cost topology, whose pairs take only the network's
+// bandwidth (two nodes or more) and those of its nodes of two GPUs or more.
 std::string bandwidth_range(const topology::Topology& topology) {
   const int n = topology.size();
   if (n <= 1) return "";
   double slowest = std::numeric_limits<double>::infinity(), fastest = 0;
+  auto count = [&](double bandwidth) {
+    slowest = std::min(slowest, bandwidth);
+    fastest = std::max(fastest, bandwidth);
+  };
+  if (topology.costs_by_node()) {
+    std::vector<int> gpus_of_node(static_cast<std::size_t>(topology.node_count()), 0);
+    for (int g = 0; g < n; ++g) ++gpus_of_node[static_cast<std::size_t>(topology.node_of(g))];
+    if (topology.node_count() >= 2) count(topology.network_cost().bandwidth_bytes_per_s);
+    for (int k = 0; k < topology.node_count(); ++k) {
+      if (gpus_of_node[static_cast<std::size_t>(k)] >= 2)
+        count(topology.node_cost(k).bandwidth_bytes_per_s);
+    }
+    return ", pair bandwidth " +
+           range(io::format_bandwidth(slowest), io::format_bandwidth(fastest));
+  }
   for (int u = 0; u < n; ++u) {
     for (int v = u + 1; v < n; ++v) {
       const double bandwidth = topology.bandwidth_bytes_per_s(u, v);

@@ -657,6 +657,7 @@ std::optional<int> Topology::index_of(std::string_view id) const {
 }
 
 PairCost Topology::pair(int u, int v) const {
+  if (by_node_) return by_node(u, v);
   std::size_t at = slot(u, v);
   return PairCost{bandwidth_[at], latency_ms_[at], hops_[at]};
 }
@@ -726,6 +727,38 @@ Topology Topology::build(std::string name, std::vector<Gpu> gpus, DirectLinks li
   topology.node_count_ = static_cast<int>(nodes.size());
   topology.hops_.assign(topology.bandwidth_.size(), 1);
   PathFiller(topology.gpus_, topology.bandwidth_, topology.latency_ms_, topology.hops_, file).run();
+  return topology;
+}
+
+Topology Topology::build_by_node(std::string name, std::vector<Gpu> gpus, std::vector<int> gpu_node,
+                                 std::vector<PairCost> node_costs, PairCost network) {
+  if (gpus.size() > static_cast<std::size_t>(kMaxNodeGpus) || gpu_node.size() != gpus.size()) {
+    throw InternalError("node-cost topology with " + std::to_string(gpus.size()) + " GPUs and " +
+                        std::to_string(gpu_node.size()) + " node indices");
+  }
+  Topology topology;
+  topology.name_ = std::move(name);
+  topology.gpus_ = std::move(gpus);
+  topology.index_.reserve(topology.gpus_.size());
+  std::vector<char> used(node_costs.size(), 0);
+  for (std::size_t i = 0; i < topology.gpus_.size(); ++i) {
+    if (gpu_node[i] < 0 || at(gpu_node[i]) >= node_costs.size()) {
+      throw InternalError("GPU " + std::to_string(i) + " of node " + std::to_string(gpu_node[i]) +
+                          " of " + std::to_string(node_costs.size()));
+    }
+    if (!topology.index_.emplace(topology.gpus_[i].id, static_cast<int>(i)).second) {
+      throw InternalError("duplicate GPU id " + in_quotes(topology.gpus_[i].id));
+    }
+    topology.node_count_ += used[at(gpu_node[i])] ? 0 : 1;
+    used[at(gpu_node[i])] = 1;
+  }
+  if (at(topology.node_count_) != node_costs.size()) {
+    throw InternalError("node-cost topology with a node without GPUs");
+  }
+  topology.by_node_ = true;
+  topology.gpu_node_ = std::move(gpu_node);
+  topology.node_costs_ = std::move(node_costs);
+  topology.network_ = network;
   return topology;
 }
 

@@ -23,6 +23,9 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
 
+// kMaxGpus as a size.
+constexpr std::size_t kMaxGpusAt = static_cast<std::size_t>(kMaxGpus);
+
 std::string in_quotes(const std::string& text) { return io::quote_for_message(text); }
 
 std::size_t at(int index) { return static_cast<std::size_t>(index); }
@@ -293,9 +296,9 @@ void read_shorthand(const io::Node& entry, const std::optional<std::string>& pro
     per_node = node_type->gpus;
   }
   // Each factor is checked first, so the product cannot overflow.
-  if (count > kMaxGpus || per_node > kMaxGpus ||
-      static_cast<std::int64_t>(cluster.gpus.size()) + count * per_node > kMaxGpus) {
-    entry.fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
+  if (count > kMaxNodeGpus || per_node > kMaxNodeGpus ||
+      static_cast<std::int64_t>(cluster.gpus.size()) + count * per_node > kMaxNodeGpus) {
+    entry.fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxNodeGpus));
   }
   const TypedFields typed = read_typed_fields(shorthand, profiled_device, node_type);
   std::optional<LinkSpec> link;
@@ -436,10 +439,38 @@ DirectLinks direct_links(const Cluster& cluster) {
   return direct;
 }
 
+// The topology with its pair costs held per node, for a file without explicit links (which
+// `read_topology` checks): the direct links are then a node's link between two of its GPUs and
+// the network between any others. A pair of a node without a link has no direct link; its
+// widest path is two hops of the network through a GPU of another node (each of its GPUs has
+// only network links, so no path is wider, and none is shorter), so it costs the network's
+// bandwidth and twice its latency, summed as the path search sums them (0 + l, then + l).
+// Nothing when that sum overflows (the dense search reports the pair). O(N + nodes).
+std::optional<Topology> build_by_node(const std::string& name, Cluster& cluster) {
+  const PairCost network = cluster.network ? PairCost{cluster.network->bandwidth_bytes_per_s,
+                                                      cluster.network->latency_ms, 1}
+                                           : PairCost{};
+  std::vector<int> node_size(cluster.nodes.size(), 0);
+  for (int node : cluster.gpu_node) ++node_size[at(node)];
+  std::vector<PairCost> node_costs(cluster.nodes.size());
+  for (std::size_t k = 0; k < cluster.nodes.size(); ++k) {
+    if (const std::optional<LinkSpec>& link = cluster.nodes[k].link) {
+      node_costs[k] = PairCost{link->bandwidth_bytes_per_s, link->latency_ms, 1};
+    } else if (node_size[k] >= 2) {
+      // Connected (checked), so there is a network and another node.
+      const double two_hops = (0.0 + network.latency_ms) + network.latency_ms;
+      if (!std::isfinite(two_hops)) return std::nullopt;
+      node_costs[k] = PairCost{network.bandwidth_bytes_per_s, two_hops, 2};
+    }
+  }
+  return Topology::build_by_node(name, std::move(cluster.gpus), std::move(cluster.gpu_node),
+                                 std::move(node_costs), network);
+}
+
 }  // namespace
 
-Topology read_topology(const io::Source& source,
-                       const std::optional<std::string>& profiled_device) {
+Topology read_topology(const io::Source& source, const std::optional<std::string>& profiled_device,
+                       PairLayout layout) {
   io::Document document = io::parse_json(source);
   io::Node root(document, document.root, "");
   std::initializer_list<std::string_view> known_keys = {"schema",  "name", "nodes",
@@ -461,15 +492,30 @@ Topology read_topology(const io::Source& source,
   }
   if (auto gpus_node = object.optional("gpus")) {
     std::vector<io::Node> entries = gpus_node->elements();
-    if (cluster.gpus.size() + entries.size() > static_cast<std::size_t>(kMaxGpus)) {
-      gpus_node->fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxGpus));
+    if (cluster.gpus.size() + entries.size() > static_cast<std::size_t>(kMaxNodeGpus)) {
+      gpus_node->fail("too many GPUs: pipeplan handles at most " + std::to_string(kMaxNodeGpus));
     }
     for (const io::Node& entry : entries) read_explicit_gpu(entry, profiled_device, cluster);
   }
   if (cluster.gpus.empty()) root.fail("the topology has no GPUs (give \"nodes\" or \"gpus\")");
-  if (auto links_node = object.optional("links")) read_links(*links_node, cluster);
+  auto links_node = object.optional("links");
+  if (links_node && cluster.gpus.size() > static_cast<std::size_t>(kMaxGpus)) {
+    links_node->fail(
+        "too many GPUs for a topology with \"links\": " + std::to_string(cluster.gpus.size()) +
+        "; pipeplan handles at most " + std::to_string(kMaxGpus) + " with links (" +
+        std::to_string(kMaxNodeGpus) + " without)");
+  }
+  if (links_node) read_links(*links_node, cluster);
   check_connected(cluster.gpus, cluster.gpu_node, cluster.nodes, cluster.network.has_value(),
                   cluster.links, source.name);
+  if (!links_node && layout == PairLayout::kAuto) {
+    if (std::optional<Topology> by_node = build_by_node(name, cluster)) return std::move(*by_node);
+  }
+  if (cluster.gpus.size() > kMaxGpusAt) {
+    root.fail("too many GPUs: " + std::to_string(cluster.gpus.size()) +
+              "; pipeplan handles at most " + std::to_string(kMaxGpus) +
+              " whose pair costs are not a function of their nodes");
+  }
   DirectLinks direct = direct_links(cluster);
   return Topology::build(std::move(name), std::move(cluster.gpus), std::move(direct), source.name);
 }

@@ -2,10 +2,17 @@
 // Build with the `bench` preset; see docs/performance.md for the figures and how to rerun.
 
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "pipeplan/cli/cli.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -235,6 +242,67 @@ void BM_PlanSppStar(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PlanSppStar)->Arg(8000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Issue 33 item 2, clusters of any size: Llama 3.1 405B (126 decoder layers, sequence 8,192)
+// on `topology cluster --type dgx-h100 --nodes N` (8 N H100), planned through the command line
+// with `--global-batch` (the batch-size search included), as a user runs it: megatron with
+// tensor 8 and pipeline 16 (data-parallel the rest), and spp with tensor 8. Goals on 2 cores:
+// 16,384 GPUs, megatron within 2 s and spp within 10 s; 131,072 GPUs within 60 s; each within
+// 2 GiB (docs/performance.md, "Clusters of any size"). The inputs are written once, outside
+// the timing; the plan goes to a file.
+const std::string& scale_folder() {
+  static const std::string folder = [] {
+    std::string path = (std::filesystem::temp_directory_path() /
+                        ("pipeplan-bench-scale-" + std::to_string(::getpid())))
+                           .string();
+    std::filesystem::create_directories(path);
+    return path;
+  }();
+  return folder;
+}
+
+int run_cli(const std::vector<std::string>& args) {
+  std::istringstream in;
+  std::ostringstream out, err;
+  const int code = cli::run(args, in, out, err);
+  if (code != 0) throw std::runtime_error("pipeplan failed: " + err.str());
+  return code;
+}
+
+void BM_PlanLlamaCluster(benchmark::State& state) {
+  const auto nodes = std::to_string(state.range(0));
+  const bool megatron = state.range(1) == 1;
+  const std::string folder = scale_folder();
+  const std::string model = folder + "/llama.json",
+                    topology = folder + "/cluster-" + nodes + ".json";
+  run_cli({"--quiet", "model", "transformer", "--preset", "llama3.1-405b", "--sequence", "8192",
+           "--gpu", "H100-SXM", "-o", model});
+  run_cli(
+      {"--quiet", "topology", "cluster", "--type", "dgx-h100", "--nodes", nodes, "-o", topology});
+  const std::string global_batch = std::to_string(state.range(2));
+  std::vector<std::string> args{"--quiet",
+                                "plan",
+                                model,
+                                topology,
+                                "--global-batch",
+                                global_batch,
+                                "--tensor-parallel",
+                                "8",
+                                "-o",
+                                folder + "/plan.json"};
+  if (megatron) {
+    for (const char* arg : {"--planner", "megatron", "--pipeline-parallel", "16"})
+      args.emplace_back(arg);
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(run_cli(args));
+}
+BENCHMARK(BM_PlanLlamaCluster)
+    ->Args({2048, 1, 2048})
+    ->Args({2048, 0, 2048})
+    ->Args({16384, 1, 16384})
+    ->Args({16384, 0, 16384})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pipeplan::bench

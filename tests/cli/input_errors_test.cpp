@@ -178,7 +178,7 @@ const std::vector<BadInput>& bad_inputs() {
       {Input::kTopology, R"({"nodes": [{"name": "n", "count": 18446744073709551615, "gpus": 8}]})",
        "<stdin>: /nodes/0/count: must be an integer >= 1, got 18446744073709551615"},
       {Input::kTopology, R"({"nodes": [{"name": "n", "count": 9223372036854775807, "gpus": 8}]})",
-       "<stdin>: /nodes/0: too many GPUs: pipeplan handles at most 8192"},
+       "<stdin>: /nodes/0: too many GPUs: pipeplan handles at most 131072"},
       {Input::kTopology, R"({"nodes": [{"name": ")" + std::string(300, 'n') + R"(", "gpus": 2}]})",
        "<stdin>: /nodes/0/name: must be at most 256 bytes long, got 300"},
       {Input::kTopology, R"({"gpus": [{"id": "a"}, {"id": "a"}], )" + std::string(kNetwork) + "}",
@@ -323,13 +323,13 @@ TEST_F(InputErrorsTest, HugeClustersFailFastInsteadOfAllocating) {
                           R"({"nodes": [{"name": "n", "count": 100000, "gpus": 100000}]})");
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err,
-            "pipeplan: error: <stdin>: /nodes/0: too many GPUs: pipeplan handles at most 8192\n");
-  result = run_cli(
-      {"--quiet", "validate", model_path_, "-"},
-      R"({"nodes": [{"name": "n", "count": 4000, "gpus": 2}, {"name": "m", "gpus": 193}]})");
+            "pipeplan: error: <stdin>: /nodes/0: too many GPUs: pipeplan handles at most 131072\n");
+  result =
+      run_cli({"--quiet", "validate", model_path_, "-"},
+              R"({"nodes": [{"name": "n", "count": 65536, "gpus": 2}, {"name": "m", "gpus": 1}]})");
   EXPECT_EQ(result.code, 3);
   EXPECT_EQ(result.err,
-            "pipeplan: error: <stdin>: /nodes/1: too many GPUs: pipeplan handles at most 8192\n");
+            "pipeplan: error: <stdin>: /nodes/1: too many GPUs: pipeplan handles at most 131072\n");
 }
 
 TEST_F(InputErrorsTest, DisconnectedClustersAreRefusedBeforeThePairCostsAreAllocated) {

@@ -113,11 +113,11 @@ TEST_F(TopologyCommandTest, BadOptionsExitTwo) {
     EXPECT_EQ(result.code, 2) << args.back() << ": " << result.err;
     EXPECT_EQ(result.out, "") << args.back();
   }
-  auto too_many = run_cli({"topology", "cluster", "--type", "dgx-h100", "--nodes", "1025"});
+  auto too_many = run_cli({"topology", "cluster", "--type", "dgx-h100", "--nodes", "16385"});
   EXPECT_EQ(too_many.code, 2);
   EXPECT_EQ(too_many.err,
-            "pipeplan: error: --nodes: 1025 nodes of dgx-h100 make 8200 GPUs; pipeplan handles at "
-            "most 8192\n");
+            "pipeplan: error: --nodes: 16385 nodes of dgx-h100 make 131080 GPUs; pipeplan handles "
+            "at most 131072\n");
 }
 
 }  // namespace

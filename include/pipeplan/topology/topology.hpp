@@ -19,10 +19,18 @@ namespace pipeplan::topology {
 /// The schema string of a topology file.
 inline constexpr const char* kTopologySchema = "pipeplan/topology/v1";
 
-/// Most GPUs a topology may have: pair costs take 16 bytes per unordered pair (plus 2 for the
-/// hop count), and spp's ordering 8 more, so that planning on this many GPUs stays within
-/// about 1 GiB and 5 s (8,192 one-GPU nodes: 3 s, 860 MB; 11,585 took 5.7 s and 1.7 GB).
+/// Most GPUs a topology with explicit `links` may have: its pair costs are dense, 16 bytes per
+/// unordered pair (plus 2 for the hop count), and spp's ordering 8 more, so that planning on
+/// this many GPUs stays within about 1 GiB and 5 s (8,192 one-GPU nodes: 3 s, 860 MB; 11,585
+/// took 5.7 s and 1.7 GB).
 inline constexpr int kMaxGpus = 8192;
+
+/// Most GPUs a topology without explicit `links` may have (shorthand `nodes`, and explicit GPUs
+/// without links): every pair's cost is then a function of the two GPUs' nodes, held per node
+/// and for the network (`Topology::build_by_node`), so memory is linear in the GPUs. 131,072
+/// is the largest cluster the planners are measured on (docs/performance.md, "Clusters of any
+/// size").
+inline constexpr int kMaxNodeGpus = 131072;
 
 /// Work allowed to the widest-path searches that fill unlinked pairs (GPUs and classes looked at).
 /// They cost O(N) per distinct bottleneck per source: nothing on clusters written with the
@@ -111,6 +119,16 @@ class Topology {
   /// The same from a list of links (which must not repeat a pair; else `InternalError`).
   static Topology build(std::string name, std::vector<Gpu> gpus, const std::vector<Link>& links,
                         const std::string& file);
+  /// A topology whose pair costs depend only on the two GPUs' nodes: `gpu_node[g]` is GPU g's
+  /// node (0 to `node_costs.size() - 1`), two GPUs of node k cost `node_costs[k]`, two GPUs of
+  /// different nodes cost `network`. Up to `kMaxNodeGpus` GPUs; the costs are held per node, so
+  /// memory is O(N + nodes) and every pair query O(1). The reader builds this for every file
+  /// without explicit links, with exactly the costs `build` would find (`read_topology`).
+  /// Throws `InternalError` on sizes that do not match, a node index out of range or a node
+  /// without GPUs.
+  /// Complexity: O(N) (plus hashing the ids).
+  static Topology build_by_node(std::string name, std::vector<Gpu> gpus, std::vector<int> gpu_node,
+                                std::vector<PairCost> node_costs, PairCost network);
 
   /// The topology's name (empty when absent).
   [[nodiscard]] const std::string& name() const { return name_; }
@@ -125,19 +143,49 @@ class Topology {
   /// Number of distinct nodes.
   [[nodiscard]] int node_count() const { return node_count_; }
 
+  /// Whether every pair's cost is a function of the two GPUs' nodes, held per node
+  /// (`build_by_node`); then `node_of`, `node_cost` and `network_cost` describe all pairs.
+  [[nodiscard]] bool costs_by_node() const { return by_node_; }
+  /// The node of GPU `gpu` (by node-cost topologies only: 0 to `node_count() - 1`).
+  [[nodiscard]] int node_of(int gpu) const { return gpu_node_[static_cast<std::size_t>(gpu)]; }
+  /// The cost between two GPUs of node `node` (node-cost topologies only).
+  [[nodiscard]] const PairCost& node_cost(int node) const {
+    return node_costs_[static_cast<std::size_t>(node)];
+  }
+  /// The cost between two GPUs of different nodes (node-cost topologies only).
+  [[nodiscard]] const PairCost& network_cost() const { return network_; }
+
   /// Effective cost between two distinct GPUs.
   [[nodiscard]] PairCost pair(int u, int v) const;
   /// Effective bandwidth between two distinct GPUs, bytes/s.
-  [[nodiscard]] double bandwidth_bytes_per_s(int u, int v) const { return bandwidth_[slot(u, v)]; }
+  [[nodiscard]] double bandwidth_bytes_per_s(int u, int v) const {
+    if (by_node_) return by_node(u, v).bandwidth_bytes_per_s;
+    return bandwidth_[slot(u, v)];
+  }
   /// Effective latency between two distinct GPUs, ms.
-  [[nodiscard]] double latency_ms(int u, int v) const { return latency_ms_[slot(u, v)]; }
+  [[nodiscard]] double latency_ms(int u, int v) const {
+    if (by_node_) return by_node(u, v).latency_ms;
+    return latency_ms_[slot(u, v)];
+  }
   /// Time to send `bytes` from `u` to `v`: latency + bytes / bandwidth, in ms.
   [[nodiscard]] double transfer_ms(int u, int v, double bytes) const {
+    if (by_node_) {
+      const PairCost& cost = by_node(u, v);
+      return cost.latency_ms + bytes / cost.bandwidth_bytes_per_s * 1e3;
+    }
     std::size_t at = slot(u, v);
     return latency_ms_[at] + bytes / bandwidth_[at] * 1e3;
   }
 
  private:
+  // The cost of {u, v} in a node-cost topology.
+  [[nodiscard]] const PairCost& by_node(int u, int v) const {
+    const int node = gpu_node_[static_cast<std::size_t>(u)];
+    return node == gpu_node_[static_cast<std::size_t>(v)]
+               ? node_costs_[static_cast<std::size_t>(node)]
+               : network_;
+  }
+
   // Index of the unordered pair {u, v}, u != v, in the upper-triangle arrays.
   [[nodiscard]] std::size_t slot(int u, int v) const {
     auto a = static_cast<std::size_t>(u < v ? u : v);
@@ -153,11 +201,17 @@ class Topology {
   std::vector<double> bandwidth_;    // bytes/s, per unordered pair
   std::vector<double> latency_ms_;   // ms, per unordered pair
   std::vector<std::uint16_t> hops_;  // path length, per unordered pair
+  // Node-cost topologies (`build_by_node`): the arrays above stay empty.
+  bool by_node_ = false;
+  std::vector<int> gpu_node_;         // per GPU
+  std::vector<PairCost> node_costs_;  // per node: between two of its GPUs
+  PairCost network_;                  // between GPUs of different nodes
 };
 
 /// Reads and validates a `topo.json` (spec section 2). Throws `InputError` naming the file
 /// and JSON pointer of the first problem. Beyond the spec: speeds at least `kMinSpeed`,
-/// bandwidths at least `kMinBandwidthBytesPerS`; at most `kMaxGpus` GPUs; node names
+/// bandwidths at least `kMinBandwidthBytesPerS`; at most `kMaxNodeGpus` GPUs, and at most
+/// `kMaxGpus` when the file has explicit `links` (whose pair costs are dense); node names
 /// and GPU ids at most `kMaxNameBytes` long; a GPU without `node` is a node of its own named
 /// after its id, so that name must not be another node's; latencies must stay finite in ms,
 /// also summed along a path.
@@ -167,7 +221,14 @@ class Topology {
 /// (`hardware::training_peak_flops_per_s`) to that of `profiled_device`, the model's
 /// `profile.device` (matched by `hardware::find_gpu`). A type without `speed` when
 /// `profiled_device` is absent or not in the catalogue is an `InputError` at the `type`.
+///
+/// A file without `links` gives a node-cost topology (`Topology::costs_by_node`): every pair
+/// of a node uses the node's link (or, for a node without one, two hops of the network), every
+/// other pair the network, exactly the costs the dense pair matrices would hold.
+/// `layout` kDense forces the dense matrices (for tests comparing the two; up to `kMaxGpus`).
+enum class PairLayout { kAuto, kDense };
 Topology read_topology(const io::Source& source,
-                       const std::optional<std::string>& profiled_device = std::nullopt);
+                       const std::optional<std::string>& profiled_device = std::nullopt,
+                       PairLayout layout = PairLayout::kAuto);
 
 }  // namespace pipeplan::topology
