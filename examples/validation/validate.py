@@ -23,6 +23,7 @@ Python 3 standard library only. Output is deterministic: the same binary gives t
 import glob
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,26 @@ def plan(binary, work, name, model_json, topo_json, options):
         text = lines[-1] if lines else "exit %d" % done.returncode
         return None, text.replace("pipeplan: error: ", "") + " (exit %d)" % done.returncode
     return json.loads(done.stdout), ""
+
+
+def kernel_floor(binary, work, name, model_json):
+    """`pipeplan validate`'s kernel floor of a run's model (docs/transformer-model.md, "Fixed
+    time per kernel"): (floor ms per micro-batch, forward and backward ms per micro-batch at
+    degree 1, the text after "above the FLOP and byte time on "), or None."""
+    model_path = os.path.join(work, name + "-floor-model.json")
+    with open(model_path, "w") as out:
+        json.dump(model_json, out)
+    done = subprocess.run([binary, "validate", model_path], capture_output=True, text=True)
+    time = r"([0-9.]+) (ms|s)"  # io::format_ms: milliseconds, or seconds from 10 s
+    match = re.search(r"forward " + time + " and backward " + time + " per micro-batch.*"
+                      r"kernel floor .* = " + time + r" per micro-batch .*above the FLOP and"
+                      r" byte time on (.*)$", done.stderr.strip())
+    if done.returncode != 0 or not match:
+        return None
+
+    def ms(group):
+        return float(match.group(group)) * (1000.0 if match.group(group + 1) == "s" else 1.0)
+    return ms(5), ms(1) + ms(3), match.group(7)
 
 
 def shape(plan_json):
@@ -182,7 +203,7 @@ def main(argv):
     with open(RUNS) as f:
         data = json.load(f)
     systems = data["systems"]
-    rows, errors, series, sources, notes, by_team = [], {}, {}, [], [], {}
+    rows, errors, series, sources, notes, by_team, floors = [], {}, {}, [], [], {}, []
     # VALIDATE_KEEP=DIR keeps every model and topology written, to rerun one plan by hand.
     keep = os.environ.get("VALIDATE_KEEP")
     if keep:
@@ -199,6 +220,12 @@ def main(argv):
             topo = topology(system, run["nodes"])
             megatron, failure, spp, spp_failure = plan_both(binary, work, run, system, topo,
                                                             batch_options(run))
+            floor = kernel_floor(binary, work, run["id"], model(run, system, True))
+            floors.append("%s: %s" % (run["id"], "no floor (validate failed)" if not floor else
+                                      "%.1f ms of launches per micro-batch against %.0f ms of"
+                                      " FLOP and byte time at degree 1 (%.1f%%), above it on %s"
+                                      % (floor[0], floor[1], 100 * floor[0] / floor[1],
+                                         floor[2])))
             sources.append(run["source"] + (" Measured: " + run["measured_note"] + "."
                                             if run.get("measured_note") else ""))
             if run.get("measured_schedule"):
@@ -256,6 +283,10 @@ def main(argv):
         parts = ["%s %s" % (run_id, percent((estimate / base[2]) / (measured / base[1]) - 1))
                  for run_id, measured, estimate in points[1:]]
         lines.append("* %s (from %s): %s" % (name, base[0], ", ".join(parts) or "one run only"))
+    lines += ["", "Kernel floor at the published micro-batch size (`pipeplan validate` of each"
+              " run's model; 10 us per kernel launch, docs/transformer-model.md, \"Fixed time per"
+              " kernel\"; a layer where it is above a pass's FLOP and byte time takes the"
+              " floor's):", ""] + ["* " + escape(floor) for floor in floors]
     lines += ["", "Notes:", ""] + ["* " + escape(note) for note in notes]
     lines += ["", "Sources:", ""] + ["%d. %s" % (i + 1, s) for i, s in enumerate(sources)]
     lines += ["", END]

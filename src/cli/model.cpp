@@ -3,6 +3,7 @@
 
 #include "pipeplan/model/model.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/hardware/gpu_catalogue.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/transformer.hpp"
 #include "pipeplan/report/catalogue.hpp"
@@ -29,6 +31,7 @@ struct TransformerOptions {
   std::string gpu = "A100-80GB";
   bool sequence_parallel = false, selective_recompute = false, flash_attention = false;
   std::vector<int> degrees;
+  std::string kernel_overhead_us;
   std::int64_t micro_batches = 0;
   std::string name;
   std::string output;
@@ -37,6 +40,19 @@ struct TransformerOptions {
        given_ffn_hidden = false, given_sequence = false, given_vocab = false,
        given_micro_batch_size = false;
 };
+
+// `--kernel-overhead-us`: a decimal number of microseconds (digits, an optional fraction); its
+// range is checked with the rest of the config.
+double parse_kernel_overhead(const std::string& text) {
+  const bool digits_only = !text.empty() && text.front() != '.' && text.back() != '.' &&
+                           text.find_first_not_of("0123456789.") == std::string::npos &&
+                           std::count(text.begin(), text.end(), '.') <= 1;
+  if (!digits_only || text.size() > 32) {
+    throw UsageError("--kernel-overhead-us: must be a number of microseconds from 0 to " +
+                     io::format_number(model::kMaxKernelOverheadUs) + ", got \"" + text + "\"");
+  }
+  return std::stod(text);
+}
 
 model::TransformerConfig config_from(const TransformerOptions& options) {
   model::TransformerConfig config;
@@ -84,6 +100,9 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.selective_recompute = options.selective_recompute;
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;
+  if (!options.kernel_overhead_us.empty()) {
+    config.kernel_overhead_us = parse_kernel_overhead(options.kernel_overhead_us);
+  }
   if (!options.name.empty()) config.name = options.name;
   auto [completed, problem] = model::complete_transformer_config(config);
   if (!problem.empty()) throw UsageError(problem);
@@ -181,6 +200,11 @@ void add_model_command(CLI::App& app, Action& action) {
                    "divide the heads and the FFN size)")
       ->delimiter(',')
       ->transform(decimal_integer(1, model::kMaxTensorParallelDegree));
+  transformer->add_option(
+      "--kernel-overhead-us", options->kernel_overhead_us,
+      "Fixed time of one kernel launch and dispatch, microseconds (default " +
+          io::format_number(model::kDefaultKernelOverheadUs) +
+          "; 0: none): each pass of a layer takes at least its kernels times it");
   transformer
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches per iteration, written into the model")

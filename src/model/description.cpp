@@ -49,7 +49,7 @@ TransformerConfig read_description(const io::Node& node) {
   io::ObjectReader object(
       node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn", "sequence",
              "vocab", "micro_batch_size", "dtype", "gpu", "sequence_parallel",
-             "selective_recompute", "flash_attention", "degrees"});
+             "selective_recompute", "flash_attention", "degrees", "kernel_overhead_us"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();
@@ -92,6 +92,9 @@ TransformerConfig read_description(const io::Node& node) {
     config.selective_recompute = flag->as_bool();
   }
   if (auto flag = object.optional("flash_attention")) config.flash_attention = flag->as_bool();
+  if (auto overhead = object.optional("kernel_overhead_us")) {
+    config.kernel_overhead_us = overhead->as_nonnegative();
+  }
   if (auto degrees = object.optional("degrees")) {
     std::vector<io::Node> entries = degrees->elements();
     if (entries.empty()) degrees->fail("must list the allowed degrees, starting at 1");
@@ -135,6 +138,7 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["selective_recompute"] = config.selective_recompute;
   out["flash_attention"] = config.flash_attention;
   out["degrees"] = config.degrees;
+  out["kernel_overhead_us"] = config.kernel_overhead_us;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/model/kernel_counts.hpp"
 
 namespace pipeplan::model {
 namespace {
@@ -379,6 +380,7 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
                              " peak in the catalogue");
   }
   if (auto problem = complete_degrees(config, spelling)) return {config, problem};
+  if (auto problem = check_kernel_overhead(config)) return {config, problem};
   if (config.name.empty()) {
     config.name =
         "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
@@ -513,6 +515,7 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
   }
   costs.parameter_bytes = parameters * weight_bytes;
   costs.update_ms = update_ms_of(config, gpu, parameters);
+  apply_kernel_floor(config, part, costs);  // the launches' floor (kernel_counts.cpp)
   return costs;
 }
 

@@ -8,6 +8,7 @@
 
 #include "pipeplan/hardware/gpu_catalogue.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/model/kernel_counts.hpp"
 
 namespace pipeplan::report {
 namespace {
@@ -78,6 +79,29 @@ std::string v2_summary(const model::Model& model) {
   return line;
 }
 
+// For a model generated from a description, its fixed time (docs/transformer-model.md, "Fixed
+// time per kernel"): `, kernel floor 4,350 kernels x 10 us = 43.5 ms per micro-batch (16.5 ms
+// forward, 27 ms backward), above the FLOP and byte time on 0 of 98 layers at degree 1 and 0
+// at degree 8`.
+std::string kernel_floor_summary(const model::Model& model) {
+  if (!model.transformer) return "";
+  const model::TransformerConfig& config = *model.transformer;
+  if (config.kernel_overhead_us <= 0) return ", no kernel floor (kernel_overhead_us 0)";
+  const model::KernelFloorSummary floor = model::kernel_floor_summary(config);
+  std::string line = ", kernel floor " + io::format_count(floor.kernels, "kernel", "kernels") +
+                     " x " + io::format_number(config.kernel_overhead_us) +
+                     " us = " + io::format_ms(floor.forward_ms + floor.backward_ms) +
+                     " per micro-batch (" + io::format_ms(floor.forward_ms) + " forward, " +
+                     io::format_ms(floor.backward_ms) + " backward), above the FLOP and byte " +
+                     "time on " + std::to_string(floor.bound_at_one) + " of " +
+                     io::format_count(floor.layers, "layer", "layers") + " at degree 1";
+  if (floor.largest_degree > 1) {
+    line += " and " + std::to_string(floor.bound_at_largest) + " at degree " +
+            std::to_string(floor.largest_degree);
+  }
+  return line;
+}
+
 // The pair bandwidths' range, `, pair bandwidth 12.5 GB/s to 25 GB/s`; nothing for one GPU.
 // O(N^2) over the pairs; O(N) for a node-cost topology, whose pairs take only the network's
 // bandwidth (two nodes or more) and those of its nodes of two GPUs or more.
@@ -124,7 +148,7 @@ std::string model_summary(const std::string& file, const model::Model& model) {
     line += ", " + io::format_count(*model.micro_batches, "micro-batch", "micro-batches");
   }
   if (model::uses_v2_fields(model)) line += v2_summary(model);
-  return line;
+  return line + kernel_floor_summary(model);
 }
 
 std::string topology_summary(const std::string& file, const topology::Topology& topology) {

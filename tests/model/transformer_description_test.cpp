@@ -52,6 +52,26 @@ TEST(TransformerDescriptionTest, GeneratesTheLayersOfTheDescription) {
   EXPECT_EQ(model.layers.size(), 4u);
   EXPECT_EQ(model.layers[1].forward_ms,
             transformer_layer_costs(completed, TransformerPart::kDecoder, 1).forward_ms);
+  EXPECT_EQ(model.transformer->kernel_overhead_us, 10);  // the default
+}
+
+TEST(TransformerDescriptionTest, TakesTheFixedTimePerKernel) {
+  const Model model = read(R"({"transformer": {"layers": 2, "hidden": 64, "heads": 4,
+      "sequence": 16, "vocab": 100, "kernel_overhead_us": 2.5}})");
+  ASSERT_TRUE(model.transformer.has_value());
+  EXPECT_EQ(model.transformer->kernel_overhead_us, 2.5);
+  // 17 forward kernels of a gelu decoder at 2.5 us, above its FLOP and byte time.
+  EXPECT_DOUBLE_EQ(model.layers[1].forward_ms, 17 * 0.0025);
+  // Written back with the description, and read to the same config.
+  const nlohmann::ordered_json written = description_to_json(*model.transformer);
+  EXPECT_EQ(written["kernel_overhead_us"], 2.5);
+  const Model again = read(R"({"transformer": )" + written.dump() + "}");
+  EXPECT_EQ(again.transformer->kernel_overhead_us, 2.5);
+  EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(model)));
+  // 0 leaves the floor out.
+  const Model none = read(R"({"transformer": {"layers": 2, "hidden": 64, "heads": 4,
+      "sequence": 16, "vocab": 100, "kernel_overhead_us": 0}})");
+  EXPECT_LT(none.layers[1].forward_ms, 0.001);
 }
 
 TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
@@ -110,6 +130,14 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
             "m.json: /transformer/degrees: must list the allowed degrees, starting at 1");
   EXPECT_EQ(error(shape + R"(, "flash_attention": 1)"),
             "m.json: /transformer/flash_attention: must be true or false, got number 1");
+  EXPECT_EQ(error(shape + R"(, "kernel_overhead_us": -1)"),
+            "m.json: /transformer/kernel_overhead_us: must be a finite number >= 0, got -1");
+  EXPECT_EQ(error(shape + R"(, "kernel_overhead_us": "10")"),
+            "m.json: /transformer/kernel_overhead_us: must be a finite number >= 0, got string "
+            "\"10\"");
+  EXPECT_EQ(error(shape + R"(, "kernel_overhead_us": 2e6)"),
+            "m.json: /transformer/kernel_overhead_us: must be from 0 to 1000000 microseconds, got "
+            "2000000");
   EXPECT_EQ(error(R"("preset": "gpt5")"),
             "m.json: /transformer/preset: unknown preset \"gpt5\" (known: gpt3-175b, gpt3-13b, "
             "mt-nlg-530b, llama3-8b, llama3-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, "

@@ -1,5 +1,7 @@
 // The transformer cost model against hand-computed counts for two configurations
-// (docs/transformer-model.md), and the v3 model it writes.
+// (docs/transformer-model.md), and the v3 model it writes. The configurations here leave the
+// kernel floor out (`kernel_overhead_us` 0), so that the times are the FLOP and byte times
+// alone; tests/model/kernel_counts_test.cpp tests the floor.
 
 #include "pipeplan/model/transformer.hpp"
 
@@ -20,6 +22,7 @@ TransformerConfig gpt_style() {
   config.sequence = 16;
   config.vocab = 100;
   config.micro_batch_size = 2;
+  config.kernel_overhead_us = 0;
   auto [completed, problem] = complete_transformer_config(config);
   EXPECT_EQ(problem, "");
   return completed;
@@ -36,6 +39,7 @@ TransformerConfig llama_style() {
   config.sequence = 32;
   config.vocab = 1000;
   config.ffn = Ffn::kSwiglu;
+  config.kernel_overhead_us = 0;
   auto [completed, problem] = complete_transformer_config(config);
   EXPECT_EQ(problem, "");
   return completed;
@@ -52,6 +56,7 @@ TransformerConfig nemotron_style() {
   config.sequence = 32;
   config.vocab = 1000;
   config.ffn = Ffn::kRelu2;
+  config.kernel_overhead_us = 0;
   auto [completed, problem] = complete_transformer_config(config);
   EXPECT_EQ(problem, "");
   return completed;

@@ -8,6 +8,7 @@
 
 #include "../support/builders.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/model/transformer.hpp"
 
 namespace pipeplan::report {
 namespace {
@@ -105,6 +106,31 @@ TEST(InputSummaryTest, TransformerNamesItsShape) {
       transformer_summary(model, config),
       "model \"gpt\": 1 decoder layers, 3 MiB of fp16 weights, forward 3 ms and backward 6 ms "
       "per micro-batch of 4 on one H100-SXM, tensor-parallel degrees 1, 2, 4");
+}
+
+TEST(InputSummaryTest, TransformerModelStatesItsKernelFloor) {
+  // A small gelu model (b = 1, s = 16, h = 64, a = 4, F = 256, V = 100; degrees 1, 2, 4), whose
+  // passes all take less than their launches: embedding 4 + 3 kernels, each decoder 17 + 24 + 4,
+  // output 16 + 7; 10 us each: 0.04 + 2 x 0.17 + 0.16 = 0.54 ms forward, 0.03 + 2 x 0.28 + 0.07 =
+  // 0.66 ms backward.
+  model::TransformerConfig config;
+  config.name = "tiny";
+  config.layers = 2;
+  config.hidden = 64;
+  config.heads = 4;
+  config.ffn_hidden = 256;
+  config.sequence = 16;
+  config.vocab = 100;
+  config = model::complete_transformer_config(config).first;
+  const model::Model model = model::transformer_model(config);
+  EXPECT_TRUE(model_summary("m.json", model)
+                  .ends_with(", kernel floor 120 kernels x 10 us = 1.2 ms per micro-batch (0.54 "
+                             "ms forward, 0.66 ms backward), above the FLOP and byte time on 4 "
+                             "of 4 layers at degree 1 and 4 at degree 4"))
+      << model_summary("m.json", model);
+  config.kernel_overhead_us = 0;
+  EXPECT_TRUE(model_summary("m.json", model::transformer_model(config))
+                  .ends_with(", no kernel floor (kernel_overhead_us 0)"));
 }
 
 TEST(InputSummaryTest, ImportNamesTheLargestCut) {

@@ -11,6 +11,15 @@
 
 namespace pipeplan::model {
 
+/// The default fixed time of one kernel, microseconds: the CPU-side launch and framework
+/// dispatch of one operation in eager PyTorch, "between 5-20 microseconds" (Meta's Holistic
+/// Trace Analysis, `cuda_kernel_launch_stats`), taken at its geometric middle
+/// (docs/transformer-model.md, "Fixed time per kernel").
+inline constexpr double kDefaultKernelOverheadUs = 10;
+
+/// Largest fixed time per kernel a description may give, microseconds (one second).
+inline constexpr double kMaxKernelOverheadUs = 1e6;
+
 /// The feed-forward block, which also fixes the architecture family: `kGelu` is GPT/OPT style
 /// (a 2-matrix MLP, biases, LayerNorm, learned position embeddings), `kSwiglu` Llama style (a
 /// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters), `kRelu2`
@@ -37,6 +46,8 @@ struct TransformerConfig {
   bool selective_recompute = false;  ///< Recompute the attention core in the backward.
   bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
   std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
+  /// Fixed time of one kernel (launch and dispatch), microseconds; 0 leaves the floor out.
+  double kernel_overhead_us = kDefaultKernelOverheadUs;
 };
 
 }  // namespace pipeplan::model
