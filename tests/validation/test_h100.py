@@ -132,7 +132,10 @@ class ProseTest(unittest.TestCase):
     def test_the_document_gives_every_figure(self):
         figures = prose.validation_h100(self.text)
         self.assertEqual(figures["bf16_rows"], "43")
-        self.assertTrue(Decimal(figures["bf16_median"]) <= 8)
+        # The context-parallel Llama 3.1 rows (estimated since spec 10) are 12 to 23 % fast:
+        # the median is above the 8 % target, as the readings say.
+        self.assertTrue(Decimal(figures["bf16_median"]) > 8)
+        self.assertEqual(figures["cp_estimated"], "16")
 
     def test_a_15b_row_off_by_three_percent_stops_the_prose(self):
         row = [line for line in self.text.splitlines()
