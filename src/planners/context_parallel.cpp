@@ -132,12 +132,11 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
   }
   // The reduced topology is built with dense pair costs (its blocks are not nodes).
   if (blocks.members.size() > static_cast<std::size_t>(topology::kMaxGpus)) {
-    return {std::nullopt, "spp plans context parallelism over at most " +
-                              std::to_string(topology::kMaxGpus) + " blocks of c GPUs; degree " +
-                              std::to_string(c) + " makes " +
-                              std::to_string(blocks.members.size()) +
-                              " (use --planner megatron with --context-parallel " +
-                              std::to_string(c) + ")"};
+    return {std::nullopt,
+            "spp plans context parallelism over at most " + std::to_string(topology::kMaxGpus) +
+                " blocks of c GPUs; degree " + std::to_string(c) + " makes " +
+                std::to_string(blocks.members.size()) +
+                " (use --planner megatron with --context-parallel " + std::to_string(c) + ")"};
   }
   const topology::Topology topology = reduced_topology(request.topology, blocks);
   const auto [bandwidth, latency] = slowest_block_ring(request.topology, blocks);
