@@ -13,6 +13,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/compare.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/check.hpp"
@@ -143,6 +144,23 @@ TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne)
       {at_one.timeline.iteration_ms, at_two.timeline.iteration_ms, at_four.timeline.iteration_ms});
   EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, best);
   for (const Plan* plan : {&at_two, &at_four, &chosen}) expect_checks(*plan, model, topology);
+}
+
+TEST(ContextParallelPlanning, CompareRunsSppAndMegatronAtTheDegreeGiven) {
+  const model::Model model = long_sequence_model(4);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  const std::vector<report::CompareRow> rows =
+      report::compare_planners(request_for(model, topology, 8, {2}), [](const auto&) {});
+  bool spp_seen = false;
+  for (const report::CompareRow& row : rows) {
+    if (!row.plan) continue;
+    const bool takes = row.planner == "spp" || row.planner == "megatron";
+    // spp and the megatron variants plan at the degree given; the baselines, which do not
+    // take --context-parallel, at 1.
+    EXPECT_EQ(context_parallel(row.plan->stages), takes ? 2 : 1) << row.label();
+    spp_seen = spp_seen || row.planner == "spp";
+  }
+  EXPECT_TRUE(spp_seen);
 }
 
 TEST(ContextParallelPlanning, TheReducedModelFoldsEachLayersRingStepsIntoItsTimes) {
