@@ -223,6 +223,13 @@ struct Plan {
   /// Sequences per micro-batch, when known: from a transformer description or `--global-batch`
   /// (the batch-size search's choice); written as `micro_batch_size` only then.
   std::optional<std::int64_t> micro_batch_size;
+  /// A transformer description's sequence parallelism and selective recomputation, when the
+  /// planner chose them other than the model file says (spp's knob search, or `--sequence-parallel
+  /// on|off` and `--selective-recompute on|off`); written as `sequence_parallel` and
+  /// `selective_recompute` only then. The plan is costed with the description so changed
+  /// (model::transformer_variant).
+  std::optional<bool> sequence_parallel;
+  std::optional<bool> selective_recompute;
   Schedule schedule;                  ///< The decisions.
   Timeline timeline;                  ///< Their consequences.
   Bounds bounds;                      ///< Lower bounds for comparison.

@@ -76,15 +76,18 @@ std::string output_path(const std::string& value);
 
 /// The planning options of spec 8.4 shared by `plan` and `compare`, as given.
 struct PlanningOptions {
-  std::optional<std::string> tensor_parallel;   ///< `--tensor-parallel LIST`.
-  std::optional<std::string> context_parallel;  ///< `--context-parallel LIST` (spec 10.4).
-  std::optional<std::string> recompute;         ///< `--recompute never|always|auto`.
-  bool shard_optimizer = false;                 ///< `--shard-optimizer`.
-  std::optional<int> pipeline_parallel;         ///< `--pipeline-parallel P` (megatron).
-  std::optional<int> data_parallel;             ///< `--data-parallel D` (megatron).
-  bool uniform = false;                         ///< `--uniform`.
-  std::optional<std::string> split_backward;    ///< `--split-backward never|auto` (spec 9.5).
-  std::optional<int> virtual_stages;            ///< `--virtual-stages V` (spec 9.5).
+  std::optional<std::string> tensor_parallel;      ///< `--tensor-parallel LIST`.
+  std::optional<std::string> context_parallel;     ///< `--context-parallel LIST` (spec 10.4).
+  std::optional<std::string> recompute;            ///< `--recompute never|always|auto`.
+  bool shard_optimizer = false;                    ///< `--shard-optimizer`.
+  std::optional<std::string> optimizer;            ///< `--optimizer replicated|sharded|auto`.
+  std::optional<std::string> sequence_parallel;    ///< `--sequence-parallel on|off|auto`.
+  std::optional<std::string> selective_recompute;  ///< `--selective-recompute on|off|auto`.
+  std::optional<int> pipeline_parallel;            ///< `--pipeline-parallel P` (megatron).
+  std::optional<int> data_parallel;                ///< `--data-parallel D` (megatron).
+  bool uniform = false;                            ///< `--uniform`.
+  std::optional<std::string> split_backward;       ///< `--split-backward never|auto` (spec 9.5).
+  std::optional<int> virtual_stages;               ///< `--virtual-stages V` (spec 9.5).
 };
 
 /// Adds the planning options to a command.
@@ -94,7 +97,9 @@ void add_planning_options(CLI::App& command, PlanningOptions& options);
 /// planner table row's `options`) and the planners that take it. O(options x planners).
 void check_planner_options(const PlanningOptions& options, std::string_view planner);
 
-/// Puts the given options into `request`; a `UsageError` for a malformed degree list.
+/// Puts the given options into `request`; a `UsageError` for a malformed degree list. What they
+/// leave open of the optimizer, sequence parallelism and selective recomputation is left to the
+/// planners that choose settings (`Request::choose_settings`; spp).
 void apply_planning_options(const PlanningOptions& options, planners::Request& request);
 
 /// The planners of `planners::planner_table()` for a command's help, one line each: for `plan`

@@ -11,6 +11,7 @@
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/batch_size.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/planners/settings_choice.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/memory_view.hpp"
 #include "pipeplan/report/plan_diff.hpp"
@@ -57,6 +58,20 @@ auto skipping_refusals(const std::string& planner, RequestFor request_for, Make 
     }
     return make(planned, micro_batches);
   };
+}
+
+// `reading 1 ms, writing 2 ms; DP 3 ms, ... summed over threads`. Reading and writing are wall
+// time; the planner's phases may run on several threads at once (spp's candidates), so theirs
+// are summed over threads and can add up to more than the total.
+std::string phase_times(const Plan& plan, double reading_ms, double writing_ms) {
+  std::string phases =
+      "reading " + io::format_ms(reading_ms) + ", writing " + io::format_ms(writing_ms);
+  std::string planner_phases;
+  for (const auto& [phase, ms] : plan.phase_ms) {
+    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + io::format_ms(ms);
+  }
+  if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
+  return phases;
 }
 
 int run_plan(const PlanOptions& options, Context& context) {
@@ -111,6 +126,9 @@ int run_plan(const PlanOptions& options, Context& context) {
     plan = make(model, micro_batches);
     if (model.transformer) plan.micro_batch_size = model.transformer->micro_batch_size;
   }
+  // The description as the plan was made for it (the flags spp chose): what plan.json's figures
+  // and the summary are computed with.
+  if (model.transformer) model = model::transformer_variant(model, planners::settings_of(plan));
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
   const std::string text = report::plan_json_text(plan, model, topology);
@@ -143,15 +161,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   context.commit();
   const double total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  // Reading and writing are wall time; the planner's phases may run on several threads at once
-  // (spp's candidates), so theirs are summed over threads and can add up to more than the total.
-  std::string phases =
-      "reading " + io::format_ms(reading_ms) + ", writing " + io::format_ms(total_ms - elapsed_ms);
-  std::string planner_phases;
-  for (const auto& [phase, ms] : plan.phase_ms) {
-    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + io::format_ms(ms);
-  }
-  if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
+  const std::string phases = phase_times(plan, reading_ms, total_ms - elapsed_ms);
   // The memory breakdown for models with a framework reserve (described transformers): a
   // profile's summary stays as it was (docs/memory.md); `simulate` prints it for every plan.
   const std::string memory =

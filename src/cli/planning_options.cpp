@@ -56,9 +56,26 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                   "stage; the default for models with tensor_parallel or update times, never for "
                   "other profiles)")
       ->check(CLI::IsMember({"never", "always", "auto"}));
-  command.add_flag("--shard-optimizer", options.shard_optimizer,
-                   "Plan for a sharded optimizer (ZeRO-1: optimizer state divided among a stage's "
-                   "replicas)");
+  CLI::Option* shard =
+      command.add_flag("--shard-optimizer", options.shard_optimizer,
+                       "Plan for a sharded optimizer (ZeRO-1: optimizer state divided among a "
+                       "stage's replicas); the same as --optimizer sharded");
+  command
+      .add_option("--optimizer", options.optimizer,
+                  "replicated, sharded (ZeRO-1, Megatron-LM's distributed optimizer), or auto "
+                  "(spp's default for models with spec 8 fields: the faster; others: replicated)")
+      ->check(CLI::IsMember({"replicated", "sharded", "auto"}))
+      ->excludes(shard);
+  command
+      .add_option("--sequence-parallel", options.sequence_parallel,
+                  "A transformer description's Megatron sequence parallelism: on, off, or auto "
+                  "(spp's default: the faster; others: as the model file says)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  command
+      .add_option("--selective-recompute", options.selective_recompute,
+                  "A transformer description's selective recomputation of the attention core: on, "
+                  "off, or auto (spp's default: the faster; others: as the model file says)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
   command.add_flag("--uniform", options.uniform,
                    "Only plans every framework can run: the same replica count and tensor-parallel "
                    "degree for every stage (Megatron-LM, DeepSpeed, torch.distributed.pipelining)");
@@ -101,7 +118,28 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
                      " planner does not take it; the " + io::format_list(takers, " and ") +
                      (takers.size() == 1 ? " planner does" : " planners do"));
   }
+  if (row.chooses_settings) return;
+  const std::pair<std::string_view, const std::optional<std::string>&> choosable[] = {
+      {"--optimizer", options.optimizer},
+      {"--sequence-parallel", options.sequence_parallel},
+      {"--selective-recompute", options.selective_recompute}};
+  for (const auto& [option, value] : choosable) {
+    if (value != "auto") continue;
+    throw UsageError(std::string(option) + " auto: only the spp planner chooses it; the " +
+                     std::string(planner) + " planner takes " +
+                     (option == "--optimizer" ? "replicated or sharded" : "on or off"));
+  }
 }
+
+namespace {
+
+// `on` and `off` of a description's flag; empty for `auto` or not given.
+std::optional<bool> fixed_flag(const std::optional<std::string>& value) {
+  if (!value || *value == "auto") return std::nullopt;
+  return *value == "on";
+}
+
+}  // namespace
 
 void apply_planning_options(const PlanningOptions& options, planners::Request& request) {
   if (options.tensor_parallel) {
@@ -115,7 +153,14 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
                         : *options.recompute == "always" ? planners::Recompute::kAlways
                                                          : planners::Recompute::kAuto;
   }
-  if (options.shard_optimizer) request.optimizer = Optimizer::kSharded;
+  if (options.shard_optimizer || options.optimizer == "sharded") {
+    request.optimizer = Optimizer::kSharded;
+  }
+  request.optimizer_fixed =
+      options.shard_optimizer || (options.optimizer && *options.optimizer != "auto");
+  request.sequence_parallel = fixed_flag(options.sequence_parallel);
+  request.selective_recompute = fixed_flag(options.selective_recompute);
+  request.choose_settings = true;  // for the planners that choose (PlannerRow::chooses_settings)
   request.uniform = options.uniform;
   request.pipeline_parallel = options.pipeline_parallel;
   request.data_parallel = options.data_parallel;

@@ -616,18 +616,31 @@ Model transformer_model(const TransformerConfig& config) {
   return model;
 }
 
-Model transformer_model_at(const Model& model, int micro_batch_size) {
-  if (!model.transformer || micro_batch_size < 1 ||
-      micro_batch_size > kMaxTransformerMicroBatchSize) {
-    throw InternalError("transformer_model_at: no description, or micro-batch size " +
-                        std::to_string(micro_batch_size) + " out of range");
+Model transformer_variant(const Model& model, const TransformerSettings& settings) {
+  const int b = settings.micro_batch_size.value_or(
+      model.transformer ? model.transformer->micro_batch_size : 1);
+  if (!model.transformer || b < 1 || b > kMaxTransformerMicroBatchSize) {
+    throw InternalError("transformer_variant: no description, or micro-batch size " +
+                        std::to_string(b) + " out of range");
   }
   TransformerConfig config = *model.transformer;
-  config.micro_batch_size = micro_batch_size;
+  const bool sp = settings.sequence_parallel.value_or(config.sequence_parallel);
+  const bool selective = settings.selective_recompute.value_or(config.selective_recompute);
+  if (b == config.micro_batch_size && sp == config.sequence_parallel &&
+      selective == config.selective_recompute) {
+    return model;
+  }
+  config.micro_batch_size = b;
+  config.sequence_parallel = sp;
+  config.selective_recompute = selective;
   Model out = transformer_model(config);
   out.name = model.name;
   out.micro_batches = model.micro_batches;
   return out;
+}
+
+Model transformer_model_at(const Model& model, int micro_batch_size) {
+  return transformer_variant(model, TransformerSettings{micro_batch_size, {}, {}});
 }
 
 }  // namespace pipeplan::model

@@ -16,6 +16,7 @@
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/context_parallel.hpp"
+#include "pipeplan/planners/settings_choice.hpp"
 #include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
@@ -113,7 +114,8 @@ std::vector<PlannerRow> make_planner_table() {
        .plan = spp_plan,
        .baseline = false,
        .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform"},
-       .shares_devices = true});
+       .shares_devices = true,
+       .chooses_settings = true});
   rows.push_back({.name = "gpipe",
                   .description = "one stage per GPU in input order, layers balanced by compute",
                   .default_policy = Policy::kGpipe,
@@ -505,9 +507,16 @@ Plan make_plan(std::string_view name, const Request& request,
   check_limits(row.name, request);
   check_shares_devices(row, request, chosen);
   if (auto why = refusal(name, request)) throw UsageError(*why);
-  Plan plan = row.plan ? row.plan(request, chosen)
-                       : finish_plan(std::string(row.name), row.partition(request, chosen), request,
-                                     chosen);
+  // The settings the request leaves open (spp's knob search) or changes (a description's fixed
+  // flags), each a whole plan of the row; settings_choice.hpp.
+  Request settings = request;
+  settings.choose_settings = request.choose_settings && row.chooses_settings;
+  Plan plan = plan_choosing_settings(
+      settings, chosen, [&row](const Request& asked, schedule::Policy under) {
+        return row.plan
+                   ? row.plan(asked, under)
+                   : finish_plan(std::string(row.name), row.partition(asked, under), asked, under);
+      });
   if (request.uniform &&
       (!is_uniform(plan.stages) ||
        !partition::shares_equally(request.micro_batches, plan.stages.front().replicas()))) {

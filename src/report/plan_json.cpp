@@ -141,6 +141,8 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
   out["topology"] = name_or_null(topology.name());
   out["micro_batches"] = plan.schedule.micro_batches;
   if (plan.micro_batch_size) out["micro_batch_size"] = *plan.micro_batch_size;
+  if (plan.sequence_parallel) out["sequence_parallel"] = *plan.sequence_parallel;
+  if (plan.selective_recompute) out["selective_recompute"] = *plan.selective_recompute;
   out["iteration_ms"] = plan.timeline.iteration_ms;
   out["bounds"] = {{"any_plan_ms", plan.bounds.any_plan_ms},
                    {"partition_ms", plan.bounds.partition_ms}};
@@ -336,6 +338,10 @@ void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& 
   // most the largest global batch a plan is made for.
   if (auto size = plan.optional("micro_batch_size")) {
     static_cast<void>(size->as_integer(1, planners::kMaxGlobalBatch));
+  }
+  // The description's settings the plan was made with (report::model_for_plan costs it so).
+  for (const char* key : {"sequence_parallel", "selective_recompute"}) {
+    if (auto flag = plan.optional(key)) static_cast<void>(flag->as_bool());
   }
   stated.iteration_ms = plan.required("iteration_ms").as_number();
   if (auto bounds = plan.optional("bounds")) {

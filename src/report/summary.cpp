@@ -74,6 +74,13 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                     std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
   if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
+  // The description's flags the planner set otherwise than the model file (settings_choice.hpp).
+  if (plan.sequence_parallel) {
+    out += std::string(", sequence parallelism ") + (*plan.sequence_parallel ? "on" : "off");
+  }
+  if (plan.selective_recompute) {
+    out += std::string(", selective recomputation ") + (*plan.selective_recompute ? "on" : "off");
+  }
   if (plan.schedule.split_backward) out += ", split backward";
   if (virtual_stages(plan.stages) > 1) {
     out += ", up to " + std::to_string(virtual_stages(plan.stages)) + " stages per device";

@@ -292,13 +292,16 @@ TEST(CompareV2Test, ListsMegatronConfigurationsAndSppUniform) {
   // Two GPUs hold no full copy of the model, even recomputing.
   EXPECT_FALSE(by_label.at("megatron t1 p2 d8 (1f1b)").at("feasible").get<bool>());
   ASSERT_TRUE(by_label.at("megatron t4 p2 d2 (1f1b)").at("feasible").get<bool>());
-  // spp (list) is the fastest, and spp --uniform (list) never slower than any megatron
-  // configuration (1F1B).
+  // spp (list) is the fastest of the rows with one stage per device (on this profile spp's
+  // default keeps one; its zb-v row, two stages per device, is faster here once the optimizer is
+  // sharded), and spp --uniform (list) never slower than any megatron configuration (1F1B).
   const double spp = by_label.at("spp (list)").at("iteration_ms").get<double>();
   const double uniform = by_label.at("spp --uniform (list)").at("iteration_ms").get<double>();
   for (const auto& [label, row] : by_label) {
     if (!row.at("feasible").get<bool>()) continue;
-    EXPECT_LE(spp, row.at("iteration_ms").get<double>() * (1 + 1e-9)) << label;
+    if (label.find("(zb-v)") == std::string::npos) {
+      EXPECT_LE(spp, row.at("iteration_ms").get<double>() * (1 + 1e-9)) << label;
+    }
     if (label.rfind("megatron", 0) == 0 && row.at("policy") == "1f1b") {
       EXPECT_LE(uniform, row.at("iteration_ms").get<double>() * (1 + 1e-9)) << label;
     }

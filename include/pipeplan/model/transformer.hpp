@@ -125,10 +125,22 @@ double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double 
 /// mixed-precision Adam, `profile` = micro-batch size and GPU, and `transformer` = `config`.
 Model transformer_model(const TransformerConfig& config);
 
-/// A model read from a transformer description (`model.transformer` set) regenerated at another
-/// micro-batch size `b` (1 to `kMaxTransformerMicroBatchSize`): the layers of `b`, its name and
-/// `micro_batches` kept, `transformer->micro_batch_size` set to `b`. `InternalError` for a model
-/// without a description.
+/// The settings of a transformer description a planner may choose (issue 33 item 8): each one
+/// given replaces the description's; an empty one keeps it.
+struct TransformerSettings {
+  std::optional<int> micro_batch_size;      ///< Sequences per micro-batch.
+  std::optional<bool> sequence_parallel;    ///< Megatron-LM's `--sequence-parallel`.
+  std::optional<bool> selective_recompute;  ///< `--recompute-granularity selective`.
+};
+
+/// A model read from a transformer description (`model.transformer` set) regenerated with
+/// `settings` (a micro-batch size from 1 to `kMaxTransformerMicroBatchSize`): its name and
+/// `micro_batches` kept, the description's fields set to the settings given. The model itself
+/// (not regenerated) when every setting given equals the description's. `InternalError` for a
+/// model without a description or a size out of range. O(layers x degrees).
+Model transformer_variant(const Model& model, const TransformerSettings& settings);
+
+/// `transformer_variant` at micro-batch size `b`.
 Model transformer_model_at(const Model& model, int micro_batch_size);
 
 }  // namespace pipeplan::model

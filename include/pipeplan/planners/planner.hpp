@@ -58,6 +58,16 @@ struct Request {
   /// `--schedule auto` (spp only): every policy, `V` and the split considered per candidate,
   /// the fastest plan kept (spec 9.5).
   bool schedule_auto = false;
+  /// A transformer description's sequence parallelism and selective recomputation, fixed by
+  /// `--sequence-parallel on|off` and `--selective-recompute on|off`; empty: as the model file
+  /// says, or chosen under `choose_settings` (settings_choice.hpp).
+  std::optional<bool> sequence_parallel{};
+  std::optional<bool> selective_recompute{};
+  /// Whether `--optimizer` or `--shard-optimizer` fixed `optimizer`.
+  bool optimizer_fixed = false;
+  /// The planner chooses what the request leaves open among the optimizer and the description's
+  /// flags (`settings_candidates`): spp's default on the command line (`--optimizer auto`).
+  bool choose_settings = false;
 };
 
 /// `request` with another model and topology, every setting kept (a request holds its inputs by
@@ -233,6 +243,10 @@ struct PlannerRow {
   /// Whether spp's search starts from its partition too (on the input order, when its `steps`
   /// are cheap), so that spp is never slower than it under the same policy. Needs `partition`.
   bool seeds_spp = false;
+  /// Whether it chooses the settings a request leaves open (`Request::choose_settings`,
+  /// settings_choice.hpp: the optimizer, sequence parallelism, selective recomputation); the
+  /// others plan with the request's and the model file's, and refuse `auto` for them.
+  bool chooses_settings = false;
 };
 
 /// Why the planner `name` refuses `request` (its row's `refuses`), or nothing. O(1).

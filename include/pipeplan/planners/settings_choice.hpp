@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// The settings a user would otherwise fix, chosen by the planner (issue 33 item 8,
+/// docs/transformer-model.md "Settings spp chooses"): the optimizer's sharding and, for a model
+/// with a transformer description, Megatron-LM's sequence parallelism and selective
+/// recomputation. Each candidate is a whole plan of the planner on the request so changed; the
+/// fastest is kept, the request's own settings on ties.
+
+#include <functional>
+#include <vector>
+
+#include "pipeplan/model/transformer.hpp"
+#include "pipeplan/planners/planner.hpp"
+
+namespace pipeplan::planners {
+
+/// One combination of settings: the description's flags (empty: as the model file says) and the
+/// optimizer.
+struct SettingsCandidate {
+  model::TransformerSettings settings;
+  Optimizer optimizer = Optimizer::kReplicated;
+};
+
+/// The combinations `request` asks to plan, the request's own first (the model file's flags,
+/// or those `--sequence-parallel` and `--selective-recompute` fix, and `request.optimizer`).
+/// With `request.choose_settings` (spp's default from the command line), for what the request
+/// leaves open:
+/// * the optimizer, for a model that uses the fields of spec 8.1 (a v1 profile keeps its
+///   sections 1-7 plans) on more than one GPU, where sharding changes a time or a byte (some
+///   update time, or a sharded memory factor above 0): replicated and sharded;
+/// * sequence parallelism, for a described model that some stage may split (a degree above 1):
+///   off and on;
+/// * selective recomputation, for a described model without fused attention (with it there
+///   are no sequence x sequence tensors to drop): off and on.
+/// A sharded optimizer is never slower and never needs more memory than a replicated one for
+/// the same stages (spec 8.3), so the description's other flag combinations are planned only
+/// with the optimizer's last choice. O(1).
+std::vector<SettingsCandidate> settings_candidates(const Request& request);
+
+/// Plans `request` with `plan_one` at every candidate of `settings_candidates` and keeps the
+/// fastest: a later candidate replaces the kept plan only when strictly faster (beyond spec 4's
+/// 1e-9 equality), so a request with nothing to choose plans exactly as `plan_one` alone. Every
+/// candidate is planned (an estimate that ranked them left out faster plans); a candidate that
+/// does not fit (`InfeasibleError`) is skipped, and when none fits the first's error is
+/// rethrown. Then each plan's stages are replayed under every other candidate's settings (the
+/// searches are heuristic: a shape found under one can be faster under another). The plan records
+/// the flags it was made with where they differ from the model file
+/// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time.
+/// O(K) plans and O(K^2) replays for K candidates (at most 5).
+Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
+                            const std::function<Plan(const Request&, schedule::Policy)>& plan_one);
+
+/// The description's settings `plan` was made with, for model::transformer_variant: its
+/// micro-batch size and the flags it records. O(1).
+model::TransformerSettings settings_of(const Plan& plan);
+
+}  // namespace pipeplan::planners

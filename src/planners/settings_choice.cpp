@@ -1,0 +1,230 @@
+// The settings a planner chooses (settings_choice.hpp; issue 33 item 8): a few whole plans, one
+// per combination, the fastest kept. O(K) plans for K <= 5 candidates.
+
+#include "pipeplan/planners/settings_choice.hpp"
+
+#include <cmath>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
+#include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/schedule_choice.hpp"
+#include "pipeplan/schedule/policy.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+// Spec 4's equality of times: `a` is strictly below `b` beyond 1e-9 relative plus 1e-9 ms.
+bool strictly_faster(double a, double b) { return a < b - 1e-9 * std::abs(b) - 1e-9; }
+
+// Whether a sharded optimizer changes any time or byte of `request` (spec 8.3): more than one
+// GPU to shard over, and an update time or a sharded memory factor.
+bool sharding_matters(const Request& request) {
+  return request.topology.size() > 1 &&
+         (model::has_updates(request.model) || model::sharded_factor(request.model) > 0);
+}
+
+// The values one flag takes: the fixed one, else the file's and, when it may be chosen, the
+// other.
+std::vector<bool> flag_values(std::optional<bool> fixed, bool file, bool choosable) {
+  if (fixed) return {*fixed};
+  if (choosable) return {file, !file};
+  return {file};
+}
+
+// `sequence parallelism on, selective recomputation off, sharded optimizer`.
+std::string candidate_text(const SettingsCandidate& candidate, const model::Model& model) {
+  std::string text;
+  if (model.transformer) {
+    const model::TransformerConfig& file = *model.transformer;
+    text += "sequence parallelism ";
+    text += candidate.settings.sequence_parallel.value_or(file.sequence_parallel) ? "on" : "off";
+    text += ", selective recomputation ";
+    text +=
+        candidate.settings.selective_recompute.value_or(file.selective_recompute) ? "on" : "off";
+    text += ", ";
+  }
+  text += candidate.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
+  return text + " optimizer";
+}
+
+// The flags of `candidate` that differ from the model file's, as the plan records them.
+void record_flags(const SettingsCandidate& candidate, const model::Model& model, Plan& plan) {
+  if (!model.transformer) return;
+  const auto& sp = candidate.settings.sequence_parallel;
+  const auto& selective = candidate.settings.selective_recompute;
+  if (sp && *sp != model.transformer->sequence_parallel) plan.sequence_parallel = sp;
+  if (selective && *selective != model.transformer->selective_recompute) {
+    plan.selective_recompute = selective;
+  }
+}
+
+}  // namespace
+
+std::vector<SettingsCandidate> settings_candidates(const Request& request) {
+  const model::Model& model = request.model;
+  const bool choose = request.choose_settings;
+  std::vector<Optimizer> optimizers{request.optimizer};
+  if (choose && !request.optimizer_fixed && model::uses_v2_fields(model) &&
+      sharding_matters(request) && request.optimizer == Optimizer::kReplicated) {
+    optimizers.push_back(Optimizer::kSharded);
+  }
+  if (!model.transformer) {
+    // A profile's layers were measured with the framework's settings: nothing to regenerate.
+    for (const auto& [option, fixed] :
+         {std::pair{"--sequence-parallel", request.sequence_parallel},
+          std::pair{"--selective-recompute", request.selective_recompute}}) {
+      if (!fixed) continue;
+      throw UsageError(std::string(option) + (*fixed ? " on" : " off") +
+                       ": the model has no \"transformer\" description to regenerate its layers "
+                       "with (a profile was measured with its own settings); describe the model "
+                       "with pipeplan model transformer");
+    }
+    std::vector<SettingsCandidate> out;
+    out.reserve(optimizers.size());
+    for (const Optimizer optimizer : optimizers) out.push_back({{}, optimizer});
+    return out;
+  }
+  const model::TransformerConfig& file = *model.transformer;
+  const std::vector<int> degrees = candidate_degrees(request);
+  const bool splits = !degrees.empty() && degrees.back() > 1;
+  const std::vector<bool> sp_values =
+      flag_values(request.sequence_parallel, file.sequence_parallel, choose && splits);
+  const std::vector<bool> selective_values = flag_values(
+      request.selective_recompute, file.selective_recompute, choose && !file.flash_attention);
+  std::vector<SettingsCandidate> out;
+  for (const bool sp : sp_values) {
+    for (const bool selective : selective_values) {
+      model::TransformerSettings settings{std::nullopt, sp, selective};
+      if (out.empty()) {
+        for (const Optimizer optimizer : optimizers) out.push_back({settings, optimizer});
+      } else {
+        out.push_back({settings, optimizers.back()});
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One candidate's inputs, as its plans are made and replayed; `request` refers to `model`, so
+// an Asked is made in place and never moved (a std::deque of them).
+struct Asked {
+  Asked(const Request& base, model::Model variant, Optimizer optimizer, std::string text)
+      : model(std::move(variant)),
+        request(with_inputs(base, model, base.topology)),
+        label(std::move(text)) {
+    request.optimizer = optimizer;
+  }
+  model::Model model;
+  Request request;
+  std::string label;
+  std::optional<Plan> plan;  // its planner's plan, when planned and it fits
+};
+
+// spp's default list schedule for a model with its transformer description (issue 33 item 8:
+// `V` and the split chosen by default, as Megatron-LM users set them): the chosen devices with
+// 2, 3 and 4 stages each under every multi-stage policy and the list scheduler, and every fixed
+// policy, as `--schedule auto` tries them on its final plan (fastest_schedule; kept only where
+// strictly faster). Only the final plan's: `--schedule auto` also gives every search of the
+// recipe the choice, at about twice the cost. Profiles keep one stage per device unless asked
+// (pipeplan_torch runs one stage per GPU). O(20) schedules and replays.
+Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
+    return plan;
+  }
+  Request shared = request;
+  shared.schedule_auto = true;
+  return fastest_schedule(shared, std::move(plan), policy);
+}
+
+// Every plan's stages replayed under every other candidate's settings (a shape one search found
+// can be faster under another's: the searches are heuristic, a sharded optimizer never slower),
+// the fastest kept with `best` as the incumbent (strictly faster only). O(K^2) replays.
+void cross_replay(std::deque<Asked>& asked, std::optional<Plan>& best, std::size_t& best_x,
+                  std::vector<std::string>& notes) {
+  for (std::size_t from = 0; from < asked.size(); ++from) {
+    if (!asked[from].plan) continue;
+    const Plan& found = *asked[from].plan;
+    const auto policy = schedule::parse_policy(found.schedule_policy);
+    for (std::size_t to = 0; to < asked.size(); ++to) {
+      if (to == from || !policy) continue;
+      Finished replay = try_finish_plan(found.planner, Partition{found.gpu_order, found.stages},
+                                        asked[to].request, *policy);
+      if (!replay.plan ||
+          !strictly_faster(replay.plan->timeline.iteration_ms, best->timeline.iteration_ms)) {
+        continue;
+      }
+      notes.push_back(asked[to].label + io::format_ms(replay.plan->timeline.iteration_ms) +
+                      " with the stages found under " + asked[from].label.substr(10) +
+                      " (replayed)");
+      best = std::move(replay.plan);
+      best->notes = found.notes;
+      best_x = to;
+    }
+  }
+}
+
+}  // namespace
+
+Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
+                            const std::function<Plan(const Request&, schedule::Policy)>& plan_one) {
+  const std::vector<SettingsCandidate> candidates = settings_candidates(request);
+  const model::Model& file_model = request.model;
+  // Nothing to choose and nothing to change: the planner alone, on the request as it is (with
+  // its schedule's stages per device chosen, for spp on a model with spec 8 fields).
+  if (candidates.size() == 1 && candidates.front().optimizer == request.optimizer &&
+      (!file_model.transformer || (candidates.front().settings.sequence_parallel ==
+                                       file_model.transformer->sequence_parallel &&
+                                   candidates.front().settings.selective_recompute ==
+                                       file_model.transformer->selective_recompute))) {
+    Plan plan = plan_one(request, policy);
+    return request.choose_settings ? with_devices_shared(request, std::move(plan), policy) : plan;
+  }
+  std::deque<Asked> asked;
+  for (const SettingsCandidate& candidate : candidates) {
+    asked.emplace_back(
+        request,
+        file_model.transformer ? model::transformer_variant(file_model, candidate.settings)
+                               : file_model,
+        candidate.optimizer, "settings: " + candidate_text(candidate, file_model) + ": ");
+  }
+  std::optional<Plan> best;
+  std::size_t best_x = 0;
+  std::optional<InfeasibleError> first_refusal;
+  std::vector<std::string> notes;
+  for (std::size_t x = 0; x < asked.size(); ++x) {
+    try {
+      asked[x].plan = plan_one(asked[x].request, policy);
+      notes.push_back(asked[x].label + io::format_ms(asked[x].plan->timeline.iteration_ms));
+      if (!best ||
+          strictly_faster(asked[x].plan->timeline.iteration_ms, best->timeline.iteration_ms)) {
+        best = asked[x].plan;
+        best_x = x;
+      }
+    } catch (const InfeasibleError& error) {
+      if (x == 0) first_refusal = error;
+      notes.push_back(asked[x].label + "no plan (" + error.what() + ")");
+    }
+  }
+  if (!best) throw *first_refusal;
+  cross_replay(asked, best, best_x, notes);
+  Plan out = with_devices_shared(asked[best_x].request, std::move(*best), policy);
+  record_flags(candidates[best_x], file_model, out);
+  out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+  return out;
+}
+
+model::TransformerSettings settings_of(const Plan& plan) {
+  model::TransformerSettings settings;
+  if (plan.micro_batch_size) settings.micro_batch_size = static_cast<int>(*plan.micro_batch_size);
+  settings.sequence_parallel = plan.sequence_parallel;
+  settings.selective_recompute = plan.selective_recompute;
+  return settings;
+}
+
+}  // namespace pipeplan::planners

@@ -1,0 +1,190 @@
+// The settings spp chooses (issue 33 item 8, settings_choice.hpp): which combinations it plans,
+// that the kept plan is never slower than planning any of them alone, that the first wins ties,
+// that the plan records what it chose and replays to the same time with the model so
+// regenerated (what `simulate` does), and the usage errors.
+
+#include "pipeplan/planners/settings_choice.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../support/builders.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/report/plan_json.hpp"
+#include "pipeplan/report/plan_model.hpp"
+#include "pipeplan/simulate/check.hpp"
+
+namespace pipeplan::planners {
+namespace {
+
+using namespace pipeplan::testing;
+
+constexpr int kMicroBatches = 16;
+
+// A small GPT-style description (8 decoders, sequence 2048), costed on A100-80GB, degrees 1, 2,
+// 4; `flash` for fused attention.
+model::Model described(bool flash = false) {
+  model::TransformerConfig config;
+  config.layers = 8;
+  config.hidden = 2048;
+  config.heads = 16;
+  config.sequence = 2048;
+  config.vocab = 32000;
+  config.micro_batch_size = 4;
+  config.degrees = {1, 2, 4};
+  config.flash_attention = flash;
+  auto [completed, problem] = model::complete_transformer_config(config);
+  EXPECT_TRUE(problem.empty()) << problem;
+  model::Model model = model::transformer_model(completed);
+  model.micro_batches = kMicroBatches;
+  return model;
+}
+
+// Four GPUs of 16 GiB: memory binds, so the settings change which shapes fit.
+topology::Topology four_gpus() { return uniform_topology(4, 100e9, 0.005, {}, 16.0 * (1 << 30)); }
+
+Request choosing(const model::Model& model, const topology::Topology& topology) {
+  Request request{model, topology, kMicroBatches};
+  request.choose_settings = true;
+  return request;
+}
+
+std::string flags_of(const SettingsCandidate& candidate) {
+  auto text = [](const std::optional<bool>& flag) {
+    return flag ? (*flag ? std::string("1") : std::string("0")) : std::string("-");
+  };
+  return text(candidate.settings.sequence_parallel) + text(candidate.settings.selective_recompute) +
+         (candidate.optimizer == Optimizer::kSharded ? "S" : "R");
+}
+
+std::vector<std::string> candidate_flags(const Request& request) {
+  std::vector<std::string> out;
+  for (const SettingsCandidate& candidate : settings_candidates(request)) {
+    out.push_back(flags_of(candidate));
+  }
+  return out;
+}
+
+TEST(SettingsChoice, CandidatesStartWithTheRequestsOwnAndShardOnlyAfterIt) {
+  const model::Model model = described();
+  const topology::Topology topology = four_gpus();
+  Request request = choosing(model, topology);
+  // The file's flags (off, off) replicated, then sharded; the other three combinations sharded.
+  EXPECT_EQ(candidate_flags(request),
+            (std::vector<std::string>{"00R", "00S", "01S", "10S", "11S"}));
+  // Fused attention has no sequence x sequence tensors: selective recomputation changes nothing.
+  const model::Model flash = described(true);
+  EXPECT_EQ(candidate_flags(choosing(flash, topology)),
+            (std::vector<std::string>{"00R", "00S", "10S"}));
+  // What the request fixes is not chosen.
+  request.sequence_parallel = true;
+  request.optimizer_fixed = true;
+  EXPECT_EQ(candidate_flags(request), (std::vector<std::string>{"10R", "11R"}));
+  // Tensor parallelism at degree 1 only: sequence parallelism changes nothing.
+  Request one = choosing(model, topology);
+  one.tensor_parallel = {1};
+  EXPECT_EQ(candidate_flags(one), (std::vector<std::string>{"00R", "00S", "01S"}));
+  // Without choose_settings (other planners), the request's settings alone.
+  EXPECT_EQ(candidate_flags(Request{model, topology, 16}), (std::vector<std::string>{"00R"}));
+}
+
+TEST(SettingsChoice, ProfilesChooseTheOptimizerOnlyWithSpec8Fields) {
+  const topology::Topology topology = four_gpus();
+  // A v1 profile keeps its sections 1-7 plans: nothing to choose.
+  const model::Model v1 = make_model({{1, 2, 1e6, 1e6, 1e6}, {1, 2, 1e6, 1e6, 1e6}});
+  EXPECT_EQ(candidate_flags(choosing(v1, topology)), (std::vector<std::string>{"--R"}));
+  // With update times (spec 8.1): replicated, then sharded.
+  model::Model v2 = v1;
+  for (model::Layer& layer : v2.layers) layer.update_ms = 0.5;
+  EXPECT_EQ(candidate_flags(choosing(v2, topology)), (std::vector<std::string>{"--R", "--S"}));
+  // On one GPU there is nothing to shard over.
+  const topology::Topology one = uniform_topology(1, 100e9, 0.005);
+  EXPECT_EQ(candidate_flags(choosing(v2, one)), (std::vector<std::string>{"--R"}));
+}
+
+TEST(SettingsChoice, FixedFlagsNeedATransformerDescription) {
+  const model::Model profile = make_model({{1, 2, 1e6, 1e6, 1e6}});
+  const topology::Topology topology = four_gpus();
+  Request request{profile, topology, 4};
+  request.selective_recompute = false;
+  try {
+    static_cast<void>(make_plan("spp", request));
+    FAIL() << "expected a usage error";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--selective-recompute off: the model has no \"transformer\" description to "
+                 "regenerate its layers with (a profile was measured with its own settings); "
+                 "describe the model with pipeplan model transformer");
+  }
+}
+
+// The plan read back as `simulate` reads it: the model regenerated with the flags the plan
+// records (report::model_for_plan), the replay's time the plan's.
+void expect_replays(const Plan& plan, const model::Model& file_model,
+                    const topology::Topology& topology) {
+  const std::string text = report::plan_json_text(
+      plan, model::transformer_variant(file_model, settings_of(plan)), topology);
+  const io::Source source = io::source_from_text("plan.json", text);
+  const model::Model model = report::model_for_plan(file_model, source);
+  const simulate::StatedPlan stated = report::read_plan(source, topology);
+  const Plan checked = simulate::check_plan(stated, model, topology);
+  EXPECT_DOUBLE_EQ(checked.timeline.iteration_ms, plan.timeline.iteration_ms);
+}
+
+TEST(SettingsChoice, SppIsNeverSlowerThanAnyCombinationAloneAndRecordsItsChoice) {
+  const model::Model model = described();
+  const topology::Topology topology = four_gpus();
+  const Plan chosen = make_plan("spp", choosing(model, topology));
+  expect_replays(chosen, model, topology);
+  // Each combination planned on its own (fixed, nothing chosen).
+  std::optional<double> first_ms;
+  for (const SettingsCandidate& candidate : settings_candidates(choosing(model, topology))) {
+    Request fixed{model, topology, kMicroBatches};
+    fixed.sequence_parallel = candidate.settings.sequence_parallel;
+    fixed.selective_recompute = candidate.settings.selective_recompute;
+    fixed.optimizer = candidate.optimizer;
+    try {
+      const Plan alone = make_plan("spp", fixed);
+      expect_replays(alone, model, topology);
+      EXPECT_LE(chosen.timeline.iteration_ms, alone.timeline.iteration_ms * (1 + 1e-9))
+          << flags_of(candidate);
+      if (!first_ms) first_ms = alone.timeline.iteration_ms;
+    } catch (const InfeasibleError&) {
+    }
+  }
+  ASSERT_TRUE(first_ms);
+  // A setting other than the file's is kept only for a strictly faster plan, and recorded.
+  const bool changed = chosen.sequence_parallel || chosen.selective_recompute ||
+                       chosen.optimizer == Optimizer::kSharded;
+  if (changed) {
+    EXPECT_LT(chosen.timeline.iteration_ms, *first_ms);
+  } else {
+    EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, *first_ms);
+  }
+  // Here memory binds, and some other setting is faster (the test's premise).
+  EXPECT_TRUE(changed);
+}
+
+TEST(SettingsChoice, NothingToChooseIsThePlannerAloneThenItsDevicesShared) {
+  const model::Model model = described();
+  const topology::Topology topology = four_gpus();
+  Request fixed{model, topology, kMicroBatches};
+  fixed.sequence_parallel = false;
+  fixed.selective_recompute = false;
+  fixed.optimizer_fixed = true;
+  ASSERT_EQ(settings_candidates(fixed).size(), 1U);
+  const Plan alone = make_plan("spp", Request{model, topology, kMicroBatches});
+  // Other planners (choose_settings false): the planner alone, byte for byte.
+  EXPECT_EQ(report::plan_json_text(make_plan("spp", fixed), model, topology),
+            report::plan_json_text(alone, model, topology));
+  // spp on a described model: its devices may then hold several stages, never slower.
+  fixed.choose_settings = true;
+  const Plan shared = make_plan("spp", fixed);
+  EXPECT_LE(shared.timeline.iteration_ms, alone.timeline.iteration_ms);
+  EXPECT_FALSE(shared.sequence_parallel);
+  EXPECT_FALSE(shared.selective_recompute);
+  expect_replays(shared, model, topology);
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
