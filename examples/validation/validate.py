@@ -188,10 +188,21 @@ def plan_both(binary, work, run, system, topo, options, script="validate.py", wi
     return megatron, failure, spp, spp_failure
 
 
+def settings(plan_json):
+    """`, sharded, SP on, selective on`: the settings spp chose (a sharded optimizer, and the
+    description's flags the plan records where they differ from the model file's)."""
+    text = ", sharded" if plan_json.get("optimizer") == "sharded" else ""
+    for key, name in (("sequence_parallel", "SP"), ("selective_recompute", "selective")):
+        if key in plan_json:
+            text += ", %s %s" % (name, "on" if plan_json[key] else "off")
+    return text
+
+
 def spp_cell(spp, megatron):
-    """The spp column: its time, the shape of its plan, its schedule and its speed-up over
-    the published configuration's estimate."""
-    text = "%s (%s, %s)" % (seconds(spp["iteration_ms"]), shape(spp), spp["schedule_policy"])
+    """The spp column: its time, the shape of its plan, its schedule, the settings it chose
+    and its speed-up over the published configuration's estimate."""
+    text = "%s (%s, %s%s)" % (seconds(spp["iteration_ms"]), shape(spp), spp["schedule_policy"],
+                              settings(spp))
     if megatron:
         text += ", %.2fx" % (megatron["iteration_ms"] / spp["iteration_ms"])
     return text
