@@ -264,6 +264,18 @@ def previous_spp(output):
     return cells, refusals
 
 
+def kept_spp(text, megatron):
+    """A kept spp cell (--estimates-only): its speed-up over the published configuration's
+    estimate kept; added where the configuration had no estimate before (from the cell's
+    seconds, rounded to 0.01 s); dropped where it has none now. The full run recomputes it."""
+    if not megatron:
+        return re.sub(r", [\d.]+x$", "", text)
+    match = re.match(r"([\d.]+) \(", text)
+    if match and not re.search(r", [\d.]+x$", text):
+        text += ", %.2fx" % (megatron["iteration_ms"] / 1000.0 / float(match.group(1)))
+    return text
+
+
 def main(argv):
     flags = [arg for arg in argv[1:] if arg.startswith("--")]
     args = [argv[0]] + [arg for arg in argv[1:] if not arg.startswith("--")]
@@ -285,7 +297,7 @@ def main(argv):
                                                      data["systems"], cp_available,
                                                      not estimates_only)
             if estimates_only:
-                spp_text = previous[0].get(run["id"], "")
+                spp_text = kept_spp(previous[0].get(run["id"], ""), megatron)
                 failures["spp"] = previous[1].get(run["id"], "")
             else:
                 spp_text, failures["spp"] = spp_column(run, megatron, spp, failures)

@@ -7,7 +7,7 @@
 // Complexity: every task is started once and completes once; each start or completion costs
 // O(log T) (event heap, per-GPU ready sets, channel queues) plus O(r) to choose a replica, and
 // each event's dispatch looks only at the groups it touched, so O(T (log T + r) + G) for
-// T = 4 S M tasks (planners::scheduling_steps counts T G, what a scan of every group cost).
+// T = 4 S M tasks (planners::scheduling_steps counts it).
 
 #include "pipeplan/schedule/scheduler.hpp"
 

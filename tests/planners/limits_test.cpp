@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "../support/builders.hpp"
@@ -121,38 +122,36 @@ TEST(LimitsTest, StepsCountTheWorkThatTakesTime) {
   EXPECT_EQ(infeasible([&] { check_limits("gpipe", Request{many, cluster, 16}); }), "");
 }
 
-TEST(LimitsTest, SchedulingStepsCountEveryScanOfTheGroups) {
-  // uniform with 4,096 stages of one GPU and 16 micro-batches once took 38 s: 262,112 tasks,
-  // each scanning 4,096 GPUs and 8,190 channels; idle channels are no longer scanned, the
-  // 4,096 groups still are.
+TEST(LimitsTest, SchedulingStepsCountEachTasksEventsAndReplicas) {
+  // uniform with 4,096 stages of one GPU and 16 micro-batches once took 38 s, when every event
+  // scanned every group: 262,112 tasks x 4,096 groups, refused. The scheduler now dispatches only
+  // the groups an event touched (O(T (log T + r) + G)): about 5e6 steps, under a second.
   std::vector<Stage> one_per_gpu;
   for (int s = 0; s < 4096; ++s) one_per_gpu.push_back(Stage{s, s, {s}});
-  EXPECT_EQ(scheduling_steps(one_per_gpu, 16), 262112.0 * 4096);
-  EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }),
-            "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
-            "take about 1.07e+09 steps (every task scans every GPU group in use), more than its "
-            "limit of 4e+08; use fewer stages or micro-batches" +
+  EXPECT_DOUBLE_EQ(scheduling_steps(one_per_gpu, 16), 262112.0 * (std::log2(262112.0) + 1) + 4096);
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }), "");
+  // One GPU at the task limit: 2^19 tasks of 19 + 1 steps each, and its one group.
+  EXPECT_DOUBLE_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144), 524288.0 * 20 + 1);
+  // Choosing among r replicas costs r per task: 1,024 replicas at the task limit are refused.
+  std::vector<int> gpus(1024);
+  for (int g = 0; g < 1024; ++g) gpus[static_cast<std::size_t>(g)] = g;
+  const std::vector<Stage> wide_stage{Stage{0, 0, gpus}};
+  EXPECT_DOUBLE_EQ(scheduling_steps(wide_stage, 262144), 524288.0 * (19 + 1024) + 1024);
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(wide_stage, 262144, 1024); }),
+            "cannot schedule 1 stage with 262144 micro-batches on 1024 GPUs: the scheduler would "
+            "take about 5.47e+08 steps (each task's events, and the replicas it may run on), more "
+            "than its limit of 4e+08; use fewer stages or micro-batches" +
                 kSee);
-  const model::Model model = layers(4096);
-  const topology::Topology topology = uniform_topology(4096, 1e10, 0.001);
-  EXPECT_EQ(infeasible([&] {
-              make_plan("uniform", Request{model, topology, 16});
-            }),
-            "cannot schedule 4096 stages with 16 micro-batches on 4096 GPUs: the scheduler would "
-            "take about 1.07e+09 steps (every task scans every GPU group in use), more than its "
-            "limit of 4e+08; use fewer stages or micro-batches" +
-                kSee);
-  // One GPU at the task limit: 524,288 steps.
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144), 524288.0);
-  // Replicated stages: one step per task and replica; unused GPUs cost nothing.
-  EXPECT_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4),
-            (4.0 * 2 * 4 - 2 * 4) * (2 + 3));
-  // A group of t GPUs is one resource: two stages of two 4-way groups scan 4 groups.
+  // Replicated stages: the most replicas of a stage; unused GPUs cost nothing.
+  const double tasks = 4.0 * 2 * 4 - 2 * 4;
+  EXPECT_DOUBLE_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4),
+                   tasks * (std::log2(tasks) + 3) + 5);
+  // A group of t GPUs is one resource: two stages of two 4-way groups, 4 groups.
   Stage wide{0, 0, {0, 1, 2, 3, 4, 5, 6, 7}};
   wide.tensor_parallel = 4;
   Stage wide2{1, 1, {8, 9, 10, 11, 12, 13, 14, 15}};
   wide2.tensor_parallel = 4;
-  EXPECT_EQ(scheduling_steps({wide, wide2}, 4), (4.0 * 2 * 4 - 2 * 4) * 4);
+  EXPECT_DOUBLE_EQ(scheduling_steps({wide, wide2}, 4), tasks * (std::log2(tasks) + 2) + 4);
 }
 
 TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {
