@@ -3,6 +3,7 @@
 
 #include "pipeplan/planners/settings_choice.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
 #include "pipeplan/planners/schedule_choice.hpp"
 #include "pipeplan/schedule/policy.hpp"
@@ -142,6 +144,66 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
   return fastest_schedule(shared, std::move(plan), policy);
 }
 
+// Megatron-LM's interleaved configurations, as published runs use them (issue 33 item 8: never
+// slower than a configuration a published run chose): the kInterleavedSeeds configurations of
+// the smallest Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition),
+// each with V stages per device for every V that divides the decoders per stage (Megatron-LM
+// needs the layers to divide evenly), under interleaved-1f1b; kept only where strictly faster.
+// Only for spp's default list schedule on a described model. O(K V) plans, K = 3.
+constexpr std::size_t kInterleavedSeeds = 3;
+
+Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
+    return plan;
+  }
+  const partition::StageChoices choices = stage_choices(request);
+  std::vector<Request> configurations = megatron_candidates(request, choices);
+  std::vector<std::pair<double, std::size_t>> ranked;  // estimate, configuration
+  for (std::size_t x = 0; x < configurations.size(); ++x) {
+    try {
+      const Partition shape = megatron_partition(configurations[x], schedule::Policy::kOneFOneB);
+      ranked.emplace_back(megatron_estimate(configurations[x], shape.stages, request.optimizer), x);
+    } catch (const InfeasibleError&) {
+    } catch (const UsageError&) {
+    }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const int decoders = request.model.transformer->layers;
+  std::vector<std::string> kept;
+  for (std::size_t r = 0; r < std::min(kInterleavedSeeds, ranked.size()); ++r) {
+    Request& fixed = configurations[ranked[r].second];
+    const int P = *fixed.pipeline_parallel;
+    if (decoders % P != 0) continue;
+    for (int V = 2; V <= decoders / P && V <= kMaxVirtualStages; ++V) {
+      if ((decoders / P) % V != 0) continue;
+      fixed.virtual_stages = V;
+      try {
+        if (megatron_refusal(fixed)) continue;
+        const Partition shape = megatron_partition(fixed, schedule::Policy::kInterleaved1F1B);
+        Finished made =
+            try_finish_plan(plan.planner, shape, request, schedule::Policy::kInterleaved1F1B);
+        if (!made.plan ||
+            !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+          continue;
+        }
+        kept.push_back("t" + std::to_string(fixed.tensor_parallel.front()) + " p" +
+                       std::to_string(P) + " V" + std::to_string(V) +
+                       " interleaved-1f1b: " + io::format_ms(made.plan->timeline.iteration_ms));
+        made.plan->notes = std::move(plan.notes);
+        made.plan->phase_ms = std::move(plan.phase_ms);
+        plan = std::move(*made.plan);
+      } catch (const InfeasibleError&) {
+      } catch (const UsageError&) {
+      }
+    }
+  }
+  for (const std::string& note : kept) {
+    plan.notes.push_back("Megatron-LM's interleaved configuration faster: " + note);
+  }
+  return plan;
+}
+
 // Every plan's stages replayed under every other candidate's settings (a shape one search found
 // can be faster under another's: the searches are heuristic, a sharded optimizer never slower),
 // the fastest kept with `best` as the incumbent (strictly faster only). O(K^2) replays.
@@ -183,7 +245,9 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
                                    candidates.front().settings.selective_recompute ==
                                        file_model.transformer->selective_recompute))) {
     Plan plan = plan_one(request, policy);
-    return request.choose_settings ? with_devices_shared(request, std::move(plan), policy) : plan;
+    if (!request.choose_settings) return plan;
+    return with_interleaved_megatron(request, with_devices_shared(request, std::move(plan), policy),
+                                     policy);
   }
   std::deque<Asked> asked;
   for (const SettingsCandidate& candidate : candidates) {
@@ -213,7 +277,9 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   }
   if (!best) throw *first_refusal;
   cross_replay(asked, best, best_x, notes);
-  Plan out = with_devices_shared(asked[best_x].request, std::move(*best), policy);
+  Plan out = with_interleaved_megatron(
+      asked[best_x].request, with_devices_shared(asked[best_x].request, std::move(*best), policy),
+      policy);
   record_flags(candidates[best_x], file_model, out);
   out.notes.insert(out.notes.end(), notes.begin(), notes.end());
   return out;

@@ -7,9 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
+#include "pipeplan/planners/baselines.hpp"
+#include "pipeplan/planners/choices.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/simulate/check.hpp"
@@ -184,6 +188,42 @@ TEST(SettingsChoice, NothingToChooseIsThePlannerAloneThenItsDevicesShared) {
   EXPECT_FALSE(shared.sequence_parallel);
   EXPECT_FALSE(shared.selective_recompute);
   expect_replays(shared, model, topology);
+}
+
+TEST(SettingsChoice, SppIsNeverSlowerThanTheMostPromisingMegatronConfigurationInterleaved) {
+  const model::Model model = described();
+  const topology::Topology topology = four_gpus();
+  const Plan chosen = make_plan("spp", choosing(model, topology));
+  // The configuration of the smallest Megatron-shaped estimate, as published runs pick theirs.
+  Request base{model, topology, kMicroBatches};
+  std::optional<Request> best;
+  double best_estimate = std::numeric_limits<double>::infinity();
+  for (const Request& fixed : megatron_candidates(base, stage_choices(base))) {
+    try {
+      const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
+      const double estimate = megatron_estimate(fixed, shape.stages, base.optimizer);
+      if (estimate < best_estimate) {
+        best_estimate = estimate;
+        best.emplace(fixed);
+      }
+    } catch (const Error&) {
+    }
+  }
+  ASSERT_TRUE(best);
+  int tried = 0;
+  const int per_stage = 8 / *best->pipeline_parallel;
+  for (int V = 2; V <= per_stage; ++V) {
+    if (per_stage % V != 0) continue;
+    Request interleaved = *best;
+    interleaved.virtual_stages = V;
+    try {
+      const Plan plan = make_plan("megatron", interleaved, schedule::Policy::kInterleaved1F1B);
+      ++tried;
+      EXPECT_LE(chosen.timeline.iteration_ms, plan.timeline.iteration_ms * (1 + 1e-9)) << V;
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GT(tried, 0);
 }
 
 }  // namespace
