@@ -57,8 +57,8 @@ std::optional<Tracked> tracked(const model::Model& model, const topology::Topolo
 // pipeline (M + S - 1)(F + B) = 11 x 3 = 33 ms, and the DP's round trip S (F + B) = 12 plus
 // (M - 1) (F + B) = 21 for the slowest stage give the same 33 ms.
 TEST(DpTrackingTest, ABalancedPipelineIsEstimatedExactly) {
-  const model::Model model = make_model({{1, 2, 0, 100, 0}, {1, 2, 0, 100, 0},
-                                         {1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}});
+  const model::Model model =
+      make_model({{1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}});
   const topology::Topology topology = uniform_topology(4, 1e9, 0, {}, 500);
   const auto result = tracked(model, topology, 8);
   ASSERT_TRUE(result.has_value());
