@@ -1,5 +1,8 @@
 // The settings a planner chooses (settings_choice.hpp; issue 33 item 8): a few whole plans, one
-// per combination, the fastest kept. O(K) plans for K <= 5 candidates.
+// per combination, the fastest kept; then, for a described model under spp's default schedule,
+// its devices with several stages each and Megatron-LM's most promising configurations
+// interleaved. O(K) plans and O(K^2) replays for K <= 5 candidates, then O(20 + 3 V) schedules
+// and replays.
 
 #include "pipeplan/planners/settings_choice.hpp"
 

@@ -43,7 +43,11 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// candidate is planned (an estimate that ranked them left out faster plans); a candidate that
 /// does not fit (`InfeasibleError`) is skipped, and when none fits the first's error is
 /// rethrown. Then each plan's stages are replayed under every other candidate's settings (the
-/// searches are heuristic: a shape found under one can be faster under another). The plan records
+/// searches are heuristic: a shape found under one can be faster under another). For a
+/// described model under the list policy with `choose_settings`, the kept plan's devices are
+/// then tried with 2 to 4 stages each (fastest_schedule, as `--schedule auto` on its final
+/// plan), and the three Megatron-LM configurations of the smallest estimates interleaved with
+/// every V dividing their decoders per stage; each kept only where strictly faster. The plan records
 /// the flags it was made with where they differ from the model file
 /// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time.
 /// O(K) plans and O(K^2) replays for K candidates (at most 5).
