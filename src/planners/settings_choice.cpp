@@ -152,11 +152,12 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 // the smallest Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition),
 // each with V stages per device for every V that divides the decoders per stage (Megatron-LM
 // needs the layers to divide evenly), under interleaved-1f1b; kept only where strictly faster.
-// Only for spp's default list schedule on a described model. O(K V) plans, K = 3.
+// Only for spp's list schedule (its default, and `--schedule auto`) on a described model.
+// O(K V) plans, K = 3.
 constexpr std::size_t kInterleavedSeeds = 3;
 
 Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
+  if (policy != schedule::Policy::kList || !request.model.transformer) {
     return plan;
   }
   const partition::StageChoices choices = stage_choices(request);
