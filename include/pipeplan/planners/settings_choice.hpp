@@ -47,8 +47,8 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// described model under the list policy with `choose_settings`, the kept plan's devices are
 /// then tried with 2 to 4 stages each (fastest_schedule, as `--schedule auto` on its final
 /// plan), and the three Megatron-LM configurations of the smallest estimates interleaved with
-/// every V dividing their decoders per stage; each kept only where strictly faster. The plan records
-/// the flags it was made with where they differ from the model file
+/// every V dividing their decoders per stage; each kept only where strictly faster. The plan
+/// records the flags it was made with where they differ from the model file
 /// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time.
 /// O(K) plans and O(K^2) replays for K candidates (at most 5).
 Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
