@@ -7,10 +7,14 @@
 #include "pipeplan/planners/settings_choice.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
@@ -21,6 +25,36 @@
 
 namespace pipeplan::planners {
 namespace {
+
+// Most threads `for_each_index` starts: each candidate's plan can hold a few hundred MB at 16,384
+// GPUs (docs/performance.md) and starts threads of its own (spp's orders).
+constexpr unsigned kMaxSettingsThreads = 4;
+
+// body(x) for every x below n, on up to kMaxSettingsThreads threads (the hardware's), each x
+// writing only its own results, so what the caller reads does not depend on the threads or
+// their interleaving. Returns each index's exception (null where none), for the caller to
+// rethrow in index order.
+template <class Body>
+std::vector<std::exception_ptr> for_each_index(std::size_t n, const Body& body) {
+  std::vector<std::exception_ptr> failures(n);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t x = next++; x < n; x = next++) {
+      try {
+        body(x);
+      } catch (...) {
+        failures[x] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(
+      {n, std::max(1U, std::thread::hardware_concurrency()), kMaxSettingsThreads});
+  std::vector<std::thread> workers;
+  for (std::size_t w = 1; w < threads; ++w) workers.emplace_back(work);
+  work();
+  for (std::thread& worker : workers) worker.join();
+  return failures;
+}
 
 // Spec 4's equality of times: `a` is strictly below `b` beyond 1e-9 relative plus 1e-9 ms.
 bool strictly_faster(double a, double b) { return a < b - 1e-9 * std::abs(b) - 1e-9; }
@@ -210,28 +244,38 @@ Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Poli
 
 // Every plan's stages replayed under every other candidate's settings (a shape one search found
 // can be faster under another's: the searches are heuristic, a sharded optimizer never slower),
-// the fastest kept with `best` as the incumbent (strictly faster only). O(K^2) replays.
+// the fastest kept with `best` as the incumbent (strictly faster only). O(K^2) replays, on
+// parallel threads; the kept one is replayed once more (deterministic) rather than every
+// replay's plan held.
 void cross_replay(std::deque<Asked>& asked, std::optional<Plan>& best, std::size_t& best_x,
                   std::vector<std::string>& notes) {
-  for (std::size_t from = 0; from < asked.size(); ++from) {
-    if (!asked[from].plan) continue;
+  const std::size_t K = asked.size();
+  auto replay = [&](std::size_t from, std::size_t to) -> Finished {
     const Plan& found = *asked[from].plan;
     const auto policy = schedule::parse_policy(found.schedule_policy);
-    for (std::size_t to = 0; to < asked.size(); ++to) {
-      if (to == from || !policy) continue;
-      Finished replay = try_finish_plan(found.planner, Partition{found.gpu_order, found.stages},
-                                        asked[to].request, *policy);
-      if (!replay.plan ||
-          !strictly_faster(replay.plan->timeline.iteration_ms, best->timeline.iteration_ms)) {
-        continue;
-      }
-      notes.push_back(asked[to].label + io::format_ms(replay.plan->timeline.iteration_ms) +
-                      " with the stages found under " + asked[from].label.substr(10) +
-                      " (replayed)");
-      best = std::move(replay.plan);
-      best->notes = found.notes;
-      best_x = to;
-    }
+    if (to == from || !policy) return {};
+    return try_finish_plan(found.planner, Partition{found.gpu_order, found.stages},
+                           asked[to].request, *policy);
+  };
+  std::vector<std::optional<double>> times(K * K);  // [from K + to]: the replay's iteration
+  const auto failures = for_each_index(K * K, [&](std::size_t x) {
+    if (!asked[x / K].plan) return;
+    const Finished made = replay(x / K, x % K);
+    if (made.plan) times[x] = made.plan->timeline.iteration_ms;
+  });
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+  for (std::size_t x = 0; x < K * K; ++x) {
+    if (!times[x] || !strictly_faster(*times[x], best->timeline.iteration_ms)) continue;
+    const std::size_t from = x / K, to = x % K;
+    notes.push_back(asked[to].label + io::format_ms(*times[x]) + " with the stages found under " +
+                    asked[from].label.substr(10) + " (replayed)");
+    Finished made = replay(from, to);
+    const std::vector<std::string> found_notes = asked[from].plan->notes;
+    best = std::move(made.plan);
+    best->notes = found_notes;
+    best_x = to;
   }
 }
 
@@ -265,9 +309,12 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   std::size_t best_x = 0;
   std::optional<InfeasibleError> first_refusal;
   std::vector<std::string> notes;
+  // Every candidate planned on parallel threads, then read in order (deterministic).
+  const std::vector<std::exception_ptr> failures = for_each_index(
+      asked.size(), [&](std::size_t x) { asked[x].plan = plan_one(asked[x].request, policy); });
   for (std::size_t x = 0; x < asked.size(); ++x) {
     try {
-      asked[x].plan = plan_one(asked[x].request, policy);
+      if (failures[x]) std::rethrow_exception(failures[x]);
       notes.push_back(asked[x].label + io::format_ms(asked[x].plan->timeline.iteration_ms));
       if (!best ||
           strictly_faster(asked[x].plan->timeline.iteration_ms, best->timeline.iteration_ms)) {
