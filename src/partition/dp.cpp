@@ -23,8 +23,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "pipeplan/partition/building_blocks.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -205,21 +208,33 @@ struct Run : RunStats {
   long most_micro_batches = 0;  // micro-batches on the busiest group of that split
   std::vector<long> count{};    // micro-batches per group
   double fastest_group = 0;     // the largest group speed
+  // The groups, each distinct (group, micro-batch count) once: what `stage_terms` reads. A
+  // cluster of identical nodes has at most two (the counts ceil(M/r) and floor(M/r)), so a
+  // stage's terms cost O(classes) instead of O(r).
+  std::vector<std::pair<Group, long>> classes{};
 };
 
 // The split of M identical micro-batches over groups of different speeds: each in turn goes
 // where it would finish first (optimal for identical jobs on uniform machines; ties to the
-// earlier group). O(M r). With `round_robin`, micro-batch m simply goes to group m mod r.
+// earlier group). O(M r), or O(r) when every speed is the same: the rule then fills the groups
+// in turn. With `round_robin`, micro-batch m simply goes to group m mod r.
 void split_micro_batches(Run& run, const std::vector<double>& speeds, int M, bool round_robin) {
   std::vector<long> count(speeds.size(), 0);
-  for (int m = 0; m < M; ++m) {
-    std::size_t best = round_robin ? static_cast<std::size_t>(m) % count.size() : 0;
-    for (std::size_t g = 1; g < count.size() && !round_robin; ++g) {
-      if (static_cast<double>(count[g] + 1) / speeds[g] <
-          static_cast<double>(count[best] + 1) / speeds[best])
-        best = g;
+  const bool alike =
+      std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) == speeds.end();
+  if (alike || round_robin) {
+    const auto r = static_cast<long>(count.size());
+    for (long g = 0; g < r; ++g) count[static_cast<std::size_t>(g)] = M / r + (g < M % r ? 1 : 0);
+  } else {
+    for (int m = 0; m < M; ++m) {
+      std::size_t best = 0;
+      for (std::size_t g = 1; g < count.size(); ++g) {
+        if (static_cast<double>(count[g] + 1) / speeds[g] <
+            static_cast<double>(count[best] + 1) / speeds[best])
+          best = g;
+      }
+      ++count[best];
     }
-    ++count[best];
   }
   run.time_per_work = 0;
   run.most_micro_batches = 0;
@@ -240,8 +255,26 @@ Ring ring_through(const topology::Topology& topology, const std::vector<int>& gp
   return ring;
 }
 
+// The distinct (group, micro-batch count) pairs of `run`, in increasing order. O(r log r).
+std::vector<std::pair<Group, long>> group_classes(const Run& run) {
+  std::vector<std::pair<Group, long>> classes;
+  classes.reserve(run.count.size());
+  for (std::size_t g = 0; g < run.count.size(); ++g) {
+    classes.emplace_back(run.t == 1 ? Group{run.speeds[g], 0, 0} : run.groups[g], run.count[g]);
+  }
+  auto key = [](const std::pair<Group, long>& c) {
+    return std::tie(c.first.speed, c.first.per_byte, c.first.per_call, c.second);
+  };
+  std::sort(classes.begin(), classes.end(),
+            [&](const auto& lhs, const auto& rhs) { return key(lhs) < key(rhs); });
+  classes.erase(std::unique(classes.begin(), classes.end(),
+                            [&](const auto& lhs, const auto& rhs) { return key(lhs) == key(rhs); }),
+                classes.end());
+  return classes;
+}
+
 // The run of `gpus` (consecutive in the order) at degree t; requires `gpus.size()` to be a
-// multiple of t. O(r t + M r).
+// multiple of t. O(r t + r log r), and O(M r) more when the group speeds differ.
 Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, int t, int M,
              bool round_robin) {
   Run run{RunStats::of(topology, gpus)};
@@ -276,6 +309,7 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
     }
   }
   split_micro_batches(run, speeds, M, round_robin);
+  run.classes = group_classes(run);
   return run;
 }
 
@@ -346,9 +380,7 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
   t.latency = std::numeric_limits<double>::infinity();
   t.backward = std::numeric_limits<double>::infinity();
   double slowest = std::numeric_limits<double>::infinity();
-  for (int g = 0; g < run.groups_count; ++g) {
-    const Group group = run.t == 1 ? Group{run.speeds[static_cast<std::size_t>(g)], 0, 0}
-                                   : run.groups[static_cast<std::size_t>(g)];
+  for (const auto& [group, count] : run.classes) {
     const double forward = F / group.speed + group.per_byte * x.forward_allreduce_bytes +
                            group.per_call * x.forward_allreduces;
     double backward = B / group.speed + group.per_byte * x.backward_allreduce_bytes +
@@ -356,8 +388,7 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
     if (recompute) backward += forward;
     t.latency = std::min(t.latency, forward + backward);
     t.backward = std::min(t.backward, backward);
-    t.load = std::max(
-        t.load, static_cast<double>(run.count[static_cast<std::size_t>(g)]) * (forward + backward));
+    t.load = std::max(t.load, static_cast<double>(count) * (forward + backward));
     slowest = std::min(slowest, group.speed);
   }
   double allreduce = 0;
@@ -391,14 +422,8 @@ struct Cross {
 
 Cross cross(const topology::Topology& topology, const std::vector<int>& from,
             const std::vector<int>& to) {
-  Cross c;
-  for (int u : from) {
-    for (int v : to) {
-      c.bandwidth = std::min(c.bandwidth, topology.bandwidth_bytes_per_s(u, v));
-      c.latency_ms = std::max(c.latency_ms, topology.latency_ms(u, v));
-    }
-  }
-  return c;
+  const topology::PairCost worst = topology.worst_pair(from, to);
+  return {worst.bandwidth_bytes_per_s, worst.latency_ms};
 }
 
 // ---- Fronts -----------------------------------------------------------------------------------
@@ -695,7 +720,7 @@ class Pass {
   }
 
   // Runs: the run starting at position p U with q U GPUs at each degree that divides it, of at
-  // most M groups. O(P Q D (Q U + M r)).
+  // most M groups. O(P Q D Q U log(Q U)), plus O(M r) per run of unequal speeds.
   void build_runs() {
     runs_.assign(
         static_cast<std::size_t>(P_) * static_cast<std::size_t>(Q_) * static_cast<std::size_t>(D_),
@@ -715,23 +740,21 @@ class Pass {
     }
   }
 
+  // The GPUs of unit a, in order.
+  [[nodiscard]] std::vector<int> unit(int a) const {
+    return {order_.begin() + static_cast<std::ptrdiff_t>(a) * U_,
+            order_.begin() + static_cast<std::ptrdiff_t>(a + 1) * U_};
+  }
+
   // Worst-pair costs between the run of q1 units ending at position p and the run of q2 units
-  // starting there, built from the cost of every unit pair (O(P Q^2 U^2)).
+  // starting there, built from the cost of every unit pair (O(P^2 U^2 + P Q^2), O(P^2 U log U)
+  // for a node-cost topology).
   void build_crosses() {
     std::vector<Cross> unit_pairs(static_cast<std::size_t>(P_) * static_cast<std::size_t>(P_));
     for (int a = 0; a < P_; ++a) {
       for (int b = a + 1; b < P_; ++b) {
-        Cross c;
-        for (int u = a * U_; u < (a + 1) * U_; ++u) {
-          for (int v = b * U_; v < (b + 1) * U_; ++v) {
-            const int x = order_[static_cast<std::size_t>(u)];
-            const int y = order_[static_cast<std::size_t>(v)];
-            c.bandwidth = std::min(c.bandwidth, topology_.bandwidth_bytes_per_s(x, y));
-            c.latency_ms = std::max(c.latency_ms, topology_.latency_ms(x, y));
-          }
-        }
         unit_pairs[static_cast<std::size_t>(a) * static_cast<std::size_t>(P_) +
-                   static_cast<std::size_t>(b)] = c;
+                   static_cast<std::size_t>(b)] = cross(topology_, unit(a), unit(b));
       }
     }
     crosses_.assign(static_cast<std::size_t>(P_ + 1) * static_cast<std::size_t>(Q_) *

@@ -19,6 +19,7 @@
 #include "pipeplan/planners/context_parallel.hpp"
 #include "pipeplan/planners/settings_choice.hpp"
 #include "pipeplan/schedule/fixed_orders.hpp"
+#include "pipeplan/schedule/scheduler.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 #include "pipeplan/simulate/task_graph.hpp"
 
@@ -43,10 +44,13 @@ double layer_count(const Request& request) {
 
 // spp: its DP runs on a grid whose size a fixed budget bounds (docs/performance.md) and its
 // ordering is bounded by `ordering::kMaxOrderWork`, so only the pair costs it reads grow with
-// the input. Every topology the reader accepts can be planned by spp.
+// the input: every pair's for explicit links, the nodes' for a node-cost topology (its order
+// and the DP's worst pairs read them: O(N log N)). Every topology the reader accepts can be
+// planned by spp.
 double spp_steps(const Request& request) {
   const double L = layer_count(request);
   const double N = request.topology.size();
+  if (request.topology.costs_by_node()) return (L * N + N * std::log2(N + 1)) / 4;
   return (N * N + L * N) / 4;
 }
 
@@ -248,22 +252,25 @@ double planning_steps(std::string_view planner, const Request& request) {
   return find_planner(planner).steps(request);
 }
 
-double scheduling_steps(const std::vector<Stage>& stages, int micro_batches) {
-  double groups = 0, most_replicas = 1;
+double scheduling_steps(const topology::Topology& topology, const std::vector<Stage>& stages,
+                        int micro_batches) {
+  double groups = 0, most_choice = 1;
   for (const Stage& stage : stages) {
     groups += stage.replicas();
-    most_replicas = std::max(most_replicas, static_cast<double>(stage.replicas()));
+    most_choice = std::max(most_choice, schedule::replica_choice_steps(topology, stage));
   }
   const auto tasks = static_cast<double>(simulate::TaskGraph::chain_task_count(
       static_cast<std::int64_t>(stages.size()), micro_batches));
   // The scheduler's O(T (log T + r) + G) (scheduler.cpp): each event dispatches only the groups
   // it touched, so no task scans every group.
-  return tasks * (std::log2(std::max(tasks, 2.0)) + most_replicas) + groups;
+  return tasks * (std::log2(std::max(tasks, 2.0)) + most_choice) + groups;
 }
 
-std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stages,
-                                                  int micro_batches, int gpus) {
-  const double steps = scheduling_steps(stages, micro_batches);
+std::optional<std::string> schedule_limit_refusal(const topology::Topology& topology,
+                                                  const std::vector<Stage>& stages,
+                                                  int micro_batches) {
+  const int gpus = topology.size();
+  const double steps = scheduling_steps(topology, stages, micro_batches);
   if (steps <= kMaxScheduleSteps) return std::nullopt;
   return "cannot schedule " +
          io::format_count(static_cast<std::int64_t>(stages.size()), "stage", "stages") + " with " +
@@ -275,8 +282,9 @@ std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stag
          "; use fewer stages or micro-batches (see \"Limits\" in docs/errors.md)";
 }
 
-void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus) {
-  if (auto refusal = schedule_limit_refusal(stages, micro_batches, gpus)) {
+void check_schedule_limit(const topology::Topology& topology, const std::vector<Stage>& stages,
+                          int micro_batches) {
+  if (auto refusal = schedule_limit_refusal(topology, stages, micro_batches)) {
     throw InfeasibleError(*refusal);
   }
 }
@@ -438,8 +446,8 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
   if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split)) {
     return {std::nullopt, std::move(*refusal)};
   }
-  if (auto refusal = schedule_limit_refusal(partition.stages, request.micro_batches,
-                                            request.topology.size())) {
+  if (auto refusal =
+          schedule_limit_refusal(request.topology, partition.stages, request.micro_batches)) {
     return {std::nullopt, std::move(*refusal)};
   }
   schedule::ScheduleAttempt scheduled =

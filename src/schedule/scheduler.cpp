@@ -5,14 +5,17 @@
 // (Narayanan et al., ICML 2021) and DAPPLE (Fan et al., PPoPP 2021).
 //
 // Complexity: every task is started once and completes once; each start or completion costs
-// O(log T) (event heap, per-GPU ready sets, channel queues) plus O(r) to choose a replica, and
-// each event's dispatch looks only at the groups it touched, so O(T (log T + r) + G) for
-// T = 4 S M tasks (planners::scheduling_steps counts it).
+// O(log T) (event heap, per-GPU ready sets, channel queues) plus the choice of a replica
+// (`replica_choice_steps`: O(r), or O(n log r) on a node-cost topology whose groups of the stage
+// work alike, n the groups on the sender's node), and each event's dispatch looks only at the
+// groups it touched, so O(T (log T + r) + G) for T = 4 S M tasks (planners::scheduling_steps
+// counts it).
 
 #include "pipeplan/schedule/scheduler.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -45,6 +48,63 @@ namespace {
 
 constexpr int kNone = -1;
 
+// The least of n values with point updates, and the leftmost position whose value satisfies a
+// predicate that holds from some value down (monotone). O(log n) each; unused slots hold
+// infinity.
+class MinTree {
+ public:
+  explicit MinTree(std::size_t n = 0) {
+    while (size_ < n) size_ *= 2;
+    min_.assign(2 * size_, std::numeric_limits<double>::infinity());
+  }
+  void set(std::size_t at, double value) {
+    at += size_;
+    min_[at] = value;
+    for (at /= 2; at >= 1; at /= 2) min_[at] = std::min(min_[2 * at], min_[2 * at + 1]);
+  }
+  [[nodiscard]] double least() const { return min_[1]; }
+  // Requires holds(least()).
+  template <class Holds>
+  [[nodiscard]] std::size_t leftmost(const Holds& holds) const {
+    std::size_t at = 1;
+    while (at < size_) at = holds(min_[2 * at]) ? 2 * at : 2 * at + 1;
+    return at - size_;
+  }
+
+ private:
+  std::size_t size_ = 1;
+  std::vector<double> min_;
+};
+
+}  // namespace
+
+double replica_choice_steps(const topology::Topology& topology, const Stage& stage) {
+  const auto r = static_cast<double>(stage.replicas());
+  if (!topology.costs_by_node() || stage.gpus.empty()) return r;
+  // The tree needs groups that work alike: GPUs of one speed on nodes of one cost (groups
+  // spread over nodes unevenly can still differ; the scheduler checks the work itself).
+  const topology::Gpu& first = topology.gpu(stage.gpus.front());
+  const topology::PairCost& link = topology.node_cost(topology.node_of(stage.gpus.front()));
+  for (const int g : stage.gpus) {
+    const topology::PairCost& cost = topology.node_cost(topology.node_of(g));
+    if (topology.gpu(g).speed != first.speed ||
+        cost.bandwidth_bytes_per_s != link.bandwidth_bytes_per_s ||
+        cost.latency_ms != link.latency_ms) {
+      return r;
+    }
+  }
+  // The groups on the sender's node (at most a node's GPUs), each with a tree update.
+  int most_per_node = 1;
+  std::vector<int> per_node(static_cast<std::size_t>(topology.node_count()), 0);
+  for (const int g : stage.leaders()) {
+    most_per_node =
+        std::max(most_per_node, ++per_node[static_cast<std::size_t>(topology.node_of(g))]);
+  }
+  return std::min(r, (most_per_node + 2) * std::log2(r + 1));
+}
+
+namespace {
+
 class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
@@ -65,6 +125,7 @@ class Engine {
     }
     replica_.assign(static_cast<std::size_t>(S_),
                     std::vector<int>(static_cast<std::size_t>(M_), kNone));
+    index_replicas();
     result_.schedule.micro_batches = M_;
     result_.schedule.split_backward = split;
     result_.schedule.gpu_order.resize(static_cast<std::size_t>(topology.size()));
@@ -226,21 +287,104 @@ class Engine {
   }
   [[nodiscard]] long key(const ComputeTask& task) const { return graph_.id(task); }
 
-  // Chooses the replica of stage s for micro-batch m whose forward just ended on `from`.
+  // Chooses the replica of stage s for micro-batch m whose forward just ended on `from`: the
+  // group that would finish it first (its arrival, then its outstanding work), ties to the
+  // earlier. O(r), or O(n log r) by `fast_choice`.
   int choose_replica(int s, int from) {
-    const std::vector<int> gpus = stages_[static_cast<std::size_t>(s)].leaders();
+    if (fast_[static_cast<std::size_t>(s)]) return fast_choice(s, from);
+    const std::vector<int>& gpus = stage_leaders_[static_cast<std::size_t>(s)];
     int best = gpus.front();
     double best_finish = std::numeric_limits<double>::infinity();
     for (int g : gpus) {
-      const double arrival =
-          from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
-      const double finish = std::max(arrival, gpu(g).outstanding_ms) + work_ms(g, s);
+      const double finish = finish_ms(s, from, g);
       if (finish < best_finish) {
         best_finish = finish;
         best = g;
       }
     }
     return best;
+  }
+  [[nodiscard]] double finish_ms(int s, int from, int g) const {
+    const double arrival =
+        from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
+    return std::max(arrival, gpus_[static_cast<std::size_t>(g)].outstanding_ms) + work_ms(g, s);
+  }
+
+  // The same choice, exactly, on a node-cost topology where every group of stage s works alike
+  // (w): a group off the sender's node finishes at max(A, outstanding) + w with one arrival A
+  // (the network's), monotone in its outstanding work, so the earliest of the least finish is
+  // the leftmost group whose finish is at most that of the least outstanding (a MinTree over
+  // the groups); the few groups on the sender's node are taken out of the tree and compared as
+  // the scan does. O(n log r), n the groups on the sender's node.
+  int fast_choice(int s, int from) {
+    const auto at = static_cast<std::size_t>(s);
+    const std::vector<int>& gpus = stage_leaders_[at];
+    MinTree& tree = outstanding_[at];
+    std::vector<std::size_t> near;  // positions of the groups on the sender's node, ascending
+    if (from != kNone) {
+      const auto& by_node = leaders_by_node_[at];
+      const std::pair<int, std::size_t> first{topology_.node_of(from), 0};
+      for (auto it = std::lower_bound(by_node.begin(), by_node.end(), first);
+           it != by_node.end() && it->first == first.first; ++it) {
+        near.push_back(it->second);
+      }
+    }
+    std::size_t best = gpus.size();
+    double best_finish = std::numeric_limits<double>::infinity();
+    for (const std::size_t x : near) {
+      const double finish = finish_ms(s, from, gpus[x]);
+      if (finish < best_finish) best_finish = finish, best = x;
+      tree.set(x, std::numeric_limits<double>::infinity());
+    }
+    if (tree.least() < std::numeric_limits<double>::infinity()) {
+      const double least = tree.least();
+      const std::size_t first = tree.leftmost([&](double o) { return o <= least; });
+      const double far = finish_ms(s, from, gpus[first]);
+      const double arrival =
+          from == kNone ? 0 : topology_.transfer_ms(from, gpus[first], transfer_bytes(s - 1));
+      const double w = work_ms(gpus[first], s);
+      const std::size_t x =
+          tree.leftmost([&](double o) { return std::max(arrival, o) + w <= far; });
+      if (far < best_finish || (far == best_finish && x < best)) best_finish = far, best = x;
+    }
+    for (const std::size_t x : near) {
+      tree.set(x, gpus_[static_cast<std::size_t>(gpus[x])].outstanding_ms);
+    }
+    return gpus[best];
+  }
+
+  // Sets the outstanding work of the group led by g, and the trees of the stages it serves.
+  void set_outstanding(int g, double ms) {
+    gpu(g).outstanding_ms = ms;
+    for (const auto& [s, x] : tree_slots_[static_cast<std::size_t>(g)]) {
+      outstanding_[static_cast<std::size_t>(s)].set(x, ms);
+    }
+  }
+
+  // The fast choice's indexes (list policy, node-cost topology, groups of a stage working
+  // alike). O(G log G).
+  void index_replicas() {
+    fast_.assign(static_cast<std::size_t>(S_), false);
+    stage_leaders_.resize(static_cast<std::size_t>(S_));
+    outstanding_.resize(static_cast<std::size_t>(S_));
+    leaders_by_node_.resize(static_cast<std::size_t>(S_));
+    tree_slots_.resize(gpus_.size());
+    for (int s = 0; s < S_; ++s) {
+      const auto at = static_cast<std::size_t>(s);
+      stage_leaders_[at] = stages_[at].leaders();
+      const std::vector<int>& gpus = stage_leaders_[at];
+      if (fixed_ || !topology_.costs_by_node()) continue;
+      const double w = work_ms(gpus.front(), s);
+      fast_[at] = std::all_of(gpus.begin(), gpus.end(), [&](int g) { return work_ms(g, s) == w; });
+      if (!fast_[at]) continue;
+      outstanding_[at] = MinTree(gpus.size());
+      for (std::size_t x = 0; x < gpus.size(); ++x) {
+        outstanding_[at].set(x, 0);
+        leaders_by_node_[at].emplace_back(topology_.node_of(gpus[x]), x);
+        tree_slots_[static_cast<std::size_t>(gpus[x])].emplace_back(s, x);
+      }
+      std::sort(leaders_by_node_[at].begin(), leaders_by_node_[at].end());
+    }
   }
 
   // The replica of stage s for micro-batch m, whose forward just ended on `from`: the group
@@ -255,7 +399,7 @@ class Engine {
 
   void assign(int s, int m, int g) {
     replica(s, m) = g;
-    gpu(g).outstanding_ms += work_ms(g, s);
+    set_outstanding(g, gpu(g).outstanding_ms + work_ms(g, s));
   }
 
   void start_compute(int g, const ComputeTask& task, double now) {
@@ -373,7 +517,9 @@ class Engine {
   // last backward (B or W) of the micro-batch on the device has ended.
   void release(int g, const ComputeTask& task) {
     Gpu& state = gpu(g);
-    if (task.op == graph_.backward_op()) state.outstanding_ms -= work_ms(g, task.stage);
+    if (task.op == graph_.backward_op()) {
+      set_outstanding(g, state.outstanding_ms - work_ms(g, task.stage));
+    }
     if (task.op != graph_.last_backward_op()) return;
     const auto it = state.unfinished.find(task.micro_batch);
     if (it != state.unfinished.end() && --it->second == 0) {
@@ -429,7 +575,15 @@ class Engine {
   std::vector<std::vector<ComputeTask>> sequences_;
   std::set<long> ready_;
   std::map<Channel, ChannelState> channels_;
-  std::vector<int> leaders_;   // the groups' leaders, ascending: the compute resources in use
+  std::vector<int> leaders_;  // the groups' leaders, ascending: the compute resources in use
+  std::vector<std::vector<int>> stage_leaders_;  // per stage: Stage::leaders()
+  // The fast replica choice (index_replicas): per stage whether it applies, its groups'
+  // outstanding work, its (node, position) pairs sorted; per GPU the (stage, position) slots it
+  // leads.
+  std::vector<bool> fast_;
+  std::vector<MinTree> outstanding_;
+  std::vector<std::vector<std::pair<int, std::size_t>>> leaders_by_node_;
+  std::vector<std::vector<std::pair<int, std::size_t>>> tree_slots_;
   std::set<Channel> pending_;  // the channels that are idle and have a transfer queued
   std::vector<int> touched_;   // leaders that became idle or got a ready task since a dispatch
   bool first_dispatch_ = true;

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -654,6 +655,39 @@ std::optional<int> Topology::index_of(std::string_view id) const {
   auto it = index_.find(std::string(id));
   if (it == index_.end()) return std::nullopt;
   return it->second;
+}
+
+PairCost Topology::worst_pair(const std::vector<int>& from, const std::vector<int>& to) const {
+  PairCost worst{std::numeric_limits<double>::infinity(), 0, 0};
+  auto widen = [&worst](const PairCost& cost) {
+    worst.bandwidth_bytes_per_s = std::min(worst.bandwidth_bytes_per_s, cost.bandwidth_bytes_per_s);
+    worst.latency_ms = std::max(worst.latency_ms, cost.latency_ms);
+  };
+  if (!by_node_) {
+    for (const int u : from) {
+      for (const int v : to) {
+        widen({bandwidth_bytes_per_s(u, v), latency_ms(u, v), 0});
+      }
+    }
+    return worst;
+  }
+  if (from.empty() || to.empty()) return worst;
+  // A pair costs its node's cost when both GPUs are on one node, the network's otherwise: the
+  // nodes both sets touch, and the network unless both sets lie on one and the same node.
+  auto nodes_of = [this](const std::vector<int>& gpus) {
+    std::vector<int> nodes;
+    nodes.reserve(gpus.size());
+    for (const int gpu : gpus) nodes.push_back(gpu_node_[static_cast<std::size_t>(gpu)]);
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    return nodes;
+  };
+  const std::vector<int> a = nodes_of(from), b = nodes_of(to);
+  std::vector<int> both;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  for (const int node : both) widen(node_costs_[static_cast<std::size_t>(node)]);
+  if (!(a.size() == 1 && b.size() == 1 && a == b)) widen(network_);
+  return worst;
 }
 
 PairCost Topology::pair(int u, int v) const {

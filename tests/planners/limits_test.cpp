@@ -8,7 +8,9 @@
 
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -128,30 +130,48 @@ TEST(LimitsTest, SchedulingStepsCountEachTasksEventsAndReplicas) {
   // the groups an event touched (O(T (log T + r) + G)): about 5e6 steps, under a second.
   std::vector<Stage> one_per_gpu;
   for (int s = 0; s < 4096; ++s) one_per_gpu.push_back(Stage{s, s, {s}});
-  EXPECT_DOUBLE_EQ(scheduling_steps(one_per_gpu, 16), 262112.0 * (std::log2(262112.0) + 1) + 4096);
-  EXPECT_EQ(infeasible([&] { check_schedule_limit(one_per_gpu, 16, 4096); }), "");
+  const topology::Topology linked = uniform_topology(4096, 1e10, 0.001);  // explicit links
+  EXPECT_DOUBLE_EQ(scheduling_steps(linked, one_per_gpu, 16),
+                   262112.0 * (std::log2(262112.0) + 1) + 4096);
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(linked, one_per_gpu, 16); }), "");
   // One GPU at the task limit: 2^19 tasks of 19 + 1 steps each, and its one group.
-  EXPECT_DOUBLE_EQ(scheduling_steps({Stage{0, 0, {0}}}, 262144), 524288.0 * 20 + 1);
+  EXPECT_DOUBLE_EQ(scheduling_steps(linked, {Stage{0, 0, {0}}}, 262144), 524288.0 * 20 + 1);
   // Choosing among r replicas costs r per task: 1,024 replicas at the task limit are refused.
   std::vector<int> gpus(1024);
   for (int g = 0; g < 1024; ++g) gpus[static_cast<std::size_t>(g)] = g;
   const std::vector<Stage> wide_stage{Stage{0, 0, gpus}};
-  EXPECT_DOUBLE_EQ(scheduling_steps(wide_stage, 262144), 524288.0 * (19 + 1024) + 1024);
-  EXPECT_EQ(infeasible([&] { check_schedule_limit(wide_stage, 262144, 1024); }),
-            "cannot schedule 1 stage with 262144 micro-batches on 1024 GPUs: the scheduler would "
+  EXPECT_DOUBLE_EQ(scheduling_steps(linked, wide_stage, 262144), 524288.0 * (19 + 1024) + 1024);
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(linked, wide_stage, 262144); }),
+            "cannot schedule 1 stage with 262144 micro-batches on 4096 GPUs: the scheduler would "
             "take about 5.47e+08 steps (each task's events, and the replicas it may run on), more "
             "than its limit of 4e+08; use fewer stages or micro-batches" +
                 kSee);
+  // On a node-cost topology the scheduler chooses among alike groups by a tree: the groups on
+  // the sender's node (8) and a log per task. The same stage is admitted (about 6e7 steps).
+  const topology::Topology nodes = topology::read_topology(io::source_from_text(
+      "topo.json", R"({"nodes": [{"name": "n", "count": 128, "gpus": 8, "speed": 1,
+                        "link": {"bandwidth": "300 GB/s", "latency": "2 us"}}],
+                       "network": {"bandwidth": "25 GB/s", "latency": "5 us"}})"));
+  ASSERT_TRUE(nodes.costs_by_node());
+  EXPECT_DOUBLE_EQ(scheduling_steps(nodes, wide_stage, 262144),
+                   524288.0 * (19 + 10 * std::log2(1025.0)) + 1024);
+  EXPECT_EQ(infeasible([&] { check_schedule_limit(nodes, wide_stage, 262144); }), "");
+  // Nodes of two speeds: groups that do not work alike are scanned, r per task.
+  const topology::Topology mixed = topology::read_topology(io::source_from_text(
+      "topo.json", R"({"nodes": [{"name": "a", "count": 64, "gpus": 8, "speed": 1},
+                                 {"name": "b", "count": 64, "gpus": 8, "speed": 2}],
+                       "network": {"bandwidth": "25 GB/s", "latency": "5 us"}})"));
+  EXPECT_DOUBLE_EQ(scheduling_steps(mixed, wide_stage, 262144), 524288.0 * (19 + 1024) + 1024);
   // Replicated stages: the most replicas of a stage; unused GPUs cost nothing.
   const double tasks = 4.0 * 2 * 4 - 2 * 4;
-  EXPECT_DOUBLE_EQ(scheduling_steps({Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4),
+  EXPECT_DOUBLE_EQ(scheduling_steps(linked, {Stage{0, 0, {0, 1}}, Stage{1, 1, {2, 3, 4}}}, 4),
                    tasks * (std::log2(tasks) + 3) + 5);
   // A group of t GPUs is one resource: two stages of two 4-way groups, 4 groups.
   Stage wide{0, 0, {0, 1, 2, 3, 4, 5, 6, 7}};
   wide.tensor_parallel = 4;
   Stage wide2{1, 1, {8, 9, 10, 11, 12, 13, 14, 15}};
   wide2.tensor_parallel = 4;
-  EXPECT_DOUBLE_EQ(scheduling_steps({wide, wide2}, 4), tasks * (std::log2(tasks) + 2) + 4);
+  EXPECT_DOUBLE_EQ(scheduling_steps(linked, {wide, wide2}, 4), tasks * (std::log2(tasks) + 2) + 4);
 }
 
 TEST(LimitsTest, SppPlansWhereTheOldCellLimitRefused) {

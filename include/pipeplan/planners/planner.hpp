@@ -128,11 +128,13 @@ inline constexpr double kMaxPlanTimeMs = 1e15;
 /// `kMaxPlanSteps` bounds. Throws `UsageError` for an unknown planner.
 double planning_steps(std::string_view planner, const Request& request);
 
-/// The steps of scheduling `stages` for `micro_batches`, the quantity
+/// The steps of scheduling `stages` on `topology` for `micro_batches`, the quantity
 /// `kMaxScheduleSteps` bounds: the scheduler's O(T (log T + r) + G) for T tasks, r the most
-/// replicas of a stage (the replicas a task may run on) and G groups (a group of `t` GPUs is one
-/// compute resource, spec 8.3): each event dispatches only the groups it touched.
-double scheduling_steps(const std::vector<Stage>& stages, int micro_batches);
+/// steps of a stage's replica choice (`schedule::replica_choice_steps`: its replicas, or on a
+/// node-cost topology those on one node times log r) and G groups (a group of `t` GPUs is one
+/// compute resource, spec 8.3): each event dispatches only the groups it touched. O(N).
+double scheduling_steps(const topology::Topology& topology, const std::vector<Stage>& stages,
+                        int micro_batches);
 
 /// Refuses, with `InfeasibleError` naming the limit, a request that `planner` cannot plan
 /// within the limits above: too many layers, more micro-batches than one stage's plan
@@ -149,12 +151,14 @@ void check_task_limit(std::size_t stages, int micro_batches);
 std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches,
                                               bool split_backward = false);
 
-/// Refuses, with `InfeasibleError`, `stages` whose scheduling on `gpus` GPUs would take more
+/// Refuses, with `InfeasibleError`, `stages` whose scheduling on `topology` would take more
 /// than `kMaxScheduleSteps` (`scheduling_steps`). `finish_plan` calls it before scheduling.
-void check_schedule_limit(const std::vector<Stage>& stages, int micro_batches, int gpus);
-/// Why `check_schedule_limit` refuses, or nothing. O(S).
-std::optional<std::string> schedule_limit_refusal(const std::vector<Stage>& stages,
-                                                  int micro_batches, int gpus);
+void check_schedule_limit(const topology::Topology& topology, const std::vector<Stage>& stages,
+                          int micro_batches);
+/// Why `check_schedule_limit` refuses, or nothing. O(N).
+std::optional<std::string> schedule_limit_refusal(const topology::Topology& topology,
+                                                  const std::vector<Stage>& stages,
+                                                  int micro_batches);
 
 /// A planner's choice before scheduling.
 struct Partition {

@@ -23,6 +23,12 @@ struct Scheduled {
   double iteration_ms = 0;  ///< Last compute or transfer end seen by the engine (no AllReduce).
 };
 
+/// The steps the list policy's choice of a replica of `stage` takes per task (the scheduler's
+/// `choose_replica`): its replicas r, or on a node-cost topology, where a stage whose groups
+/// work alike is chosen from by a tree, (n + 2) log2 (r + 1) for n its groups on one node (at
+/// most r). O(r + nodes).
+double replica_choice_steps(const topology::Topology& topology, const Stage& stage);
+
 /// Schedules `micro_batches` micro-batches through `stages` (which must pass
 /// `simulate::check_stages`; stages with the same GPUs share a device, spec 9.2), with every
 /// backward split into `I` and `W` when `split_backward` (spec 9.2). A stage's replicas are its

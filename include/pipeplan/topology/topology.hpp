@@ -167,6 +167,12 @@ class Topology {
     if (by_node_) return by_node(u, v).latency_ms;
     return latency_ms_[slot(u, v)];
   }
+  /// The narrowest bandwidth and the longest latency over every pair of a GPU of `from` and one
+  /// of `to` (what a transfer between any replicas of two stages costs at most); infinite
+  /// bandwidth and no latency when either is empty. O(|from| |to|), or O((|from| + |to|) log)
+  /// for a node-cost topology, from the nodes the two sets touch (131,072 GPUs: stages of
+  /// thousands of GPUs each).
+  [[nodiscard]] PairCost worst_pair(const std::vector<int>& from, const std::vector<int>& to) const;
   /// Time to send `bytes` from `u` to `v`: latency + bytes / bandwidth, in ms.
   [[nodiscard]] double transfer_ms(int u, int v, double bytes) const {
     if (by_node_) {
