@@ -519,16 +519,25 @@ SCHEDULE_NAMES = {"zb-v": "zb-v", "zb-h1": "zb-h1", "interleaved-1f1b": "interle
                   "list": "the list schedule"}
 
 
+# The settings validate.py writes after a plan's schedule (`settings`): what spp chose.
+SETTINGS = ("sharded", "SP on", "SP off", "selective on", "selective off")
+
+
 def plan_shape(text):
-    """The fields of a plan's shape `0.93 (4 stages, t 4, r 1, b 1, 2 per device, zb-v), 1.48x`
-    (validate.py's spp column, schedules.py's last one)."""
+    """The fields of a plan's shape `0.93 (4 stages, t 4, r 1, b 1, 2 per device, zb-v,
+    sharded, SP on), 1.48x` (validate.py's spp column, schedules.py's last one); the settings
+    after the schedule are optional."""
     match = re.fullmatch(r"([\d.]+) \((.*)\)(?:, ([\d.]+x))?", text)
     if not match:
         raise ClaimError("unreadable plan %r" % text)
     figure, inside, speed_up = match.groups()
     parts = inside.split(", ")
+    settings = []
+    while parts and parts[-1] in SETTINGS:
+        settings.insert(0, parts.pop())
     shape = {"figure": Decimal(figure), "speed_up": speed_up, "schedule": parts[-1],
-             "stages": int(parts[0].split()[0]), "per_device": 1, "recomputed": 0}
+             "stages": int(parts[0].split()[0]), "per_device": 1, "recomputed": 0,
+             "settings": settings}
     for part in parts[1:-1]:
         key, _, value = part.partition(" ")
         if key in ("t", "r", "b"):
@@ -549,7 +558,8 @@ class Validation:
         for row in table_rows(generated, "| run | model |"):
             run = {"id": row[0].split(" [")[0], "model": row[1], "gpus": int(row[2].split()[0]),
                    "degrees": [int(v) for v in row[3].split("/")], "global_batch": int(row[5]),
-                   "estimate": row[9], "error": row[10], "spp": row[11]}
+                   "recomputation": row[7], "estimate": row[9], "error": row[10],
+                   "spp": row[11]}
             run["team"] = run["id"].split("-")[0]
             self.runs.append(run)
         self.notes = bullets(generated, "Notes:")
@@ -684,16 +694,30 @@ def validation_results(text):
 def spp_against_published(table):
     """The paragraph "Does spp beat the published configuration?"."""
     figures = {}
-    slower = [run["id"] for run in table.runs if number(plan_shape(run["spp"])["speed_up"]) < 1]
-    claim(not slower, "spp is never slower than the published configuration", ", ".join(slower))
-
-    def pick(*ids):
-        return [table.run(run_id) for run_id in ids]
+    slower = [run["id"] for run in table.runs if number(plan_shape(run["spp"])["speed_up"]) <= 1]
+    claim(not slower, "spp is faster than every published configuration", ", ".join(slower))
 
     def span(runs, format_=times):
         least, most = speed_ups(runs)
         return format_(least), format_(most)
 
+    figures["spp_least"], figures["spp_most"] = span(table.runs)
+    full = [run for run in table.runs if run["recomputation"] == "full"]
+    figures["full_runs"] = str(len(full))
+    selective = [run for run in full if "selective on" in plan_shape(run["spp"])["settings"]]
+    claim(2 * len(selective) > len(full), "spp turns selective recomputation on in most runs "
+          "that recomputed every layer", "%d of %d" % (len(selective), len(full)))
+    figures["full_selective"] = str(len(selective))
+    sharded = [run for run in table.runs if "sharded" in plan_shape(run["spp"])["settings"]]
+    figures["sharded_runs"] = str(len(sharded))
+    seqsel = [run for run in table.runs if run["recomputation"].startswith("selective")]
+    figures["seqsel_runs"] = word(len(seqsel))
+    figures["seqsel_least"], figures["seqsel_most"] = span(seqsel)
+    chosen = {plan_shape(run["spp"])["schedule"] for run in seqsel}
+    claim(chosen <= set(SCHEDULE_NAMES), "spp's schedules have prose names",
+          ", ".join(sorted(chosen - set(SCHEDULE_NAMES))))
+    figures["seqsel_schedules"] = alternatives(
+        name for key, name in SCHEDULE_NAMES.items() if key in chosen)
     figures["narayanan_175b_least"], figures["narayanan_175b_most"] = span(
         [run for run in table.team("narayanan") if "-175b-" in run["id"]])
     for run in table.team("narayanan"):
@@ -702,36 +726,10 @@ def spp_against_published(table):
             claim(not shape["recomputed"] and shape["stages"] > run["degrees"][1] and
                   max(shape["r"]) > 1, "spp's plans of Narayanan's 175B runs have more stages, "
                   "data parallelism and no recomputation", run["id"] + ": " + run["spp"])
-    figures["bloom_speed_up"] = plan_shape(table.team("bloom")[0]["spp"])["speed_up"]
-    runs = pick("korthikanti-175b-full", "korthikanti-175b-seqsel", "korthikanti-1t-full",
-                "korthikanti-1t-seqsel")
-    figures["korthikanti_175b_1t_least"], figures["korthikanti_175b_1t_most"] = span(runs)
-    shapes = [plan_shape(run["spp"]) for run in runs]
-    figures["korthikanti_175b_1t_least_per_device"] = word(min(s["per_device"] for s in shapes))
-    figures["korthikanti_175b_1t_most_per_device"] = word(max(s["per_device"] for s in shapes))
-    chosen = {shape["schedule"] for shape in shapes}
-    figures["korthikanti_175b_1t_schedules"] = alternatives(
-        name for key, name in SCHEDULE_NAMES.items() if key in chosen)
-    claim(chosen <= set(SCHEDULE_NAMES), "spp's schedules have prose names",
-          ", ".join(sorted(chosen - set(SCHEDULE_NAMES))))
-    figures["korthikanti_22b_least"], figures["korthikanti_22b_most"] = span(
-        pick("korthikanti-22b-full", "korthikanti-22b-seqsel"), rough_times)
     gpt2 = table.team("megatron")
     claim(all(run["degrees"][2] == 64 for run in gpt2), "the GPT-2 runs are 64-way data "
           "parallel", ", ".join(run["id"] for run in gpt2))
     figures["gpt2_least"], figures["gpt2_most"] = span(gpt2, rough_times)
-    figures["530b_least"], figures["530b_most"] = span(
-        [run for run in table.team("narayanan") if "-530b-" in run["id"]] + table.team("mt"))
-    figures["korthikanti_530b_selective"] = plan_shape(
-        table.run("korthikanti-530b-seqsel")["spp"])["speed_up"]
-    full = plan_shape(table.run("korthikanti-530b-full")["spp"])
-    claim(full["speed_up"] == "1.00x" and full["schedule"] == "interleaved-1f1b",
-          "spp ties on Korthikanti's 530B run with full recomputation by finding the published "
-          "interleaved configuration", table.run("korthikanti-530b-full")["spp"])
-    claim(full["stages"] % full["per_device"] == 0, "the stages fill the devices evenly",
-          "%d stages, %d per device" % (full["stages"], full["per_device"]))
-    figures["korthikanti_530b_devices"] = str(full["stages"] // full["per_device"])
-    figures["korthikanti_530b_per_device"] = str(full["per_device"])
     return figures
 
 
@@ -951,10 +949,14 @@ def validation_h100(text):
         values = [number(plan_shape(row["spp"])["speed_up"]) for row in bf16.estimated(prefix)]
         figures[name + "_least"] = times(min(values))
         figures[name + "_most"] = times(max(values))
-    claim(number(figures["spp_15b_least"]) > 1 and number(figures["spp_340b_most"]) < 1,
-          "spp is faster on the 15B runs and slower on the 340B runs",
-          "%s to %s and %s to %s" % (figures["spp_15b_least"], figures["spp_15b_most"],
-                                     figures["spp_340b_least"], figures["spp_340b_most"]))
+    interleaved = {plan_shape(row["spp"])["schedule"]
+                   for row in bf16.estimated("dgxc-nemotron4-340b")}
+    claim(number(figures["spp_15b_least"]) > 1 and number(figures["spp_340b_least"]) >= 1 and
+          interleaved == {"interleaved-1f1b"},
+          "spp is faster on the 15B runs and plans the 340B runs' interleaved configuration",
+          "%s to %s and %s to %s (%s)" % (figures["spp_15b_least"], figures["spp_15b_most"],
+                                          figures["spp_340b_least"], figures["spp_340b_most"],
+                                          ", ".join(sorted(interleaved))))
     return figures
 
 

@@ -185,7 +185,8 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 // slower than a configuration a published run chose): the kInterleavedSeeds configurations of
 // the smallest Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition),
 // each with V stages per device for every V that divides the decoders per stage (Megatron-LM
-// needs the layers to divide evenly), under interleaved-1f1b; kept only where strictly faster.
+// needs the layers to divide evenly, and two pipeline stages or more), under interleaved-1f1b;
+// kept only where strictly faster.
 // Only for spp's list schedule (its default, and `--schedule auto`) on a described model.
 // O(K V) plans, K = 3.
 constexpr std::size_t kInterleavedSeeds = 3;
@@ -198,6 +199,9 @@ Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Poli
   std::vector<Request> configurations = megatron_candidates(request, choices);
   std::vector<std::pair<double, std::size_t>> ranked;  // estimate, configuration
   for (std::size_t x = 0; x < configurations.size(); ++x) {
+    // Megatron-LM refuses a virtual pipeline on one pipeline stage ("pipeline-model-parallel
+    // size should be greater than 1 with interleaved schedule", core/parallel_state.py).
+    if (configurations[x].pipeline_parallel.value_or(1) < 2) continue;
     try {
       const Partition shape = megatron_partition(configurations[x], schedule::Policy::kOneFOneB);
       ranked.emplace_back(megatron_estimate(configurations[x], shape.stages, request.optimizer), x);
