@@ -229,9 +229,17 @@ Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Poli
             !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
           continue;
         }
-        kept.push_back("t" + std::to_string(fixed.tensor_parallel.front()) + " p" +
-                       std::to_string(P) + " V" + std::to_string(V) +
-                       " interleaved-1f1b: " + io::format_ms(made.plan->timeline.iteration_ms));
+        // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12
+        // at -O3 (GCC bug 105329), as in megatron_variants.
+        std::string label = "t";
+        label += std::to_string(fixed.tensor_parallel.front());
+        label += " p";
+        label += std::to_string(P);
+        label += " V";
+        label += std::to_string(V);
+        label += " interleaved-1f1b: ";
+        label += io::format_ms(made.plan->timeline.iteration_ms);
+        kept.push_back(std::move(label));
         made.plan->notes = std::move(plan.notes);
         made.plan->phase_ms = std::move(plan.phase_ms);
         plan = std::move(*made.plan);
