@@ -350,6 +350,16 @@ void check_megatron_interleaving(const PlanView& view, const FrameworkShape& sha
   const int P = shape.pipeline;
   const int S = static_cast<int>(plan.stages.size());
   const std::string fix = ": make the plan with --schedule 1f1b or interleaved-1f1b";
+  if (P < 2) {
+    // core/parallel_state.py: "pipeline-model-parallel size should be greater than 1 with
+    // interleaved schedule".
+    std::string message = "the plan's ";
+    message += std::to_string(S);
+    message +=
+        " stages share one pipeline rank, and Megatron-LM runs virtual stages only on "
+        "two pipeline ranks or more: make the plan with --schedule 1f1b";
+    throw InputError(plan_file(view), "/stages", message);
+  }
   for (int s = 0; s < S; ++s) {
     const int device = devices.of_stage[static_cast<std::size_t>(s)];
     if (device == s % P) continue;

@@ -220,6 +220,13 @@ TEST(MegatronV3Test, RefusesWhatMegatronDoesNotRun) {
                  "plan.json: /stages: the plan's 3 stages do not divide evenly among its 2 "
                  "pipeline ranks, and Megatron-LM gives every rank the same number of virtual "
                  "stages: make the plan with --schedule 1f1b or interleaved-1f1b");
+  V3Plan one_rank;  // Megatron-LM refuses a virtual pipeline on one pipeline rank
+  one_rank.device_of_stage = {0, 0};
+  one_rank.schedule_policy = "interleaved-1f1b";
+  expect_refused([&] { (void)megatron_json(v3_view(one_rank)); },
+                 "plan.json: /stages: the plan's 2 stages share one pipeline rank, and "
+                 "Megatron-LM runs virtual stages only on two pipeline ranks or more: make the "
+                 "plan with --schedule 1f1b");
   V3Plan odd = interleaved(false);
   odd.micro_batches = 3;
   expect_refused([&] { (void)megatron_json(v3_view(odd)); },
