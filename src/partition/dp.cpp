@@ -202,11 +202,9 @@ struct Ring {
 struct Run : RunStats {
   int t = 1;
   int groups_count = 0;         // r
-  std::vector<Group> groups{};  // t > 1 only
   std::vector<Ring> rings{};    // t > 1 only: ring i through the i-th GPU of every group
   double time_per_work = 0;     // makespan of M micro-batches of unit work, best integral split
   long most_micro_batches = 0;  // micro-batches on the busiest group of that split
-  std::vector<long> count{};    // micro-batches per group
   double fastest_group = 0;     // the largest group speed
   // The groups, each distinct (group, micro-batch count) once: what `stage_terms` reads. A
   // cluster of identical nodes has at most two (the counts ceil(M/r) and floor(M/r)), so a
@@ -217,8 +215,10 @@ struct Run : RunStats {
 // The split of M identical micro-batches over groups of different speeds: each in turn goes
 // where it would finish first (optimal for identical jobs on uniform machines; ties to the
 // earlier group). O(M r), or O(r) when every speed is the same: the rule then fills the groups
-// in turn. With `round_robin`, micro-batch m simply goes to group m mod r.
-void split_micro_batches(Run& run, const std::vector<double>& speeds, int M, bool round_robin) {
+// in turn. With `round_robin`, micro-batch m simply goes to group m mod r. Sets the run's
+// makespan and busiest group; returns the micro-batches per group.
+std::vector<long> split_micro_batches(Run& run, const std::vector<double>& speeds, int M,
+                                      bool round_robin) {
   std::vector<long> count(speeds.size(), 0);
   const bool alike =
       std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) == speeds.end();
@@ -242,7 +242,7 @@ void split_micro_batches(Run& run, const std::vector<double>& speeds, int M, boo
     run.time_per_work = std::max(run.time_per_work, static_cast<double>(count[g]) / speeds[g]);
     run.most_micro_batches = std::max(run.most_micro_batches, count[g]);
   }
-  run.count = std::move(count);
+  return count;
 }
 
 Ring ring_through(const topology::Topology& topology, const std::vector<int>& gpus) {
@@ -255,13 +255,13 @@ Ring ring_through(const topology::Topology& topology, const std::vector<int>& gp
   return ring;
 }
 
-// The distinct (group, micro-batch count) pairs of `run`, in increasing order. O(r log r).
-std::vector<std::pair<Group, long>> group_classes(const Run& run) {
+// The distinct (group, micro-batch count) pairs of `groups` and `count`, in increasing order.
+// O(r log r).
+std::vector<std::pair<Group, long>> group_classes(const std::vector<Group>& groups,
+                                                  const std::vector<long>& count) {
   std::vector<std::pair<Group, long>> classes;
-  classes.reserve(run.count.size());
-  for (std::size_t g = 0; g < run.count.size(); ++g) {
-    classes.emplace_back(run.t == 1 ? Group{run.speeds[g], 0, 0} : run.groups[g], run.count[g]);
-  }
+  classes.reserve(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) classes.emplace_back(groups[g], count[g]);
   auto key = [](const std::pair<Group, long>& c) {
     return std::tie(c.first.speed, c.first.per_byte, c.first.per_call, c.second);
   };
@@ -281,9 +281,11 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
   run.t = t;
   run.groups_count = static_cast<int>(gpus.size()) / t;
   std::vector<double> speeds;
+  std::vector<Group> groups;  // a GPU of its own at t = 1: no all-reduces
   if (t == 1) {
     speeds = run.speeds;
     run.fastest_group = run.fastest;
+    for (const double speed : speeds) groups.push_back({speed, 0, 0});
   } else {
     const double tt = t;
     for (int g = 0; g < run.groups_count; ++g) {
@@ -297,7 +299,7 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
       group.per_call = 2 * (tt - 1) * ring.latency_ms;
       speeds.push_back(group.speed);
       run.fastest_group = std::max(run.fastest_group, group.speed);
-      run.groups.push_back(group);
+      groups.push_back(group);
     }
     for (int i = 0; i < t; ++i) {
       std::vector<int> members;
@@ -308,8 +310,7 @@ Run make_run(const topology::Topology& topology, const std::vector<int>& gpus, i
       run.rings.push_back(ring_through(topology, members));
     }
   }
-  split_micro_batches(run, speeds, M, round_robin);
-  run.classes = group_classes(run);
+  run.classes = group_classes(groups, split_micro_batches(run, speeds, M, round_robin));
   return run;
 }
 

@@ -304,10 +304,17 @@ class Engine {
     }
     return best;
   }
+  // When stage s's input from `from` (none: the start) reaches the group led by g.
+  [[nodiscard]] double arrival_ms(int s, int from, int g) const {
+    return from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
+  }
+  // When a group finishes a micro-batch arriving at `arrival` behind `outstanding` ms of work.
+  static double finish_of(double arrival, double outstanding, double work) {
+    return std::max(arrival, outstanding) + work;
+  }
   [[nodiscard]] double finish_ms(int s, int from, int g) const {
-    const double arrival =
-        from == kNone ? 0 : topology_.transfer_ms(from, g, transfer_bytes(s - 1));
-    return std::max(arrival, gpus_[static_cast<std::size_t>(g)].outstanding_ms) + work_ms(g, s);
+    return finish_of(arrival_ms(s, from, g), gpus_[static_cast<std::size_t>(g)].outstanding_ms,
+                     work_ms(g, s));
   }
 
   // The same choice, exactly, on a node-cost topology where every group of stage s works alike
@@ -337,14 +344,13 @@ class Engine {
       tree.set(x, std::numeric_limits<double>::infinity());
     }
     if (tree.least() < std::numeric_limits<double>::infinity()) {
+      // Every group off the sender's node has this arrival and this work.
       const double least = tree.least();
-      const std::size_t first = tree.leftmost([&](double o) { return o <= least; });
-      const double far = finish_ms(s, from, gpus[first]);
-      const double arrival =
-          from == kNone ? 0 : topology_.transfer_ms(from, gpus[first], transfer_bytes(s - 1));
-      const double w = work_ms(gpus[first], s);
+      const int any = gpus[tree.leftmost([&](double o) { return o <= least; })];
+      const double arrival = arrival_ms(s, from, any), w = work_ms(any, s);
+      const double far = finish_of(arrival, least, w);
       const std::size_t x =
-          tree.leftmost([&](double o) { return std::max(arrival, o) + w <= far; });
+          tree.leftmost([&](double o) { return finish_of(arrival, o, w) <= far; });
       if (far < best_finish || (far == best_finish && x < best)) best_finish = far, best = x;
     }
     for (const std::size_t x : near) {
