@@ -88,6 +88,15 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                   "The megatron planner's data-parallel degree D (default: GPUs / (T P))")
       ->transform(decimal_integer(1, 1 << 16));
   command
+      .add_option("--first-stage-layers", options.first_stage_layers,
+                  "The megatron planner's layers on its first pipeline stage, the others "
+                  "splitting the rest evenly (Megatron-LM's --decoder-first-pipeline-num-layers)")
+      ->transform(decimal_integer(1, 1 << 16));
+  command
+      .add_option("--last-stage-layers", options.last_stage_layers,
+                  "The same for the last pipeline stage (--decoder-last-pipeline-num-layers)")
+      ->transform(decimal_integer(1, 1 << 16));
+  command
       .add_option("--split-backward", options.split_backward,
                   "Split backwards into input and weight gradients (I, W): never, or auto (when "
                   "some layer has backward_weight_ms and the schedule uses it; the default)")
@@ -107,7 +116,9 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
       {"--recompute", options.recompute.has_value()},
       {"--uniform", options.uniform},
       {"--pipeline-parallel", options.pipeline_parallel.has_value()},
-      {"--data-parallel", options.data_parallel.has_value()}};
+      {"--data-parallel", options.data_parallel.has_value()},
+      {"--first-stage-layers", options.first_stage_layers.has_value()},
+      {"--last-stage-layers", options.last_stage_layers.has_value()}};
   for (const auto& [option, is_given] : given) {
     if (!is_given ||
         std::find(row.options.begin(), row.options.end(), option) != row.options.end()) {
@@ -164,6 +175,8 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
   request.uniform = options.uniform;
   request.pipeline_parallel = options.pipeline_parallel;
   request.data_parallel = options.data_parallel;
+  request.first_stage_layers = options.first_stage_layers;
+  request.last_stage_layers = options.last_stage_layers;
   if (options.split_backward == "never") request.split_backward = planners::SplitBackward::kNever;
   request.virtual_stages = options.virtual_stages;
 }

@@ -55,6 +55,70 @@ std::vector<int> even_split(int count, int P, int offset) {
   return firsts;
 }
 
+// Megatron-LM's layers per pipeline position with `--decoder-first-pipeline-num-layers` and
+// `--decoder-last-pipeline-num-layers` (`first`, `last`; `core/transformer/transformer_block.py`,
+// `get_num_layers_to_build`): those on positions 0 and P - 1, the other positions an equal share
+// of the rest, which must divide evenly, and each position's count divided among its V virtual
+// stages, which must divide too. `unit` names the layers in messages. O(P).
+std::vector<int> position_layers(const Request& request, int count, int P, int V,
+                                 const std::string& unit) {
+  const std::optional<int> first = request.first_stage_layers, last = request.last_stage_layers;
+  if (P < 2) {
+    throw UsageError(std::string(first ? "--first-stage-layers" : "--last-stage-layers") +
+                     ": needs --pipeline-parallel 2 or more (a single stage holds every layer)");
+  }
+  std::string given;
+  if (first) given = "--first-stage-layers " + std::to_string(*first);
+  if (last) {
+    given +=
+        std::string(given.empty() ? "" : " and ") + "--last-stage-layers " + std::to_string(*last);
+  }
+  const int middle_positions = P - (first ? 1 : 0) - (last ? 1 : 0);
+  const int rest = count - first.value_or(0) - last.value_or(0);
+  const std::string left = given + (first && last ? " leave " : " leaves ") + std::to_string(rest) +
+                           " of the " + std::to_string(count) + " " + unit;
+  if (rest < middle_positions || (middle_positions == 0 && rest != 0) ||
+      (middle_positions > 0 && rest % middle_positions != 0)) {
+    throw InfeasibleError(
+        left + (middle_positions == 0
+                    ? ", and no pipeline stage is left to take them"
+                    : " for " + std::to_string(middle_positions) +
+                          " other pipeline stages: Megatron-LM needs an equal share of at least "
+                          "one for each"));
+  }
+  std::vector<int> counts(static_cast<std::size_t>(P),
+                          middle_positions > 0 ? rest / middle_positions : 0);
+  if (first) counts.front() = *first;
+  if (last) counts.back() = *last;
+  for (int p = 0; p < P; ++p) {
+    if (counts[static_cast<std::size_t>(p)] % V != 0) {
+      throw InfeasibleError("pipeline stage " + std::to_string(p) + "'s " +
+                            std::to_string(counts[static_cast<std::size_t>(p)]) + " " + unit +
+                            " (" + given + ") do not divide into its " + std::to_string(V) +
+                            " virtual stages");
+    }
+  }
+  return counts;
+}
+
+// The first layer of each of the P V stages over `count` layers from `offset`, stage k on
+// pipeline position `position[k]`: Megatron-LM's split (position_layers) when the request gives
+// the first or the last stage's layers, else even_split. O(P V).
+std::vector<int> stage_firsts(const Request& request, int count, int P, int V, int offset,
+                              const std::vector<int>& position, const std::string& unit) {
+  if (!request.first_stage_layers && !request.last_stage_layers) {
+    return even_split(count, P * V, offset);
+  }
+  const std::vector<int> counts = position_layers(request, count, P, V, unit);
+  std::vector<int> firsts;
+  int next = offset;
+  for (const int p : position) {
+    firsts.push_back(next);
+    next += counts[static_cast<std::size_t>(p)] / V;
+  }
+  return firsts;
+}
+
 using Executions = std::vector<simulate::StageExecution>;
 
 // The one context-parallel degree of a megatron request (spec 10.4), which the model allows.
@@ -207,17 +271,18 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
         " is more stages than the " + std::to_string(splittable) +
         (shaped ? " decoder layers" : " layers") + " to split");
   }
-  std::vector<int> firsts = even_split(splittable, stages, shaped ? 1 : 0);
-  if (shaped) firsts.front() = 0;  // the embedding joins the first stage
-  Partition partition;
-  partition.gpu_order.resize(static_cast<std::size_t>(N));
-  for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;
   std::vector<int> position(static_cast<std::size_t>(stages));  // stage k's pipeline position
   for (int p = 0; p < P; ++p) {
     for (int c = 0; c < V; ++c) {
       position[static_cast<std::size_t>(schedule::placed_stage(policy, P, p, c))] = p;
     }
   }
+  std::vector<int> firsts = stage_firsts(request, splittable, P, V, shaped ? 1 : 0, position,
+                                         shaped ? "decoder layers" : "layers");
+  if (shaped) firsts.front() = 0;  // the embedding joins the first stage
+  Partition partition;
+  partition.gpu_order.resize(static_cast<std::size_t>(N));
+  for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;
   for (int k = 0; k < stages; ++k) {
     const int p = position[static_cast<std::size_t>(k)];
     Stage stage;

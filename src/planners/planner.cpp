@@ -166,7 +166,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .steps = linear_steps,
                   .partition = megatron_partition,
                   .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform",
-                              "--pipeline-parallel", "--data-parallel"},
+                              "--pipeline-parallel", "--data-parallel", "--first-stage-layers",
+                              "--last-stage-layers"},
                   .shares_devices = true,
                   .refuses = megatron_refusal});
   return rows;

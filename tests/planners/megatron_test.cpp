@@ -92,6 +92,67 @@ TEST(MegatronTest, UnevenSplitsGiveTheFirstStagesOneMore) {
   EXPECT_EQ(stages_text(generic.stages), "0-1@0 2-3@1 4-4@2");
 }
 
+// Megatron-LM's `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`
+// (Llama 3 405B's 126 layers on 16 stages: 7, then 14 x 8, then 7).
+TEST(MegatronTest, FirstAndLastStageLayersAsMegatronLmSplitsThem) {
+  const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  Request request = configuration(transformer_shaped(10), topology, 4, 1, 4);
+  request.first_stage_layers = 1;
+  request.last_stage_layers = 1;
+  // Embedding + decoder 0 | decoders 1-4 | 5-8 | decoder 9 + output.
+  EXPECT_EQ(stages_text(megatron_partition(request, schedule::Policy::kOneFOneB).stages),
+            "0-1@0 2-5@1 6-9@2 10-11@3");
+  request.last_stage_layers.reset();  // 1, then 9 over three stages
+  EXPECT_EQ(stages_text(megatron_partition(request, schedule::Policy::kOneFOneB).stages),
+            "0-1@0 2-4@1 5-7@2 8-11@3");
+  // Interleaved, two stages per device: each position's count is halved over its chunks, the
+  // chunks in Megatron-LM's order (stage k on position k mod P).
+  Request interleaved = configuration(transformer_shaped(12), topology, 4, 1, 2);
+  interleaved.first_stage_layers = 4;
+  interleaved.last_stage_layers = 8;
+  interleaved.virtual_stages = 2;
+  const Partition chunks = megatron_partition(interleaved, schedule::Policy::kInterleaved1F1B);
+  ASSERT_EQ(chunks.stages.size(), 4U);
+  EXPECT_EQ(chunks.stages[0].last_layer, 2);   // embedding + 2 decoders on position 0
+  EXPECT_EQ(chunks.stages[1].last_layer, 6);   // 4 decoders on position 1
+  EXPECT_EQ(chunks.stages[2].last_layer, 8);   // 2 decoders on position 0
+  EXPECT_EQ(chunks.stages[3].last_layer, 13);  // 4 decoders and the output on position 1
+  EXPECT_EQ(chunks.stages[2].gpus, chunks.stages[0].gpus);
+}
+
+TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
+  const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  auto refusal = [&](int P, std::optional<int> first, std::optional<int> last, int V = 1) {
+    Request request = configuration(transformer_shaped(10), topology, 4, 1, P);
+    request.first_stage_layers = first;
+    request.last_stage_layers = last;
+    request.virtual_stages = V;
+    try {
+      megatron_partition(request,
+                         V > 1 ? schedule::Policy::kInterleaved1F1B : schedule::Policy::kOneFOneB);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("planned");
+  };
+  EXPECT_EQ(refusal(4, 2, 1),
+            "--first-stage-layers 2 and --last-stage-layers 1 leave 7 of the 10 decoder layers for "
+            "2 other pipeline stages: Megatron-LM needs an equal share of at least one for each");
+  EXPECT_EQ(refusal(4, 5, 4),
+            "--first-stage-layers 5 and --last-stage-layers 4 leave 1 of the 10 decoder layers for "
+            "2 other pipeline stages: Megatron-LM needs an equal share of at least one for each");
+  EXPECT_EQ(refusal(2, 4, 4),
+            "--first-stage-layers 4 and --last-stage-layers 4 leave 2 of the 10 decoder layers, "
+            "and no pipeline stage is left to take them");
+  EXPECT_EQ(refusal(1, 4, std::nullopt),
+            "--first-stage-layers: needs --pipeline-parallel 2 or more (a single stage holds every "
+            "layer)");
+  EXPECT_EQ(refusal(2, 3, std::nullopt, 2),
+            "pipeline stage 0's 3 decoder layers (--first-stage-layers 3) do not divide into its 2 "
+            "virtual stages");
+  EXPECT_EQ(refusal(2, 4, 6), "planned");
+}
+
 TEST(MegatronTest, AutoRecomputesEveryStageOnlyWhenTheConfigurationDoesNotFitOtherwise) {
   // 1F1B keeps up to 2 micro-batches of 30 MB (3 decoders at degree 1) in flight on stage 0.
   const model::Model model = transformer_shaped(6, 10e6);

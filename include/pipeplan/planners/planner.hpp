@@ -46,6 +46,12 @@ struct Request {
   /// (`--data-parallel`; empty: as many copies as the GPUs allow).
   std::optional<int> pipeline_parallel{};
   std::optional<int> data_parallel{};
+  /// The `megatron` planner's layers on its first and last pipeline positions
+  /// (`--first-stage-layers`, `--last-stage-layers`: Megatron-LM's
+  /// `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`), the others
+  /// splitting the rest evenly; empty: an even split.
+  std::optional<int> first_stage_layers{};
+  std::optional<int> last_stage_layers{};
   /// `--split-backward` (spec 9.5).
   SplitBackward split_backward = SplitBackward::kAuto;
   /// Stages per device for the multi-stage fixed policies and the `megatron` planner
