@@ -616,11 +616,13 @@ def validation_results(text):
     claim(not unplanned, "every run is planned, published and by spp", ", ".join(unplanned))
 
     korthikanti = table.team("korthikanti")
-    most = error_range(korthikanti)[1]
+    korthikanti_errors = [number(run["error"]) for run in korthikanti]
     median = table.sources["korthikanti"]
-    claim(median.startswith("-"), "Korthikanti's runs are optimistic", median)
-    figures.update({"korthikanti_runs": str(len(korthikanti)), "korthikanti_median": median[1:],
-                    "korthikanti_median_signed": median, "korthikanti_largest": most})
+    claim(median.startswith("-"), "Korthikanti's runs are optimistic on the median", median)
+    figures.update({"korthikanti_runs": str(len(korthikanti)),
+                    "korthikanti_median_signed": median,
+                    "korthikanti_most_optimistic": signed(min(korthikanti_errors)),
+                    "korthikanti_least_optimistic": signed(max(korthikanti_errors))})
     interleaved = [run for run in korthikanti if any(
         note.startswith(run["id"] + ": the measured run used interleaved 1F1B")
         for note in table.notes)]
@@ -634,7 +636,7 @@ def validation_results(text):
     claim(len(trillion) == 2 and not set(map(id, trillion)) & set(map(id, interleaved)),
           "the two 1T runs are not interleaved", ", ".join(run["id"] for run in trillion))
     figures["trillion_full"], figures["trillion_selective"] = [
-        str(number(run["error"])) for run in trillion]
+        signed(number(run["error"])) for run in trillion]
 
     narayanan = table.team("narayanan")
     figures["narayanan_runs"] = str(len(narayanan))
@@ -660,10 +662,11 @@ def validation_results(text):
     figures["bloom_error"] = error_range(bloom)[0]
 
     large_median, large_runs = table.groups["large"]
-    claim(Decimal(large_median) > 10 and Decimal(figures["megatron_team_median"]) <= 10,
-          "the large runs' median is above the 10 % target because of the MT-NLG and BLOOM "
-          "rows", "%s %% (the Megatron-LM team's %s %%)"
-          % (large_median, figures["megatron_team_median"]))
+    outside = sorted({run["team"] for run in runs if run["team"] != "megatron"
+                      and abs(number(run["error"])) > 10})
+    claim(Decimal(large_median) <= 10 and outside == ["bloom", "mt"],
+          "the large runs' median is within the 10 % target, the MT-NLG and BLOOM rows outside "
+          "it", "%s %% (outside: %s)" % (large_median, ", ".join(outside)))
     figures["large_runs"], figures["large_median"] = str(large_runs), large_median
     small = table.team("megatron")
     small_median = table.groups["small"][0]
@@ -866,7 +869,8 @@ def validation_h100(text):
           " planned with --context-parallel", "a row still needs context parallelism")
     cp_rows = [row for row in bf16.estimated() if row["id"].startswith("dgxc-llama3.1")]
     figures["cp_estimated"] = str(len(cp_rows))
-    figures["over_limit"] = str(sum("more than 8,192 GPUs" in e for e in estimates))
+    claim(not any("more than" in e for e in estimates), "every run is within the GPUs pipeplan"
+          " plans", ", ".join(e for e in estimates if "more than" in e))
     refused = [row["id"] for row in bf16.rows if row["estimate"] == "refused"]
     figures["bf16_refused"] = str(len(refused))
     by_memory = [line.split(",")[0] for line in bf16.refusals if "in memory" in line
@@ -878,23 +882,21 @@ def validation_h100(text):
     figures["task_refusals"] = word(len(by_limits))
     figures["memory_refusals"] = word(len(by_memory))
     figures["memory_refused"] = series(by_memory)
-    claim(all(row.startswith(("dgxc-gpt3", "dgxc-nemotron4-340b", "nemotron4-340b",
-                              "dgxc-llama3.1-70b")) for row in by_limits),
-          "the limits refuse GPT-3, Nemotron-4 340B and Llama 3.1 70B runs only",
-          ", ".join(by_limits))
+    claim(all(row.startswith(("dgxc-gpt3", "nemotron4-340b")) for row in by_limits),
+          "the limits refuse GPT-3 and Nemotron-4 340B runs only", ", ".join(by_limits))
     errors = [abs(row["error"]) for row in bf16.estimated()]
     figures["bf16_median"] = median_text(errors)
     figures["bf16_within"] = str(sum(error <= 15 for error in errors))
-    claim(statistics.median(errors) > 8 and max(errors) > 15, "neither target is met",
+    claim(statistics.median(errors) <= 8 and max(errors) <= 15, "both targets are met",
           "median %s, largest %s" % (median_text(errors), max(errors)))
     cp_errors = bf16.errors("dgxc-llama3.1")
     claim(all(error < 0 for error in cp_errors), "every context-parallel run is optimistic",
           ", ".join(map(str, cp_errors)))
     figures["cp_least"], figures["cp_most"] = str(-max(cp_errors)), str(-min(cp_errors))
     n15 = bf16.errors("dgxc-nemotron4-15b")
-    claim(all(abs(error) < 2 for error in n15), "the 15B rows are within 2 %",
+    claim(all(0 < error < 15 for error in n15), "the 15B rows are pessimistic, within 15 %",
           ", ".join(map(str, n15)))
-    figures["n15_least"], figures["n15_most"] = signed(min(n15)), signed(max(n15))
+    figures["n15_least"], figures["n15_most"] = str(min(n15)), str(max(n15))
     pipelined = bf16.errors("dgxc-gpt3", "dgxc-nemotron4-340b")
     claim(all(error < 0 for error in pipelined), "every pipelined run is optimistic",
           ", ".join(map(str, pipelined)))
@@ -909,8 +911,8 @@ def validation_h100(text):
     exposed = [(part["measured"] - part["tp"]) / part["compute"] for part in big]
     figures["exposed340_least"] = fixed(min(exposed), 2)
     figures["exposed340_most"] = fixed(max(exposed), 2)
-    claim(all(Decimal("1.35") <= value <= Decimal("1.55") for value in both + exposed),
-          "one factor of 1.4 to 1.5 fits all three models",
+    claim(all(Decimal("1.1") <= value <= Decimal("1.35") for value in both + exposed),
+          "about a fifth more time than the modelled compute is left on all three models",
           ", ".join(map(str, both + exposed)))
     for key, prefix in (("share15", "dgxc-nemotron4-15b"), ("share_gpt3", "dgxc-gpt3")):
         shares = [100 * (part["tp"] + part["dp"]) / part["compute"]
@@ -936,12 +938,8 @@ def validation_h100(text):
     fp8_errors = [abs(row["error"]) for row in fp8.estimated()]
     figures["fp8_estimated"] = str(len(fp8_errors))
     figures["fp8_median"] = median_text(fp8_errors)
-    fp8_pipelined = fp8.errors("dgxc-gpt3", "dgxc-nemotron4-340b")
-    claim(all(error < min(pipelined) + 5 for error in fp8_pipelined) and
-          all(error < 0 for error in fp8_pipelined), "FP8's pipelined rows are more optimistic",
-          ", ".join(map(str, fp8_pipelined)))
-    figures["fp8_pipelined_least"] = str(-max(fp8_pipelined))
-    figures["fp8_pipelined_most"] = str(-min(fp8_pipelined))
+    claim(statistics.median(fp8_errors) > statistics.median(errors), "FP8 is estimated less"
+          " well than BF16", "%s against %s" % (median_text(fp8_errors), median_text(errors)))
     ratios = [part["ratio"] for part in fp8.parts.values()]
     claim(min(ratios) > max(both), "FP8's ratios are above BF16's", ", ".join(map(str, ratios)))
     figures["fp8_ratio_least"], figures["fp8_ratio_most"] = str(min(ratios)), str(max(ratios))

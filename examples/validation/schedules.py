@@ -79,6 +79,7 @@ def plan_row(binary, work, entry, row, system, schedules):
 
 def main(argv):
     binary = validate.find_binary(argv)
+    validate.load_ceilings(binary)
     output = argv[2] if len(argv) > 2 else os.path.join(validate.ROOT, "docs", "validation.md")
     with open(DATA) as f:
         data = json.load(f)

@@ -73,11 +73,29 @@ def topology(system, nodes):
     }
 
 
+# The matmul ceiling `pipeplan model transformer` gives a GPU in a format (its measured largest
+# matmul throughput over its peak), by catalogue name and alias: load_ceilings fills it.
+CEILINGS = {}
+
+
+def load_ceilings(binary):
+    """Reads the ceilings from `pipeplan model gpus --json`, so that every description here is
+    costed as `model transformer` costs it (docs/transformer-model.md, "The matmul ceiling")."""
+    done = subprocess.run([binary, "model", "gpus", "--json"], capture_output=True, text=True,
+                          check=True)
+    for gpu in json.loads(done.stdout):
+        for name in [gpu["name"]] + gpu["aliases"]:
+            CEILINGS[name] = gpu.get("matmul_ceiling", {})
+
+
 def model(run, system, fixed_size):
     description = dict(run["transformer"])
     description["gpu"] = system["gpu"]
     if fixed_size:
         description["micro_batch_size"] = run["micro_batch_size"]
+    ceiling = CEILINGS.get(description["gpu"], {}).get(description.get("dtype", "bf16"))
+    if ceiling is not None and "matmul_ceiling" not in description:
+        description["matmul_ceiling"] = ceiling
     return {"schema": "pipeplan/model/v2", "name": run["id"], "transformer": description}
 
 
@@ -164,11 +182,16 @@ def batch_options(run):
 
 def published_options(run):
     """The megatron planner's options for a run's published configuration: its tensor,
-    pipeline and data degrees, its recomputation and its schedule."""
-    return ["--planner", "megatron", "--tensor-parallel", str(run["tensor_parallel"]),
-            "--pipeline-parallel", str(run["pipeline_parallel"]),
-            "--data-parallel", str(run["data_parallel"]),
-            "--recompute", RECOMPUTE[run["recompute"]]] + schedule(run)
+    pipeline and data degrees, its recomputation, its schedule, and the decoder layers of its
+    first and last pipeline stages where the run split them unevenly."""
+    options = ["--planner", "megatron", "--tensor-parallel", str(run["tensor_parallel"]),
+               "--pipeline-parallel", str(run["pipeline_parallel"]),
+               "--data-parallel", str(run["data_parallel"]),
+               "--recompute", RECOMPUTE[run["recompute"]]] + schedule(run)
+    for key in ("first_stage_layers", "last_stage_layers"):
+        if key in run:
+            options += ["--" + key.replace("_", "-"), str(run[key])]
+    return options
 
 
 def plan_both(binary, work, run, system, topo, options, script="validate.py", with_spp=True):
@@ -210,6 +233,7 @@ def spp_cell(spp, megatron):
 
 def main(argv):
     binary = find_binary(argv)
+    load_ceilings(binary)
     output = argv[2] if len(argv) > 2 else os.path.join(ROOT, "docs", "validation.md")
     with open(RUNS) as f:
         data = json.load(f)

@@ -32,6 +32,7 @@ struct TransformerOptions {
   bool sequence_parallel = false, selective_recompute = false, flash_attention = false;
   std::vector<int> degrees;
   std::string kernel_overhead_us;
+  std::string matmul_ceiling;
   std::int64_t micro_batches = 0;
   std::string name;
   std::string output;
@@ -41,15 +42,14 @@ struct TransformerOptions {
        given_micro_batch_size = false;
 };
 
-// `--kernel-overhead-us`: a decimal number of microseconds (digits, an optional fraction); its
-// range is checked with the rest of the config.
-double parse_kernel_overhead(const std::string& text) {
+// `--kernel-overhead-us`, `--matmul-ceiling`: a decimal number (digits, an optional fraction),
+// else a usage error saying `what` it must be; its range is checked with the rest of the config.
+double parse_decimal(const std::string& text, const std::string& option, const std::string& what) {
   const bool digits_only = !text.empty() && text.front() != '.' && text.back() != '.' &&
                            text.find_first_not_of("0123456789.") == std::string::npos &&
                            std::count(text.begin(), text.end(), '.') <= 1;
   if (!digits_only || text.size() > 32) {
-    throw UsageError("--kernel-overhead-us: must be a number of microseconds from 0 to " +
-                     io::format_number(model::kMaxKernelOverheadUs) + ", got \"" + text + "\"");
+    throw UsageError(option + ": must be " + what + ", got \"" + text + "\"");
   }
   return std::stod(text);
 }
@@ -101,8 +101,14 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;
   if (!options.kernel_overhead_us.empty()) {
-    config.kernel_overhead_us = parse_kernel_overhead(options.kernel_overhead_us);
+    config.kernel_overhead_us = parse_decimal(
+        options.kernel_overhead_us, "--kernel-overhead-us",
+        "a number of microseconds from 0 to " + io::format_number(model::kMaxKernelOverheadUs));
   }
+  config.matmul_ceiling = options.matmul_ceiling.empty()
+                              ? model::default_matmul_ceiling(config)
+                              : parse_decimal(options.matmul_ceiling, "--matmul-ceiling",
+                                              "a fraction of the peak above 0 and at most 1");
   if (!options.name.empty()) config.name = options.name;
   auto [completed, problem] = model::complete_transformer_config(config);
   if (!problem.empty()) throw UsageError(problem);
@@ -130,6 +136,36 @@ int run_gpus(bool json, Context& context) {
   context.emit("standard output", json ? report::gpu_catalogue_json(catalogue)
                                        : report::gpu_catalogue_table(catalogue));
   return 0;
+}
+
+// `model transformer`'s options of how the model is trained and costed: format, GPU, Megatron-LM's
+// flags, degrees, the kernel floor and the matmul ceiling.
+void add_training_options(CLI::App& transformer, TransformerOptions& options) {
+  transformer.add_option("--dtype", options.dtype, "Training number format (default bf16)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
+  transformer.add_option("--gpu", options.gpu,
+                         "Catalogue GPU the times are for (default A100-80GB; see model gpus)");
+  transformer.add_flag("--sequence-parallel", options.sequence_parallel,
+                       "Megatron sequence parallelism (norms and dropouts split too)");
+  transformer.add_flag("--selective-recompute", options.selective_recompute,
+                       "Recompute the attention core in the backward instead of storing it");
+  transformer.add_flag("--flash-attention", options.flash_attention,
+                       "Fused attention (no sequence x sequence tensors)");
+  transformer
+      .add_option("--degrees", options.degrees,
+                  "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "
+                  "divide the heads and the FFN size)")
+      ->delimiter(',')
+      ->transform(decimal_integer(1, model::kMaxTensorParallelDegree));
+  transformer.add_option(
+      "--kernel-overhead-us", options.kernel_overhead_us,
+      "Fixed time of one kernel launch and dispatch, microseconds (default " +
+          io::format_number(model::kDefaultKernelOverheadUs) +
+          "; 0: none): each pass of a layer takes at least its kernels times it");
+  transformer.add_option(
+      "--matmul-ceiling", options.matmul_ceiling,
+      "Fraction of the GPU's peak no matrix multiplication exceeds, above 0 and at most 1 "
+      "(default: the GPU's measured maximum, model gpus; 1 where none is published)");
 }
 
 }  // namespace
@@ -184,27 +220,7 @@ void add_model_command(CLI::App& app, Action& action) {
                        "Sequences per micro-batch (default 1; given, plan --global-batch tries "
                        "only it)")
           ->transform(decimal_integer(1, model::kMaxTransformerMicroBatchSize));
-  transformer->add_option("--dtype", options->dtype, "Training number format (default bf16)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}));
-  transformer->add_option("--gpu", options->gpu,
-                          "Catalogue GPU the times are for (default A100-80GB; see model gpus)");
-  transformer->add_flag("--sequence-parallel", options->sequence_parallel,
-                        "Megatron sequence parallelism (norms and dropouts split too)");
-  transformer->add_flag("--selective-recompute", options->selective_recompute,
-                        "Recompute the attention core in the backward instead of storing it");
-  transformer->add_flag("--flash-attention", options->flash_attention,
-                        "Fused attention (no sequence x sequence tensors)");
-  transformer
-      ->add_option("--degrees", options->degrees,
-                   "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "
-                   "divide the heads and the FFN size)")
-      ->delimiter(',')
-      ->transform(decimal_integer(1, model::kMaxTensorParallelDegree));
-  transformer->add_option(
-      "--kernel-overhead-us", options->kernel_overhead_us,
-      "Fixed time of one kernel launch and dispatch, microseconds (default " +
-          io::format_number(model::kDefaultKernelOverheadUs) +
-          "; 0: none): each pass of a layer takes at least its kernels times it");
+  add_training_options(*transformer, *options);
   transformer
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches per iteration, written into the model")

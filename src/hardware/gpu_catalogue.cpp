@@ -2,6 +2,7 @@
 
 #include "pipeplan/hardware/gpu_catalogue.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 #include <utility>
@@ -49,7 +50,26 @@ GpuType entry(std::string name, std::vector<std::string> aliases, double memory_
           .bf16_tflops = peaks.bf16,
           .fp16_tflops = peaks.fp16,
           .fp8_tflops = peaks.fp8,
-          .source = std::move(source)};
+          .source = std::move(source),
+          .measured_bf16_matmul_tflops = 0,
+          .measured_fp8_matmul_tflops = 0,
+          .measured_matmul_source = {}};
+}
+
+// Stas Bekman's "Maximum Achievable Matmul FLOPS" (MAMF) tables, the mean of 100 timed
+// iterations of the best shape of a sweep, with the caches flushed between iterations (the
+// "v2" tables): A100 SXM 271.2 (torch 2.6.0, CUDA 12.6), H100 SXM 794.5 and 1,402.6 in FP8
+// (torch 2.7.0), GH200 828.6 and 1,535.0 (torch 2.6.0, the 900 W 141 GB version), MI300X 668.4
+// (ROCm 6.3, tunable ops). V100 and B200 have none.
+constexpr const char* kMamfSource =
+    "https://github.com/stas00/ml-engineering/tree/master/compute/accelerator"
+    "#maximum-achievable-matmul-flops-comparison-table (MAMF, v2 tables)";
+
+GpuType measured(GpuType gpu, double bf16_tflops, double fp8_tflops, std::string note) {
+  gpu.measured_bf16_matmul_tflops = bf16_tflops;
+  gpu.measured_fp8_matmul_tflops = fp8_tflops;
+  gpu.measured_matmul_source = std::string(kMamfSource) + note;
+  return gpu;
 }
 
 // Memory: the datasheet's "GB" of HBM, which is built of binary-sized stacks, read as GiB;
@@ -63,23 +83,34 @@ std::vector<GpuType> make_catalogue() {
       entry("V100-32GB", {"V100", "V100-SXM2", "V100-SXM2-32GB"}, 32 * kGiB, 900e9, kVolta,
             "https://images.nvidia.com/content/technologies/volta/pdf/"
             "volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"),
-      entry("A100-40GB", {"A100-SXM4-40GB"}, 40 * kGiB, 1555e9, kAmpere, a100_source),
-      entry("A100-80GB", {"A100", "A100-SXM4-80GB"}, 80 * kGiB, 2039e9, kAmpere, a100_source),
-      entry("H100-SXM", {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"}, 80 * kGiB, 3.35e12,
-            kHopper,
-            "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet "
-            "(H100 SXM; sparse tensor figures halved)"),
-      entry("H200", {"H200-SXM", "H200-141GB"}, 141 * kGiB, 4.8e12, kHopper,
-            "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures halved)"),
-      entry("GH200", {"GH200-96GB"}, 96 * kGiB, 4.0e12, kHopper,
-            "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 with "
-            "96 GB HBM3; sparse figures halved)"),
+      measured(entry("A100-40GB", {"A100-SXM4-40GB"}, 40 * kGiB, 1555e9, kAmpere, a100_source),
+               271.2, 0, " (A100 SXM)"),
+      measured(
+          entry("A100-80GB", {"A100", "A100-SXM4-80GB"}, 80 * kGiB, 2039e9, kAmpere, a100_source),
+          271.2, 0, " (A100 SXM)"),
+      measured(entry("H100-SXM", {"H100", "H100-SXM5", "H100-SXM5-80GB", "H100-80GB"}, 80 * kGiB,
+                     3.35e12, kHopper,
+                     "https://resources.nvidia.com/en-us-tensor-core/"
+                     "nvidia-tensor-core-gpu-datasheet (H100 SXM; sparse tensor figures halved)"),
+               794.5, 1402.6, " (H100 SXM)"),
+      // H200 is the H100's GH100 die at the same clocks and 700 W with faster memory; a matmul
+      // sweep is compute-bound, so it takes the H100's measurement (none of its own is
+      // published).
+      measured(entry("H200", {"H200-SXM", "H200-141GB"}, 141 * kGiB, 4.8e12, kHopper,
+                     "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM; sparse figures "
+                     "halved)"),
+               794.5, 1402.6, " (H100 SXM: the same die, clocks and power)"),
+      measured(entry("GH200", {"GH200-96GB"}, 96 * kGiB, 4.0e12, kHopper,
+                     "https://resources.nvidia.com/en-us-grace-cpu/grace-hopper-superchip (GH200 "
+                     "with 96 GB HBM3; sparse figures halved)"),
+               828.6, 1535.0, " (GH200, the 900 W 141 GB version)"),
       entry("B200", {"B200-SXM", "B200-180GB"}, 180 * kGiB, 8.0e12, kBlackwell,
             "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200 per GPU: the 8-GPU "
             "figures divided by 8, sparse figures halved; 1,440 GB over 8 GPUs)"),
-      entry("MI300X", {"MI300X-192GB"}, 192 * kGiB, 5.3e12, kCdna3,
-            "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
-            "amd-instinct-mi300x-data-sheet.pdf (dense peaks)"),
+      measured(entry("MI300X", {"MI300X-192GB"}, 192 * kGiB, 5.3e12, kCdna3,
+                     "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/"
+                     "data-sheets/amd-instinct-mi300x-data-sheet.pdf (dense peaks)"),
+               668.4, 0, " (MI300X, ROCm 6.3 with PYTORCH_TUNABLEOP_ENABLED=1)"),
   };
 }
 
@@ -152,6 +183,15 @@ double peak_flops_per_s(const GpuType& gpu, DType dtype) {
       return gpu.fp8_tflops * 1e12;
   }
   return 0;
+}
+
+std::optional<double> measured_matmul_fraction(const GpuType& gpu, DType dtype) {
+  double measured = 0;
+  if (dtype == DType::kBf16 || dtype == DType::kFp16) measured = gpu.measured_bf16_matmul_tflops;
+  if (dtype == DType::kFp8) measured = gpu.measured_fp8_matmul_tflops;
+  const double peak = peak_flops_per_s(gpu, dtype) / 1e12;
+  if (measured <= 0 || peak <= 0) return std::nullopt;
+  return std::min(measured / peak, 1.0);
 }
 
 double training_peak_flops_per_s(const GpuType& gpu) {

@@ -46,10 +46,10 @@ void read_description_shape(const io::ObjectReader& object, TransformerConfig& c
 
 TransformerConfig read_description(const io::Node& node) {
   // `pipeplan model transformer`'s options, snake case.
-  io::ObjectReader object(
-      node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn", "sequence",
-             "vocab", "micro_batch_size", "dtype", "gpu", "sequence_parallel",
-             "selective_recompute", "flash_attention", "degrees", "kernel_overhead_us"});
+  io::ObjectReader object(node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+                                 "ffn", "sequence", "vocab", "micro_batch_size", "dtype", "gpu",
+                                 "sequence_parallel", "selective_recompute", "flash_attention",
+                                 "degrees", "kernel_overhead_us", "matmul_ceiling"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();
@@ -95,6 +95,8 @@ TransformerConfig read_description(const io::Node& node) {
   if (auto overhead = object.optional("kernel_overhead_us")) {
     config.kernel_overhead_us = overhead->as_nonnegative();
   }
+  if (auto ceiling = object.optional("matmul_ceiling"))
+    config.matmul_ceiling = ceiling->as_number();
   if (auto degrees = object.optional("degrees")) {
     std::vector<io::Node> entries = degrees->elements();
     if (entries.empty()) degrees->fail("must list the allowed degrees, starting at 1");
@@ -139,6 +141,8 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["flash_attention"] = config.flash_attention;
   out["degrees"] = config.degrees;
   out["kernel_overhead_us"] = config.kernel_overhead_us;
+  // Written only where it caps something, so that a description without it reads as before.
+  if (config.matmul_ceiling < 1) out["matmul_ceiling"] = config.matmul_ceiling;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "pipeplan/error.hpp"
+#include "pipeplan/io/format.hpp"
 #include "pipeplan/model/kernel_counts.hpp"
 
 namespace pipeplan::model {
@@ -27,13 +28,19 @@ constexpr double kAdamBytesPerParameter = 28;
 constexpr double kTokenIdBytes = 8;
 
 // Calculon's efficiency tables (calculon-ai/calculon, systems/a100_80g.json and
-// h100_80g_nvl8.json): matrix operations by GFLOP, memory traffic by MB.
-double matrix_efficiency(double flops) {
+// h100_80g_nvl8.json): matrix operations by GFLOP, memory traffic by MB. A matrix operation's is
+// capped at `ceiling`, the fraction of the peak no GEMM exceeds (the GPU's measured maximum).
+double matrix_efficiency(double flops, double ceiling) {
   const double gflops = flops / 1e9;
-  if (gflops >= 128) return 0.95;
-  if (gflops >= 16) return 0.9;
-  if (gflops >= 1) return 0.6;
-  return 0.1;
+  double tabled = 0.1;
+  if (gflops >= 128) {
+    tabled = 0.95;
+  } else if (gflops >= 16) {
+    tabled = 0.9;
+  } else if (gflops >= 1) {
+    tabled = 0.6;
+  }
+  return std::min(tabled, ceiling);
 }
 
 double memory_efficiency(double bytes) {
@@ -90,9 +97,11 @@ Op gemm(double m, double k, double n, double value_bytes) {
 
 Op memory_op(double bytes) { return {0, bytes}; }
 
-double ms_of(const GpuType& gpu, DType dtype, const std::vector<Op>& ops) {
+double ms_of(const GpuType& gpu, const TransformerConfig& config, const std::vector<Op>& ops) {
   double total = 0;
-  for (const Op& op : ops) total += operation_ms(gpu, dtype, op.flops, op.bytes);
+  for (const Op& op : ops) {
+    total += operation_ms(gpu, config.dtype, op.flops, op.bytes, config.matmul_ceiling);
+  }
   return total;
 }
 
@@ -178,7 +187,8 @@ double embedding_parameters(const Shape& x) {
 double output_parameters(const Shape& x) { return x.v * x.h / x.t + x.norm_vectors * x.h; }
 
 double update_ms_of(const TransformerConfig& config, const GpuType& gpu, double parameters) {
-  return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters);
+  return operation_ms(gpu, config.dtype, 0, kAdamBytesPerParameter * parameters,
+                      config.matmul_ceiling);
 }
 
 TransformerConfig shape(std::string name, int layers, int hidden, int heads, int kv_heads,
@@ -381,11 +391,21 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
   }
   if (auto problem = complete_degrees(config, spelling)) return {config, problem};
   if (auto problem = check_kernel_overhead(config)) return {config, problem};
+  if (!(config.matmul_ceiling > 0 && config.matmul_ceiling <= 1)) {
+    return fail("matmul_ceiling", "must be a fraction of the peak above 0 and at most 1, got " +
+                                      io::format_number(config.matmul_ceiling, 10));
+  }
   if (config.name.empty()) {
     config.name =
         "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
   }
   return {config, std::nullopt};
+}
+
+double default_matmul_ceiling(const TransformerConfig& config) {
+  const GpuType* gpu = hardware::find_gpu(config.gpu);
+  if (gpu == nullptr) return 1;  // check_transformer_config names the unknown GPU
+  return hardware::measured_matmul_fraction(*gpu, config.dtype).value_or(1);
 }
 
 std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config) {
@@ -457,10 +477,12 @@ double decoder_weight_stash_bytes(const TransformerConfig& config, int t) {
   return (x.sp ? replicated / x.t : replicated) + (split_inputs + split_gradients) / x.t;
 }
 
-double operation_ms(const GpuType& gpu, DType dtype, double flops, double bytes) {
+double operation_ms(const GpuType& gpu, DType dtype, double flops, double bytes,
+                    double matmul_ceiling) {
   double ms = 0;
   if (flops > 0) {
-    ms += flops / (hardware::peak_flops_per_s(gpu, dtype) * matrix_efficiency(flops)) * 1e3;
+    ms += flops /
+          (hardware::peak_flops_per_s(gpu, dtype) * matrix_efficiency(flops, matmul_ceiling)) * 1e3;
   }
   if (bytes > 0) {
     ms += bytes / (gpu.memory_bandwidth_bytes_per_s * memory_efficiency(bytes)) * 1e3;
@@ -479,7 +501,7 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
   double parameters = 0;
   switch (part) {
     case TransformerPart::kEmbedding: {
-      costs.forward_ms = ms_of(gpu, config.dtype, embedding_ops(x));
+      costs.forward_ms = ms_of(gpu, config, embedding_ops(x));
       costs.backward_ms = 2 * costs.forward_ms;
       parameters = embedding_parameters(x);
       costs.stash_bytes = rows * x.h;  // the dropout mask
@@ -490,24 +512,24 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       break;
     }
     case TransformerPart::kDecoder: {
-      costs.forward_ms = ms_of(gpu, config.dtype, decoder_ops(x));
+      costs.forward_ms = ms_of(gpu, config, decoder_ops(x));
       costs.backward_ms = 2 * costs.forward_ms;
       if (x.selective && !x.flash) {
-        costs.backward_ms += ms_of(gpu, config.dtype, attention_core_ops(x));
+        costs.backward_ms += ms_of(gpu, config, attention_core_ops(x));
       }
       parameters = decoder_parameters(config, t);
       costs.stash_bytes = decoder_stash_bytes(config, t);
-      costs.backward_weight_ms = ms_of(gpu, config.dtype, decoder_weight_gemms(x));
+      costs.backward_weight_ms = ms_of(gpu, config, decoder_weight_gemms(x));
       costs.weight_stash_bytes = decoder_weight_stash_bytes(config, t);
       break;
     }
     case TransformerPart::kOutput: {
-      costs.forward_ms = ms_of(gpu, config.dtype, output_ops(x));
+      costs.forward_ms = ms_of(gpu, config, output_ops(x));
       costs.backward_ms = 2 * costs.forward_ms;
       parameters = output_parameters(x);
       // The norm's and the logits' inputs, and the fp32 logits (Megatron's 4 s b h (1 + V/h)).
       costs.stash_bytes = 2 * x.vb * rows * x.h + 4 * tokens * x.v / x.t;
-      costs.backward_weight_ms = ms_of(gpu, config.dtype, {logits_gemm(x)});
+      costs.backward_weight_ms = ms_of(gpu, config, {logits_gemm(x)});
       // The logits GEMM's input and its output's gradient (in the training format).
       costs.weight_stash_bytes = x.vb * rows * x.h + x.vb * tokens * x.v / x.t;
       break;

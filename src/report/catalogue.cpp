@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
+#include <vector>
 
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
@@ -25,16 +26,17 @@ std::string tflops(double value) {
   return buffer;
 }
 
-// One table row: the name left-aligned, the eight figures right-aligned.
-std::string table_row(const std::string& name, const std::string& memory,
-                      const std::string& bandwidth, const std::string& fp32,
-                      const std::string& tf32, const std::string& bf16, const std::string& fp16,
-                      const std::string& fp8) {
-  char row[160];
-  std::snprintf(row, sizeof row, "%-10s %10s %12s %8s %8s %8s %8s %8s\n", name.c_str(),
-                memory.c_str(), bandwidth.c_str(), fp32.c_str(), tf32.c_str(), bf16.c_str(),
-                fp16.c_str(), fp8.c_str());
-  return row;
+// One table row of the GPU catalogue: the name left-aligned, the figures right-aligned.
+std::string table_row(const std::vector<std::string>& cells) {
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%-10s", cells.front().c_str());
+  std::string row = cell;
+  const int widths[] = {10, 12, 8, 8, 8, 8, 8, 10, 9};
+  for (std::size_t c = 1; c < cells.size(); ++c) {
+    std::snprintf(cell, sizeof cell, " %*s", widths[c - 1], cells[c].c_str());
+    row += cell;
+  }
+  return row + "\n";
 }
 
 // The shortest decimal without an exponent that reads back to `value` (`369`, `0.82`, `10`),
@@ -87,16 +89,20 @@ nlohmann::ordered_json link_json(const hardware::LinkFigures& figures) {
 }  // namespace
 
 std::string gpu_catalogue_table(const std::vector<hardware::GpuType>& gpus) {
-  std::string out = table_row("gpu", "memory", "bandwidth", "fp32", "tf32", "bf16", "fp16", "fp8");
+  std::string out = table_row({"gpu", "memory", "bandwidth", "fp32", "tf32", "bf16", "fp16", "fp8",
+                               "bf16 meas", "fp8 meas"});
   for (const hardware::GpuType& gpu : gpus) {
-    out += table_row(gpu.name, io::format_bytes(gpu.memory_bytes),
-                     io::format_bandwidth(gpu.memory_bandwidth_bytes_per_s),
-                     tflops(gpu.fp32_tflops), tflops(gpu.tf32_tflops), tflops(gpu.bf16_tflops),
-                     tflops(gpu.fp16_tflops), tflops(gpu.fp8_tflops));
+    out +=
+        table_row({gpu.name, io::format_bytes(gpu.memory_bytes),
+                   io::format_bandwidth(gpu.memory_bandwidth_bytes_per_s), tflops(gpu.fp32_tflops),
+                   tflops(gpu.tf32_tflops), tflops(gpu.bf16_tflops), tflops(gpu.fp16_tflops),
+                   tflops(gpu.fp8_tflops), tflops(gpu.measured_bf16_matmul_tflops),
+                   tflops(gpu.measured_fp8_matmul_tflops)});
   }
   out +=
-      "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
-      "--json.\n";
+      "Dense peak TFLOP/s per number format (- where unsupported); meas: the largest matrix "
+      "multiply measured (- where none is published), which caps model transformer's GEMMs; "
+      "sources: model gpus --json.\n";
   return out;
 }
 
@@ -117,6 +123,22 @@ std::string gpu_catalogue_json(const std::vector<hardware::GpuType>& gpus) {
     peaks["fp8"] = io::json_number(gpu.fp8_tflops);
     entry["dense_tflops"] = peaks;
     entry["source"] = gpu.source;
+    if (!gpu.measured_matmul_source.empty()) {
+      nlohmann::ordered_json measured = nlohmann::ordered_json::object();
+      measured["bf16"] = io::json_number(gpu.measured_bf16_matmul_tflops);
+      measured["fp8"] = io::json_number(gpu.measured_fp8_matmul_tflops);
+      entry["measured_matmul_tflops"] = measured;
+      entry["measured_matmul_source"] = gpu.measured_matmul_source;
+      // What `model transformer` caps the GEMMs at, per format (the measured fraction).
+      nlohmann::ordered_json ceiling = nlohmann::ordered_json::object();
+      for (const hardware::DType dtype :
+           {hardware::DType::kBf16, hardware::DType::kFp16, hardware::DType::kFp8}) {
+        if (const auto fraction = hardware::measured_matmul_fraction(gpu, dtype)) {
+          ceiling[std::string(hardware::dtype_name(dtype))] = io::json_number(*fraction);
+        }
+      }
+      entry["matmul_ceiling"] = ceiling;
+    }
     entries.push_back(std::move(entry));
   }
   return io::dump_json(io::json_array(std::move(entries)));

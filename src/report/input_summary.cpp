@@ -79,6 +79,14 @@ std::string v2_summary(const model::Model& model) {
   return line;
 }
 
+// For a model generated from a description whose GEMMs are capped (`matmul_ceiling` below 1):
+// `, GEMMs at most 80.3% of the bf16 peak`.
+std::string matmul_ceiling_summary(const model::TransformerConfig& config) {
+  if (config.matmul_ceiling >= 1) return "";
+  return ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) + "% of the " +
+         std::string(hardware::dtype_name(config.dtype)) + " peak";
+}
+
 // For a model generated from a description, its fixed time (docs/transformer-model.md, "Fixed
 // time per kernel"): `, kernel floor 4,350 kernels x 10 us = 43.5 ms per micro-batch (16.5 ms
 // forward, 27 ms backward), above the FLOP and byte time on 0 of 98 layers at degree 1 and 0
@@ -148,7 +156,8 @@ std::string model_summary(const std::string& file, const model::Model& model) {
     line += ", " + io::format_count(*model.micro_batches, "micro-batch", "micro-batches");
   }
   if (model::uses_v2_fields(model)) line += v2_summary(model);
-  return line + kernel_floor_summary(model);
+  line += kernel_floor_summary(model);
+  return model.transformer ? line + matmul_ceiling_summary(*model.transformer) : line;
 }
 
 std::string topology_summary(const std::string& file, const topology::Topology& topology) {
@@ -186,7 +195,7 @@ std::string transformer_summary(const model::Model& model, const model::Transfor
          std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
          io::format_ms(sum.forward_ms) + " and backward " + io::format_ms(sum.backward_ms) +
          " per micro-batch of " + std::to_string(config.micro_batch_size) + " on one " +
-         config.gpu + ", tensor-parallel degrees " + degrees;
+         config.gpu + ", tensor-parallel degrees " + degrees + matmul_ceiling_summary(config);
 }
 
 std::string import_summary(const std::string& file, const model::Model& model,

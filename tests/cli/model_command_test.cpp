@@ -48,7 +48,7 @@ TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
   EXPECT_EQ(result.out, "");
   EXPECT_EQ(result.err.rfind("model \"llama3-8b\": 32 decoder layers, ", 0), 0u) << result.err;
   EXPECT_NE(result.err.find(" per micro-batch of 1 on one H100-SXM, tensor-parallel degrees 1, 2, "
-                            "4, 8 -> " +
+                            "4, 8, GEMMs at most 80.3% of the bf16 peak -> " +
                             file),
             std::string::npos)
       << result.err;
@@ -128,6 +128,36 @@ TEST_F(ModelCommandTest, RejectsBadShapesAsUsageErrors) {
   EXPECT_EQ(run_cli({"model"}).code, 2);
 }
 
+// Issue 33 item 7: the GEMMs are capped at the GPU's measured maximum unless told otherwise.
+TEST_F(ModelCommandTest, CapsTheGemmsAtTheMeasuredMaximum) {
+  auto ceiling_of = [](const std::vector<std::string>& extra) -> double {
+    std::vector<std::string> args{"model", "transformer", "--preset", "gpt3-13b", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 0) << result.err;
+    return model::read_model(io::source_from_text("out", result.out)).transformer->matmul_ceiling;
+  };
+  EXPECT_DOUBLE_EQ(ceiling_of({}), 271.2 / 312);  // the default A100-80GB
+  EXPECT_DOUBLE_EQ(ceiling_of({"--gpu", "H100"}), 794.5 / 989.4);
+  EXPECT_DOUBLE_EQ(ceiling_of({"--gpu", "H100", "--dtype", "fp8"}), 1402.6 / 1978.9);
+  EXPECT_EQ(ceiling_of({"--gpu", "H100", "--dtype", "tf32"}), 1);  // none measured
+  EXPECT_EQ(ceiling_of({"--gpu", "B200"}), 1);
+  EXPECT_EQ(ceiling_of({"--gpu", "H100", "--matmul-ceiling", "0.7"}), 0.7);
+  EXPECT_EQ(ceiling_of({"--matmul-ceiling", "1"}), 1);
+  auto beyond =
+      run_cli({"model", "transformer", "--preset", "gpt3-13b", "--matmul-ceiling", "1.5"});
+  EXPECT_EQ(beyond.code, 2);
+  EXPECT_EQ(beyond.err,
+            "pipeplan: error: --matmul-ceiling: must be a fraction of the peak above 0 and at most "
+            "1, got 1.5\n");
+  auto zero = run_cli({"model", "transformer", "--preset", "gpt3-13b", "--matmul-ceiling", "0"});
+  EXPECT_EQ(zero.code, 2);
+  auto text = run_cli({"model", "transformer", "--preset", "gpt3-13b", "--matmul-ceiling", "0.8x"});
+  EXPECT_EQ(text.err,
+            "pipeplan: error: --matmul-ceiling: must be a fraction of the peak above 0 and at most "
+            "1, got \"0.8x\"\n");
+}
+
 TEST_F(ModelCommandTest, ListsTheCatalogue) {
   auto table = run_cli({"model", "gpus"});
   ASSERT_EQ(table.code, 0) << table.err;
@@ -166,7 +196,8 @@ TEST_F(ModelCommandTest, TopologyTypesTakeTheirSpeedFromTheModelsGpu) {
   EXPECT_NE(validate.err.find(", input 16 KiB, sharded memory factor 6, kernel floor 1110 kernels "
                               "x 10 us = 11.1 ms per micro-batch (4.28 ms forward, 6.82 ms "
                               "backward), above the FLOP and byte time on 1 of 26 layers at "
-                              "degree 1 and 1 at degree 8\n"),
+                              "degree 1 and 1 at degree 8, GEMMs at most 86.9% of the bf16 "
+                              "peak\n"),
             std::string::npos)
       << validate.err;
   auto plan = run_cli({"plan", model, topo, "-q", "-o", path("plan.json")});

@@ -74,6 +74,27 @@ TEST(TransformerDescriptionTest, TakesTheFixedTimePerKernel) {
   EXPECT_LT(none.layers[1].forward_ms, 0.001);
 }
 
+TEST(TransformerDescriptionTest, TakesTheMatmulCeiling) {
+  // Without the key (every description written before it) the GEMMs keep Calculon's tables,
+  // whatever the GPU's measurement: the file reads as it did.
+  const std::string shape = R"("layers": 2, "hidden": 4096, "heads": 32, "sequence": 2048,
+      "vocab": 1000, "gpu": "H100")";
+  const Model free = read(R"({"transformer": {)" + shape + "}}");
+  EXPECT_EQ(free.transformer->matmul_ceiling, 1);
+  EXPECT_FALSE(description_to_json(*free.transformer).contains("matmul_ceiling"));
+  const Model capped = read(R"({"transformer": {)" + shape + R"(, "matmul_ceiling": 0.5}})");
+  EXPECT_EQ(capped.transformer->matmul_ceiling, 0.5);
+  EXPECT_GT(capped.layers[1].forward_ms, free.layers[1].forward_ms);
+  // Written back with the description, and read to the same model.
+  const nlohmann::ordered_json written = description_to_json(*capped.transformer);
+  EXPECT_EQ(written["matmul_ceiling"], 0.5);
+  const Model again = read(R"({"transformer": )" + written.dump() + "}");
+  EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(capped)));
+  // 1 is no cap, the same model as none.
+  const Model one = read(R"({"transformer": {)" + shape + R"(, "matmul_ceiling": 1}})");
+  EXPECT_EQ(io::dump_json(model_to_json(one)), io::dump_json(model_to_json(free)));
+}
+
 TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
   const Model model = read(R"({"transformer": {"preset": "llama3-8b", "layers": 4,
       "gpu": "H100", "dtype": "bf16", "ffn": "swiglu", "sequence_parallel": true,
@@ -138,6 +159,14 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
   EXPECT_EQ(error(shape + R"(, "kernel_overhead_us": 2e6)"),
             "m.json: /transformer/kernel_overhead_us: must be from 0 to 1000000 microseconds, got "
             "2000000");
+  EXPECT_EQ(error(shape + R"(, "matmul_ceiling": 0)"),
+            "m.json: /transformer/matmul_ceiling: must be a fraction of the peak above 0 and at "
+            "most 1, got 0");
+  EXPECT_EQ(error(shape + R"(, "matmul_ceiling": 1.25)"),
+            "m.json: /transformer/matmul_ceiling: must be a fraction of the peak above 0 and at "
+            "most 1, got 1.25");
+  EXPECT_EQ(error(shape + R"(, "matmul_ceiling": "0.8")"),
+            "m.json: /transformer/matmul_ceiling: must be a number, got string \"0.8\"");
   EXPECT_EQ(error(R"("preset": "gpt5")"),
             "m.json: /transformer/preset: unknown preset \"gpt5\" (known: gpt3-175b, gpt3-13b, "
             "mt-nlg-530b, llama3-8b, llama3-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, "

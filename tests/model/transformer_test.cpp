@@ -219,12 +219,67 @@ TEST(TransformerTest, OperationTimeUsesCalculonEfficiencies) {
   const hardware::GpuType& a100 = *hardware::find_gpu("A100-80GB");
   using hardware::DType;
   // 2 TFLOP (>= 128 GFLOP: 95 %) at 312 TFLOP/s; 1 GB (>= 100 MB: 90 %) at 2039 GB/s.
-  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 2e12, 0), 2e12 / (312e12 * 0.95) * 1e3);
-  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0, 1e9), 1e9 / (2039e9 * 0.9) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 2e12, 0, 1), 2e12 / (312e12 * 0.95) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0, 1e9, 1), 1e9 / (2039e9 * 0.9) * 1e3);
   // 0.5 GFLOP (below 1 GFLOP: 10 %) and 0.5 MB (below 1 MB: 30 %), added.
-  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0.5e9, 0.5e6),
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kBf16, 0.5e9, 0.5e6, 1),
                    0.5e9 / (312e12 * 0.1) * 1e3 + 0.5e6 / (2039e9 * 0.3) * 1e3);
-  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kTf32, 20e9, 0), 20e9 / (156e12 * 0.9) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(a100, DType::kTf32, 20e9, 0, 1), 20e9 / (156e12 * 0.9) * 1e3);
+}
+
+TEST(TransformerTest, MatmulCeilingCapsEveryTierAboveIt) {
+  const hardware::GpuType& h100 = *hardware::find_gpu("H100-SXM");
+  using hardware::DType;
+  const double c = 794.5 / 989.4;  // the H100's measured BF16 maximum
+  // 2 TFLOP (tabled 95 %) and 20 GFLOP (tabled 90 %) run at the ceiling; 2 GFLOP (60 %) and
+  // 0.5 GFLOP (10 %) are below it and keep their tables; memory traffic is not capped.
+  EXPECT_DOUBLE_EQ(operation_ms(h100, DType::kBf16, 2e12, 0, c), 2e12 / (989.4e12 * c) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(h100, DType::kBf16, 20e9, 0, c), 20e9 / (989.4e12 * c) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(h100, DType::kBf16, 2e9, 0, c), 2e9 / (989.4e12 * 0.6) * 1e3);
+  EXPECT_DOUBLE_EQ(operation_ms(h100, DType::kBf16, 0.5e9, 1e9, c),
+                   0.5e9 / (989.4e12 * 0.1) * 1e3 + 1e9 / (3.35e12 * 0.9) * 1e3);
+  // A ceiling of 1 is the tables alone.
+  EXPECT_DOUBLE_EQ(operation_ms(h100, DType::kBf16, 2e12, 0, 1), 2e12 / (989.4e12 * 0.95) * 1e3);
+}
+
+TEST(TransformerTest, MeasuredMatmulFractionsComeFromTheCatalogue) {
+  using hardware::DType;
+  using hardware::measured_matmul_fraction;
+  const hardware::GpuType& h100 = *hardware::find_gpu("H100");
+  EXPECT_DOUBLE_EQ(*measured_matmul_fraction(h100, DType::kBf16), 794.5 / 989.4);
+  EXPECT_DOUBLE_EQ(*measured_matmul_fraction(h100, DType::kFp16), 794.5 / 989.4);
+  EXPECT_DOUBLE_EQ(*measured_matmul_fraction(h100, DType::kFp8), 1402.6 / 1978.9);
+  EXPECT_FALSE(measured_matmul_fraction(h100, DType::kTf32));
+  EXPECT_FALSE(measured_matmul_fraction(h100, DType::kFp32));
+  EXPECT_DOUBLE_EQ(*measured_matmul_fraction(*hardware::find_gpu("A100-40GB"), DType::kBf16),
+                   271.2 / 312);
+  EXPECT_DOUBLE_EQ(*measured_matmul_fraction(*hardware::find_gpu("H200"), DType::kBf16),
+                   794.5 / 989.4);
+  EXPECT_FALSE(measured_matmul_fraction(*hardware::find_gpu("V100"), DType::kFp16));
+  EXPECT_FALSE(measured_matmul_fraction(*hardware::find_gpu("B200"), DType::kBf16));
+  EXPECT_FALSE(measured_matmul_fraction(*hardware::find_gpu("A100"), DType::kFp8));  // no FP8
+
+  TransformerConfig config = gpt_style();
+  config.gpu = "H100";
+  EXPECT_DOUBLE_EQ(default_matmul_ceiling(config), 794.5 / 989.4);
+  config.dtype = DType::kTf32;
+  EXPECT_EQ(default_matmul_ceiling(config), 1);
+  config.gpu = "no-such-gpu";
+  EXPECT_EQ(default_matmul_ceiling(config), 1);
+}
+
+TEST(TransformerTest, MatmulCeilingSlowsOnlyTheCappedGemms) {
+  // GPT-3 175B's decoder at t = 8 on an A100: its GEMMs are above 16 GFLOP, so a ceiling below
+  // 90 % slows the forward; a ceiling of 0.95 or more changes nothing.
+  TransformerConfig config =
+      complete_transformer_config(find_transformer_preset("gpt3-175b")->config).first;
+  const double free_ms = transformer_layer_costs(config, TransformerPart::kDecoder, 8).forward_ms;
+  config.matmul_ceiling = 0.95;
+  EXPECT_EQ(transformer_layer_costs(config, TransformerPart::kDecoder, 8).forward_ms, free_ms);
+  config.matmul_ceiling = 271.2 / 312;
+  const double capped_ms = transformer_layer_costs(config, TransformerPart::kDecoder, 8).forward_ms;
+  EXPECT_GT(capped_ms, free_ms);
+  EXPECT_LT(capped_ms, free_ms * 0.95 / (271.2 / 312));  // memory-bound parts are not slowed
 }
 
 TEST(TransformerTest, ALayerTakesTheTimeOfItsOperations) {
@@ -253,7 +308,7 @@ TEST(TransformerTest, ALayerTakesTheTimeOfItsOperations) {
   auto total_ms = [&](const std::vector<std::pair<double, double>>& ops) {
     double ms = 0, flops = 0;
     for (const auto& [f, bytes] : ops) {
-      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes);
+      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes, 1);
       flops += f;
     }
     return std::make_pair(ms, flops);
@@ -383,7 +438,7 @@ TEST(TransformerTest, WeightGradientPartIsTheWeightedGemms) {
   auto total = [&](const std::vector<std::pair<double, double>>& ops) {
     double ms = 0, flops = 0;
     for (const auto& [f, bytes] : ops) {
-      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes);
+      ms += operation_ms(a100, hardware::DType::kBf16, f, bytes, 1);
       flops += f;
     }
     return std::make_pair(ms, flops);

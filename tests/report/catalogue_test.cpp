@@ -28,10 +28,21 @@ hardware::GpuType sample() {
 
 TEST(GpuCatalogueReportTest, TableAlignsOneLinePerGpu) {
   EXPECT_EQ(gpu_catalogue_table({sample()}),
-            "gpu            memory    bandwidth     fp32     tf32     bf16     fp16      fp8\n"
-            "X1             80 GiB   2.039 TB/s     19.5    156.0    312.0    312.0        -\n"
-            "Dense peak TFLOP/s per number format (- where unsupported); sources: model gpus "
-            "--json.\n");
+            "gpu            memory    bandwidth     fp32     tf32     bf16     fp16      fp8  bf16 "
+            "meas  fp8 meas\n"
+            "X1             80 GiB   2.039 TB/s     19.5    156.0    312.0    312.0        -       "
+            "   -         -\n"
+            "Dense peak TFLOP/s per number format (- where unsupported); meas: the largest matrix "
+            "multiply measured (- where none is published), which caps model transformer's GEMMs; "
+            "sources: model gpus --json.\n");
+  hardware::GpuType measured = sample();
+  measured.measured_bf16_matmul_tflops = 271.2;
+  measured.measured_matmul_source = "https://example.com/mamf";
+  const std::string table = gpu_catalogue_table({measured});
+  const std::size_t second = table.find('\n') + 1;
+  EXPECT_EQ(table.substr(second, table.find('\n', second) + 1 - second),
+            "X1             80 GiB   2.039 TB/s     19.5    156.0    312.0    312.0        -      "
+            "271.2         -\n");
 }
 
 TEST(GpuCatalogueReportTest, TableOfTheCatalogueHasEveryGpu) {
@@ -61,6 +72,15 @@ TEST(GpuCatalogueReportTest, JsonKeepsEveryFieldInOrder) {
   EXPECT_EQ(parsed[0]["dense_tflops"].dump(),
             R"({"fp32":19.5,"tf32":156,"bf16":312,"fp16":312,"fp8":0})");
   EXPECT_EQ(parsed[0]["source"], "https://example.com/x1");
+  // A measured GPU adds its measurements and their source.
+  hardware::GpuType measured = sample();
+  measured.measured_bf16_matmul_tflops = 271.2;
+  measured.measured_matmul_source = "https://example.com/mamf";
+  const auto with = nlohmann::ordered_json::parse(gpu_catalogue_json({measured}));
+  EXPECT_EQ(with[0]["measured_matmul_tflops"].dump(), R"({"bf16":271.2,"fp8":0})");
+  EXPECT_EQ(with[0]["measured_matmul_source"], "https://example.com/mamf");
+  EXPECT_EQ(with[0]["matmul_ceiling"].dump(),
+            nlohmann::ordered_json({{"bf16", 271.2 / 312}, {"fp16", 271.2 / 312}}).dump());
   EXPECT_EQ(nlohmann::ordered_json::parse(gpu_catalogue_json(hardware::gpu_catalogue())).size(),
             hardware::gpu_catalogue().size());
 }

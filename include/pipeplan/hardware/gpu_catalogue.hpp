@@ -38,6 +38,12 @@ struct GpuType {
   double fp16_tflops = 0;                   ///< Dense FP16 tensor peak, TFLOP/s.
   double fp8_tflops = 0;                    ///< Dense FP8 tensor peak, TFLOP/s; 0 if unsupported.
   std::string source;                       ///< Where the numbers come from (a URL).
+  /// The largest matrix-multiply throughput measured in BF16 (also read for FP16, which runs
+  /// at the same tensor-core rate) and in FP8, TFLOP/s: the "maximum achievable matmul FLOPS"
+  /// of a published sweep of shapes; 0 where no measurement is published.
+  double measured_bf16_matmul_tflops = 0;
+  double measured_fp8_matmul_tflops = 0;
+  std::string measured_matmul_source;  ///< Where the measurements come from (empty: none).
 };
 
 /// Every catalogue entry, in a fixed order (by vendor and generation).
@@ -53,6 +59,12 @@ std::string catalogue_names();
 
 /// Dense peak of `gpu` in `dtype`, FLOP/s; 0 when the GPU does not support the format.
 double peak_flops_per_s(const GpuType& gpu, DType dtype);
+
+/// The measured largest matrix-multiply throughput of `gpu` in `dtype` as a fraction of its
+/// dense peak in that format (`GpuType::measured_bf16_matmul_tflops` for BF16 and FP16,
+/// `measured_fp8_matmul_tflops` for FP8), or nothing where none is published (and for FP32 and
+/// TF32). `pipeplan model transformer` caps its GEMM efficiencies at it (`matmul_ceiling`).
+std::optional<double> measured_matmul_fraction(const GpuType& gpu, DType dtype);
 
 /// The 16-bit training peak used to relate two GPU types' speeds (topology `type`): BF16, or
 /// FP16 where the GPU has no BF16 (V100), in FLOP/s.

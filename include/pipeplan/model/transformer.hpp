@@ -70,6 +70,11 @@ struct TransformerProblem {
 std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transformer_config(
     TransformerConfig config, FieldSpelling spelling);
 
+/// The `matmul_ceiling` `pipeplan model transformer` gives `config` unless told otherwise: its
+/// GPU's measured largest matmul throughput in its format as a fraction of the peak
+/// (`hardware::measured_matmul_fraction`), or 1 where the catalogue has no measurement.
+double default_matmul_ceiling(const TransformerConfig& config);
+
 /// `check_transformer_config` with option spelling, the problem as one message naming the option
 /// (`--heads: must divide --hidden (4096), got 3`); the second member is empty on success.
 std::pair<TransformerConfig, std::string> complete_transformer_config(TransformerConfig config);
@@ -114,9 +119,10 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
                                               int t);
 
 /// Time of one operation on `gpu`, ms: `flops / (peak x matrix efficiency(flops))` plus
-/// `bytes / (bandwidth x memory efficiency(bytes))` (Calculon's "no overlap" mode).
-double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double flops,
-                    double bytes);
+/// `bytes / (bandwidth x memory efficiency(bytes))` (Calculon's "no overlap" mode), the matrix
+/// efficiency capped at `matmul_ceiling` (`TransformerConfig::matmul_ceiling`; 1: no cap).
+double operation_ms(const hardware::GpuType& gpu, hardware::DType dtype, double flops, double bytes,
+                    double matmul_ceiling);
 
 /// The v3 model profile of a completed config: `embedding`, `decoder0` ... `decoder{L-1}`,
 /// `output`, each with `tensor_parallel` over the config's degrees, `update_ms`,

@@ -48,6 +48,11 @@ struct TransformerConfig {
   std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
   /// Fixed time of one kernel (launch and dispatch), microseconds; 0 leaves the floor out.
   double kernel_overhead_us = kDefaultKernelOverheadUs;
+  /// The fraction of the GPU's peak that no matrix multiplication exceeds (0 < c <= 1): every
+  /// GEMM runs at `min(Calculon's efficiency, c)`. 1 (a description without the key, as every
+  /// one written before it) leaves Calculon's tables alone; `pipeplan model transformer` gives
+  /// the GPU's measured maximum (`hardware::measured_matmul_fraction`) unless told otherwise.
+  double matmul_ceiling = 1;
 };
 
 }  // namespace pipeplan::model
