@@ -867,7 +867,8 @@ def validation_h100(text):
     estimates = [row["estimate"] for row in bf16.rows]
     claim("needs context parallelism" not in estimates, "every context-parallel run is"
           " planned with --context-parallel", "a row still needs context parallelism")
-    cp_rows = [row for row in bf16.estimated() if row["id"].startswith("dgxc-llama3.1")]
+    cp_rows = [row for row in bf16.estimated() if row["id"].startswith("dgxc-llama3.1")
+               or row["id"].endswith("-cp16")]
     figures["cp_estimated"] = str(len(cp_rows))
     claim(not any("more than" in e for e in estimates), "every run is within the GPUs pipeplan"
           " plans", ", ".join(e for e in estimates if "more than" in e))
@@ -887,8 +888,20 @@ def validation_h100(text):
     errors = [abs(row["error"]) for row in bf16.estimated()]
     figures["bf16_median"] = median_text(errors)
     figures["bf16_within"] = str(sum(error <= 15 for error in errors))
-    claim(statistics.median(errors) <= 8 and max(errors) <= 15, "both targets are met",
-          "median %s, largest %s" % (median_text(errors), max(errors)))
+    outside = [row["id"] for row in bf16.estimated() if abs(row["error"]) > 15]
+    claim(statistics.median(errors) <= 8 and outside == ["llama3-405b-16384"],
+          "the median target is met and only Llama 3 405B on 16,384 GPUs is outside 15 %",
+          "median %s, outside: %s" % (median_text(errors), ", ".join(outside)))
+    figures["bf16_outside"] = outside[0]
+    llama3 = bf16.errors("llama3-405b")
+    claim(len(llama3) == 3 and all(error > 0 for error in llama3), "Meta's three Llama 3"
+          " runs are estimated, pessimistic", ", ".join(map(str, llama3)))
+    figures["llama3_least"], figures["llama3_most"] = str(min(llama3)), str(max(llama3))
+    needs = [re.search(r"needs ([\d.]+ GiB)", line) for line in bf16.refusals
+             if line.startswith("dgxc-nemotron4-340b-bf16-128,")]
+    claim(len(needs) == 1 and needs[0] is not None, "the 340B run on 128 GPUs is refused for"
+          " memory", ", ".join(bf16.refusals))
+    figures["n340_needs"] = needs[0].group(1)
     cp_errors = bf16.errors("dgxc-llama3.1")
     claim(all(error < 0 for error in cp_errors), "every context-parallel run is optimistic",
           ", ".join(map(str, cp_errors)))
@@ -947,6 +960,11 @@ def validation_h100(text):
         values = [number(plan_shape(row["spp"])["speed_up"]) for row in bf16.estimated(prefix)]
         figures[name + "_least"] = times(min(values))
         figures[name + "_most"] = times(max(values))
+    llama3_spp = [number(plan_shape(row["spp"])["speed_up"])
+                  for row in bf16.estimated("llama3-405b-16384") if row["id"] == "llama3-405b-16384"]
+    claim(len(llama3_spp) == 1 and llama3_spp[0] < 1, "spp is slower than Meta's published"
+          " configuration on 16,384 GPUs", ", ".join(map(str, llama3_spp)))
+    figures["spp_llama3_16384"] = times(llama3_spp[0])
     interleaved = {plan_shape(row["spp"])["schedule"]
                    for row in bf16.estimated("dgxc-nemotron4-340b")}
     claim(number(figures["spp_15b_least"]) > 1 and number(figures["spp_340b_least"]) >= 1 and

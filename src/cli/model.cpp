@@ -33,6 +33,7 @@ struct TransformerOptions {
   std::vector<int> degrees;
   std::string kernel_overhead_us;
   std::string matmul_ceiling;
+  std::string dropout;  // on, off, or empty: the preset's published setting (else on)
   std::int64_t micro_batches = 0;
   std::string name;
   std::string output;
@@ -98,6 +99,9 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.gpu = options.gpu;
   config.sequence_parallel = options.sequence_parallel;
   config.selective_recompute = options.selective_recompute;
+  if (!options.preset.empty())
+    config.dropout = model::find_transformer_preset(options.preset)->dropout;
+  if (!options.dropout.empty()) config.dropout = options.dropout == "on";
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;
   if (!options.kernel_overhead_us.empty()) {
@@ -151,6 +155,11 @@ void add_training_options(CLI::App& transformer, TransformerOptions& options) {
                        "Recompute the attention core in the backward instead of storing it");
   transformer.add_flag("--flash-attention", options.flash_attention,
                        "Fused attention (no sequence x sequence tensors)");
+  transformer
+      .add_option("--dropout", options.dropout,
+                  "Dropout with its stored masks: on or off (default: as the preset's model was "
+                  "trained, off for Llama, Qwen, Mistral and Nemotron-4; else on)")
+      ->check(CLI::IsMember({"on", "off"}));
   transformer
       .add_option("--degrees", options.degrees,
                   "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "

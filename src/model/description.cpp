@@ -49,7 +49,7 @@ TransformerConfig read_description(const io::Node& node) {
   io::ObjectReader object(node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                                  "ffn", "sequence", "vocab", "micro_batch_size", "dtype", "gpu",
                                  "sequence_parallel", "selective_recompute", "flash_attention",
-                                 "degrees", "kernel_overhead_us", "matmul_ceiling"});
+                                 "dropout", "degrees", "kernel_overhead_us", "matmul_ceiling"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();
@@ -92,6 +92,7 @@ TransformerConfig read_description(const io::Node& node) {
     config.selective_recompute = flag->as_bool();
   }
   if (auto flag = object.optional("flash_attention")) config.flash_attention = flag->as_bool();
+  if (auto flag = object.optional("dropout")) config.dropout = flag->as_bool();
   if (auto overhead = object.optional("kernel_overhead_us")) {
     config.kernel_overhead_us = overhead->as_nonnegative();
   }
@@ -139,6 +140,8 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["sequence_parallel"] = config.sequence_parallel;
   out["selective_recompute"] = config.selective_recompute;
   out["flash_attention"] = config.flash_attention;
+  // Written only when off, so that a description without it reads as before (dropout on).
+  if (!config.dropout) out["dropout"] = false;
   out["degrees"] = config.degrees;
   out["kernel_overhead_us"] = config.kernel_overhead_us;
   // Written only where it caps something, so that a description without it reads as before.

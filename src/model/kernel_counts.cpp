@@ -32,6 +32,10 @@ constexpr Piece kDropoutAdd = {1, 2};
 // the fused scale-mask-softmax, dropout, P V (bmm), the context permuted back (1); backward
 // two GEMMs per product and one kernel for each other forward kernel.
 constexpr Piece kCore = {7, 9};
+// The same without dropout: PyTorch returns the input of a dropout with p = 0 and launches no
+// kernel (ATen's `dropout`), so the attention dropout's kernel each way is gone. The fused
+// bias-dropout-add stays one kernel (the add).
+constexpr Piece kCoreWithoutDropout = {6, 8};
 // Fused attention (FlashAttention): Q, K and V rearranged (3), the fused kernel, the output
 // rearranged (1); backward the same five.
 constexpr Piece kFlashCore = {5, 5};
@@ -47,9 +51,10 @@ Piece activation(Ffn ffn) {
 
 KernelCounts decoder_counts(const TransformerConfig& config) {
   const bool biases = config.ffn == Ffn::kGelu, rotary = config.ffn != Ffn::kGelu;
+  const Piece core = config.dropout ? kCore : kCoreWithoutDropout;  // unfused
   std::vector<Piece> pieces = {kNorm,
                                kGemm,
-                               config.flash_attention ? kFlashCore : kCore,
+                               config.flash_attention ? kFlashCore : core,
                                kGemm,
                                kDropoutAdd,
                                kNorm,
@@ -69,7 +74,7 @@ KernelCounts decoder_counts(const TransformerConfig& config) {
   // take a reduction each for their gradients.
   if (biases) counts.backward_input += 3;
   // Selective recomputation runs the unfused attention core's forward again in I.
-  if (config.selective_recompute && !config.flash_attention) counts.backward_input += kCore.forward;
+  if (config.selective_recompute && !config.flash_attention) counts.backward_input += core.forward;
   counts.backward_weight = 4;  // the weight-gradient GEMMs of QKV, projection, MLP up, MLP down
   return counts;
 }
@@ -82,7 +87,9 @@ KernelCounts transformer_kernel_counts(const TransformerConfig& config, Transfor
     case TransformerPart::kEmbedding:
       // The row gather and dropout, with learned positions their gather and the add. The whole
       // backward is W: the dropout's gradient, the table's (and the positions') gradient.
-      return positions ? KernelCounts{4, 0, 3} : KernelCounts{2, 0, 2};
+      // Without dropout neither dropout kernel runs.
+      if (positions) return config.dropout ? KernelCounts{4, 0, 3} : KernelCounts{3, 0, 2};
+      return config.dropout ? KernelCounts{2, 0, 2} : KernelCounts{1, 0, 1};
     case TransformerPart::kDecoder:
       return decoder_counts(config);
     case TransformerPart::kOutput:

@@ -58,7 +58,7 @@ struct Shape {
   bool biases;          // GeLU: biases on every linear layer
   bool positions;       // GeLU: a learned position table
   double norm_vectors;  // 2 for LayerNorm (scale and shift), 1 for RMSNorm (scale)
-  bool sp, flash, selective;
+  bool sp, flash, selective, dropout;
 };
 
 Shape shape_of(const TransformerConfig& config, int t) {
@@ -82,6 +82,7 @@ Shape shape_of(const TransformerConfig& config, int t) {
   x.sp = config.sequence_parallel;
   x.flash = config.flash_attention;
   x.selective = config.selective_recompute;
+  x.dropout = config.dropout;
   return x;
 }
 
@@ -114,12 +115,13 @@ std::vector<Op> attention_core_ops(const Shape& x) {
     return {
         {4 * x.b * heads * x.s * x.s * x.d, x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads)}};
   }
-  return {
+  std::vector<Op> ops = {
       {2 * scores * x.d, x.vb * (x.b * x.s * x.d * (heads + kv_heads) + scores)},  // Q K^T
       memory_op(2 * x.vb * scores),                                                // softmax
-      memory_op((2 * x.vb + 1) * scores),                                          // dropout
-      {2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads))},  // P V
   };
+  if (x.dropout) ops.push_back(memory_op((2 * x.vb + 1) * scores));  // dropout and its mask
+  ops.push_back({2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads))});  // P V
+  return ops;
 }
 
 // The four GEMMs of a decoder layer that have weights, in forward order: QKV (column-parallel),
@@ -140,6 +142,8 @@ std::vector<Op> decoder_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;  // rows of the norms, dropouts, residuals
   const double up = x.gated ? 2 * x.f : x.f;
+  // The residual add reads two tensors and writes one; dropout before it writes its 1-byte mask.
+  const double residual = (3 * x.vb + (x.dropout ? 1 : 0)) * rows * x.h;
   const std::vector<Op> weighted = decoder_weight_gemms(x);
   std::vector<Op> ops = {
       memory_op(2 * x.vb * rows * x.h),  // input norm
@@ -149,12 +153,12 @@ std::vector<Op> decoder_ops(const Shape& x) {
   ops.insert(ops.end(), core.begin(), core.end());
   std::vector<Op> rest = {
       weighted[1],                                  // projection (row-parallel)
-      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
+      memory_op(residual),                          // dropout and residual
       memory_op(2 * x.vb * rows * x.h),             // post-attention norm
       weighted[2],                                  // MLP up (column-parallel)
       memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU, SwiGLU or squared ReLU
       weighted[3],                                  // MLP down (row-parallel)
-      memory_op((3 * x.vb + 1) * rows * x.h),       // dropout and residual
+      memory_op(residual),                          // dropout and residual
   };
   ops.insert(ops.end(), rest.begin(), rest.end());
   return ops;
@@ -163,9 +167,10 @@ std::vector<Op> decoder_ops(const Shape& x) {
 std::vector<Op> embedding_ops(const Shape& x) {
   const double tokens = x.b * x.s;
   const double rows = x.sp ? tokens / x.t : tokens;
-  const double positions = x.positions ? 3 * x.vb * tokens * x.h : 0;  // read, add, write
-  return {memory_op(2 * x.vb * tokens * x.h + positions),              // gather the rows
-          memory_op((2 * x.vb + 1) * rows * x.h)};                     // dropout
+  const double positions = x.positions ? 3 * x.vb * tokens * x.h : 0;      // read, add, write
+  std::vector<Op> ops = {memory_op(2 * x.vb * tokens * x.h + positions)};  // gather the rows
+  if (x.dropout) ops.push_back(memory_op((2 * x.vb + 1) * rows * x.h));    // dropout
+  return ops;
 }
 
 // The output layer's one GEMM with weights, the logits (vocabulary-parallel); its weight-gradient
@@ -209,7 +214,10 @@ TransformerConfig shape(std::string name, int layers, int hidden, int heads, int
 }  // namespace
 
 const std::vector<TransformerPreset>& transformer_presets() {
-  // shape(name, L, h, a, g (0: a), F (0: the default), s, V, ffn)
+  // shape(name, L, h, a, g (0: a), F (0: the default), s, V, ffn), source, dropout. Without
+  // dropout (false): Llama 3 and 3.1 (no dropout in the architecture; attention_dropout 0.0 in
+  // the Hugging Face configs), Qwen2.5 and Mistral Large 2 (attention_dropout 0.0), Nemotron-4
+  // ("dropout rate of zero", the 15B report's section 2, which the 340B report follows).
   static const std::vector<TransformerPreset> kPresets = {
       {"gpt3-175b", shape("gpt3-175b", 96, 12288, 96, 0, 0, 2048, 50257, Ffn::kGelu),
        "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1"},
@@ -220,37 +228,44 @@ const std::vector<TransformerPreset>& transformer_presets() {
        "Smith et al. 2022, Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B, "
        "section 3"},
       {"llama3-8b", shape("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, Ffn::kSwiglu),
-       "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+       "Llama Team 2024, The Llama 3 Herd of Models, Table 3", false},
       {"llama3-70b", shape("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
-       "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+       "Llama Team 2024, The Llama 3 Herd of Models, Table 3", false},
       {"llama3.1-8b", shape("llama3.1-8b", 32, 4096, 32, 8, 14336, 8192, 128256, Ffn::kSwiglu),
        "meta-llama/Llama-3.1-8B config.json on Hugging Face; sequence 8192: Llama Team 2024, The "
        "Llama 3 Herd of Models, section 3.4.1 (sequences of 8,192 tokens; the long-context stage "
-       "of section 3.4.2 then extends them to 128K)"},
+       "of section 3.4.2 then extends them to 128K)",
+       false},
       {"llama3.1-70b", shape("llama3.1-70b", 80, 8192, 64, 8, 28672, 8192, 128256, Ffn::kSwiglu),
        "meta-llama/Llama-3.1-70B config.json on Hugging Face; sequence 8192: Llama Team 2024, "
-       "section 3.4.1 (then 128K in the long-context stage, section 3.4.2)"},
+       "section 3.4.1 (then 128K in the long-context stage, section 3.4.2)",
+       false},
       {"llama3.1-405b",
        shape("llama3.1-405b", 126, 16384, 128, 8, 53248, 8192, 128256, Ffn::kSwiglu),
        "meta-llama/Llama-3.1-405B config.json on Hugging Face and Llama Team 2024, Table 3; "
-       "sequence 8192: section 3.4.1 and Table 4 (then 128K in the long-context stage)"},
+       "sequence 8192: section 3.4.1 and Table 4 (then 128K in the long-context stage)",
+       false},
       {"qwen2.5-72b", shape("qwen2.5-72b", 80, 8192, 64, 8, 29568, 4096, 152064, Ffn::kSwiglu),
        "Qwen/Qwen2.5-72B config.json on Hugging Face; sequence 4096: Qwen Team 2024, Qwen2.5 "
        "Technical Report, long-context pre-training (4,096 tokens, extended to 32,768 in the "
        "final stage); its biases on Q, K and V (10,240 per layer, < 0.01% of the parameters) "
-       "are left out"},
+       "are left out",
+       false},
       {"mistral-large-2",
        shape("mistral-large-2", 88, 12288, 96, 8, 28672, 131072, 32768, Ffn::kSwiglu),
        "mistralai/Mistral-Large-Instruct-2407 config.json on Hugging Face; sequence 131072: its "
        "context window (max_position_embeddings), since Mistral AI publishes no pre-training "
-       "sequence length"},
+       "sequence length",
+       false},
       {"nemotron4-15b", shape("nemotron4-15b", 32, 6144, 48, 8, 24576, 4096, 256000, Ffn::kRelu2),
        "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1 (FFN 4h, squared ReLU, "
-       "no biases, untied embeddings, section 2)"},
+       "no biases, untied embeddings, section 2)",
+       false},
       {"nemotron4-340b",
        shape("nemotron4-340b", 96, 18432, 96, 8, 73728, 4096, 256000, Ffn::kRelu2),
        "NVIDIA 2024, Nemotron-4 340B Technical Report, Table 1; nvidia/Nemotron-4-340B-Base "
-       "model card (sequence 4096)"},
+       "model card (sequence 4096)",
+       false},
       {"opt-350m", shape("opt-350m", 24, 1024, 16, 0, 0, 2048, 50272, Ffn::kGelu),
        "Zhang et al. 2022, OPT: Open Pre-trained Transformer Language Models, Table 1"},
       {"opt-1.3b", shape("opt-1.3b", 24, 2048, 32, 0, 0, 2048, 50272, Ffn::kGelu),
@@ -445,14 +460,16 @@ double decoder_stash_bytes(const TransformerConfig& config, int t) {
   const Shape x = shape_of(config, t);
   const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
   // Outside the tensor-parallel regions: the two norms' inputs, the inputs of QKV and of the
-  // MLP, and the two dropout masks (1 byte each). Split by t only with sequence parallelism.
-  const double replicated = 4 * x.vb * sbh + 2 * sbh;
+  // MLP, and the two dropout masks (1 byte each, without dropout none). Split by t only with
+  // sequence parallelism.
+  const double replicated = 4 * x.vb * sbh + (x.dropout ? 2 * sbh : 0);
   // Inside: Q, K, V (K and V with g of the a heads), the projection's input, and the MLP's
   // activation inputs and output.
   const double split = x.vb * sbh * (2 + 2 * x.g / x.a) + (x.gated ? 3 : 2) * x.vb * sbf;
-  // The s x s tensors: softmax output, dropout mask and output; gone with selective
-  // recomputation, replaced by the fp32 log-sum-exp with fused attention.
-  double scores = (2 * x.vb + 1) * x.a * x.s * x.s * x.b;
+  // The s x s tensors: softmax output, dropout mask and output (the softmax output alone without
+  // dropout); gone with selective recomputation, replaced by the fp32 log-sum-exp with fused
+  // attention.
+  double scores = (x.dropout ? 2 * x.vb + 1 : x.vb) * x.a * x.s * x.s * x.b;
   if (x.flash) {
     scores = 4 * x.a * x.s * x.b;
   } else if (x.selective) {
@@ -504,7 +521,7 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       costs.forward_ms = ms_of(gpu, config, embedding_ops(x));
       costs.backward_ms = 2 * costs.forward_ms;
       parameters = embedding_parameters(x);
-      costs.stash_bytes = rows * x.h;  // the dropout mask
+      costs.stash_bytes = x.dropout ? rows * x.h : 0;  // the dropout mask
       // The token ids have no gradient: the whole backward serves the table's (and the
       // positions') gradient, and nothing is freed before it ends.
       costs.backward_weight_ms = costs.backward_ms;

@@ -79,12 +79,13 @@ std::string v2_summary(const model::Model& model) {
   return line;
 }
 
-// For a model generated from a description whose GEMMs are capped (`matmul_ceiling` below 1):
-// `, GEMMs at most 80.3% of the bf16 peak`.
+// For a model generated from a description, what it sets otherwise than Calculon's tables and
+// the description's old defaults: `, no dropout, GEMMs at most 80.3% of the bf16 peak`.
 std::string matmul_ceiling_summary(const model::TransformerConfig& config) {
-  if (config.matmul_ceiling >= 1) return "";
-  return ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) + "% of the " +
-         std::string(hardware::dtype_name(config.dtype)) + " peak";
+  std::string dropout = config.dropout ? "" : ", no dropout";
+  if (config.matmul_ceiling >= 1) return dropout;
+  return dropout + ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) +
+         "% of the " + std::string(hardware::dtype_name(config.dtype)) + " peak";
 }
 
 // For a model generated from a description, its fixed time (docs/transformer-model.md, "Fixed

@@ -13,6 +13,7 @@
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/model/transformer.hpp"
 
 namespace pipeplan::cli {
 namespace {
@@ -48,7 +49,7 @@ TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
   EXPECT_EQ(result.out, "");
   EXPECT_EQ(result.err.rfind("model \"llama3-8b\": 32 decoder layers, ", 0), 0u) << result.err;
   EXPECT_NE(result.err.find(" per micro-batch of 1 on one H100-SXM, tensor-parallel degrees 1, 2, "
-                            "4, 8, GEMMs at most 80.3% of the bf16 peak -> " +
+                            "4, 8, no dropout, GEMMs at most 80.3% of the bf16 peak -> " +
                             file),
             std::string::npos)
       << result.err;
@@ -156,6 +157,27 @@ TEST_F(ModelCommandTest, CapsTheGemmsAtTheMeasuredMaximum) {
   EXPECT_EQ(text.err,
             "pipeplan: error: --matmul-ceiling: must be a fraction of the peak above 0 and at most "
             "1, got \"0.8x\"\n");
+}
+
+// Dropout as each preset's model was trained: off for Llama, Qwen, Mistral and Nemotron-4.
+TEST_F(ModelCommandTest, DropoutAsThePresetWasTrained) {
+  auto dropout_of = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"model", "transformer", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 0) << result.err;
+    return model::read_model(io::source_from_text("out", result.out)).transformer->dropout;
+  };
+  for (const model::TransformerPreset& preset : model::transformer_presets()) {
+    const bool published = preset.name.rfind("gpt3", 0) == 0 || preset.name.rfind("opt", 0) == 0 ||
+                           preset.name == "mt-nlg-530b";
+    EXPECT_EQ(dropout_of({"--preset", preset.name, "--layers", "1"}), published) << preset.name;
+  }
+  EXPECT_TRUE(dropout_of({"--preset", "llama3-8b", "--layers", "1", "--dropout", "on"}));
+  EXPECT_FALSE(dropout_of({"--preset", "gpt3-13b", "--layers", "1", "--dropout", "off"}));
+  EXPECT_TRUE(dropout_of(
+      {"--layers", "1", "--hidden", "64", "--heads", "4", "--sequence", "16", "--vocab", "100"}));
+  EXPECT_EQ(run_cli({"model", "transformer", "--preset", "gpt3-13b", "--dropout", "0"}).code, 2);
 }
 
 TEST_F(ModelCommandTest, ListsTheCatalogue) {

@@ -80,6 +80,23 @@ TEST(KernelCountsTest, RecomputationAndParallelism) {
   expect_counts(transformer_kernel_counts(config, TransformerPart::kDecoder), 15, 20, 4);
 }
 
+// Without dropout (Llama, Nemotron-4): PyTorch launches nothing for a dropout with p = 0.
+TEST(KernelCountsTest, WithoutDropout) {
+  TransformerConfig gelu = small(Ffn::kGelu);
+  gelu.dropout = false;
+  // The unfused core loses its dropout each way (7 -> 6, 9 -> 8); the bias-dropout-adds stay.
+  expect_counts(transformer_kernel_counts(gelu, TransformerPart::kDecoder), 16, 23, 4);
+  gelu.selective_recompute = true;  // recomputes the 6
+  expect_counts(transformer_kernel_counts(gelu, TransformerPart::kDecoder), 16, 29, 4);
+  gelu.flash_attention = true;  // fused attention has no dropout kernel to lose
+  expect_counts(transformer_kernel_counts(gelu, TransformerPart::kDecoder), 15, 20, 4);
+  // The embedding: the gathers (and the positions' add) alone, the tables' gradients in W.
+  expect_counts(transformer_kernel_counts(gelu, TransformerPart::kEmbedding), 3, 0, 2);
+  TransformerConfig swiglu = small(Ffn::kSwiglu);
+  swiglu.dropout = false;
+  expect_counts(transformer_kernel_counts(swiglu, TransformerPart::kEmbedding), 1, 0, 1);
+}
+
 TEST(KernelCountsTest, EmbeddingAndOutput) {
   // gelu: rows gathered, positions gathered and added, dropout; backward all W (dropout, the
   // position table's and the table's gradients). swiglu and relu2 have no position table.

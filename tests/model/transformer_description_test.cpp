@@ -95,6 +95,23 @@ TEST(TransformerDescriptionTest, TakesTheMatmulCeiling) {
   EXPECT_EQ(io::dump_json(model_to_json(one)), io::dump_json(model_to_json(free)));
 }
 
+TEST(TransformerDescriptionTest, TakesDropout) {
+  // On without the key, even for a preset published without dropout (the key's absence means
+  // what it meant before the key); `model transformer` writes the preset's setting instead.
+  const Model named = read(R"({"transformer": {"preset": "llama3-8b", "layers": 2}})");
+  EXPECT_TRUE(named.transformer->dropout);
+  EXPECT_FALSE(description_to_json(*named.transformer).contains("dropout"));
+  const Model off =
+      read(R"({"transformer": {"preset": "llama3-8b", "layers": 2, "dropout": false}})");
+  EXPECT_FALSE(off.transformer->dropout);
+  EXPECT_LT(off.layers[1].stash_bytes, named.layers[1].stash_bytes);
+  const nlohmann::ordered_json written = description_to_json(*off.transformer);
+  EXPECT_EQ(written["dropout"], false);
+  Model again = read(R"({"transformer": )" + written.dump() + "}");
+  again.name = off.name;  // the preset's name, which the description does not write
+  EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(off)));
+}
+
 TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
   const Model model = read(R"({"transformer": {"preset": "llama3-8b", "layers": 4,
       "gpu": "H100", "dtype": "bf16", "ffn": "swiglu", "sequence_parallel": true,
@@ -159,6 +176,8 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
   EXPECT_EQ(error(shape + R"(, "kernel_overhead_us": 2e6)"),
             "m.json: /transformer/kernel_overhead_us: must be from 0 to 1000000 microseconds, got "
             "2000000");
+  EXPECT_EQ(error(shape + R"(, "dropout": "off")"),
+            "m.json: /transformer/dropout: must be true or false, got string \"off\"");
   EXPECT_EQ(error(shape + R"(, "matmul_ceiling": 0)"),
             "m.json: /transformer/matmul_ceiling: must be a fraction of the peak above 0 and at "
             "most 1, got 0");

@@ -162,6 +162,41 @@ TEST(TransformerTest, BytesOfTheNemotronStyleModel) {
             transformer_layer_costs(gpt, TransformerPart::kEmbedding, 1).forward_ms);
 }
 
+// Llama, Qwen, Mistral and Nemotron-4 train without dropout: no 1-byte masks (2 s b h per
+// decoder, s b h on the embedding), the softmax output alone of the s x s tensors, and no
+// dropout traffic in the time.
+TEST(TransformerTest, WithoutDropoutNoMasksAreStored) {
+  TransformerConfig a = gpt_style();
+  a.dropout = false;
+  const double sbh = 16.0 * 2 * 64;
+  // Table 2 less the masks: s b h (34 - 2 + (5 - 3) a s / h); a s / h = 1, scores 2 a s^2 b.
+  EXPECT_EQ(decoder_stash_bytes(a, 1), sbh * (32 + 2));
+  a.sequence_parallel = true;
+  a.selective_recompute = true;  // 32 s b h / t
+  EXPECT_EQ(decoder_stash_bytes(a, 2), sbh * 32 / 2);
+  // The weight stash holds no mask either way.
+  TransformerConfig with_masks = a;
+  with_masks.dropout = true;
+  EXPECT_EQ(decoder_weight_stash_bytes(a, 2), decoder_weight_stash_bytes(with_masks, 2));
+  // The embedding stores nothing; its forward is the gather alone.
+  TransformerConfig llama = llama_style();
+  llama.dropout = false;
+  const Model model = transformer_model(llama);
+  EXPECT_EQ(stash_bytes_at(model.layers[0], 2), 0);
+  // Each residual add moves 3 e r h bytes instead of (3 e + 1) r h, and the unfused core drops
+  // its dropout's (2 e + 1) b a s^2: the forward is shorter by exactly those operations' time.
+  const hardware::GpuType& a100 = *hardware::find_gpu("A100-80GB");
+  const TransformerConfig with = llama_style();
+  const double tokens = 1.0 * 32, h = 128, scores = 1.0 * 8 * 32 * 32;
+  const double removed = 2 * (operation_ms(a100, hardware::DType::kBf16, 0, 7 * tokens * h, 1) -
+                              operation_ms(a100, hardware::DType::kBf16, 0, 6 * tokens * h, 1)) +
+                         operation_ms(a100, hardware::DType::kBf16, 0, 5 * scores, 1);
+  EXPECT_NEAR(transformer_layer_costs(with, TransformerPart::kDecoder, 1).forward_ms -
+                  transformer_layer_costs(llama, TransformerPart::kDecoder, 1).forward_ms,
+              removed, 1e-12);
+  EXPECT_GT(removed, 0);
+}
+
 TEST(TransformerTest, BytesOfTheLlamaStyleModel) {
   const TransformerConfig config = llama_style();
   const Model model = transformer_model(config);

@@ -163,8 +163,9 @@ class ProseTest(unittest.TestCase):
         # Since the matmul ceiling the median is within the 8 % target, as the readings say
         # (15.0 % before it).
         self.assertTrue(Decimal(figures["bf16_median"]) <= 8)
-        # 17 since the scheduling-steps limit stopped refusing Llama 3.1 70B on 2,048 GPUs.
-        self.assertEqual(figures["cp_estimated"], "17")
+        # NVIDIA's 17 (since the scheduling-steps limit stopped refusing Llama 3.1 70B on 2,048
+        # GPUs) and Meta's Llama 3 405B at c = 16 (since it fits without dropout masks).
+        self.assertEqual(figures["cp_estimated"], "18")
 
     def test_a_15b_row_turned_optimistic_stops_the_prose(self):
         row = [line for line in self.text.splitlines()

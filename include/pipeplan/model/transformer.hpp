@@ -23,6 +23,10 @@ struct TransformerPreset {
   std::string name;          ///< e.g. `gpt3-175b`.
   TransformerConfig config;  ///< Its shape (training options at their defaults).
   std::string source;        ///< Where the shape is published.
+  /// Whether the model trains with dropout, as published: `pipeplan model transformer` sets
+  /// the description's `dropout` from it; a description naming the preset without the key keeps
+  /// dropout on, as every description did before the key.
+  bool dropout = true;
 };
 
 /// Every preset, in a fixed order.

@@ -45,7 +45,11 @@ struct TransformerConfig {
   bool sequence_parallel = false;    ///< Megatron sequence parallelism (Korthikanti et al.).
   bool selective_recompute = false;  ///< Recompute the attention core in the backward.
   bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
-  std::vector<int> degrees;          ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
+  /// Dropout after the attention, after each residual branch and on the embedding, with its
+  /// 1-byte masks stored. On in a description without the key (every one written before it);
+  /// Llama, Qwen, Mistral and Nemotron-4 train without it (their presets' `dropout`).
+  bool dropout = true;
+  std::vector<int> degrees;  ///< Tensor-parallel degrees (empty: 1, 2, 4, 8 where valid).
   /// Fixed time of one kernel (launch and dispatch), microseconds; 0 leaves the floor out.
   double kernel_overhead_us = kDefaultKernelOverheadUs;
   /// The fraction of the GPU's peak that no matrix multiplication exceeds (0 < c <= 1): every
