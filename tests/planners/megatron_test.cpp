@@ -96,7 +96,9 @@ TEST(MegatronTest, UnevenSplitsGiveTheFirstStagesOneMore) {
 // (Llama 3 405B's 126 layers on 16 stages: 7, then 14 x 8, then 7).
 TEST(MegatronTest, FirstAndLastStageLayersAsMegatronLmSplitsThem) {
   const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
-  Request request = configuration(transformer_shaped(10), topology, 4, 1, 4);
+  const model::Model ten = transformer_shaped(10),
+                     twelve = transformer_shaped(12);  // outlive the requests
+  Request request = configuration(ten, topology, 4, 1, 4);
   request.first_stage_layers = 1;
   request.last_stage_layers = 1;
   // Embedding + decoder 0 | decoders 1-4 | 5-8 | decoder 9 + output.
@@ -107,7 +109,7 @@ TEST(MegatronTest, FirstAndLastStageLayersAsMegatronLmSplitsThem) {
             "0-1@0 2-4@1 5-7@2 8-11@3");
   // Interleaved, two stages per device: each position's count is halved over its chunks, the
   // chunks in Megatron-LM's order (stage k on position k mod P).
-  Request interleaved = configuration(transformer_shaped(12), topology, 4, 1, 2);
+  Request interleaved = configuration(twelve, topology, 4, 1, 2);
   interleaved.first_stage_layers = 4;
   interleaved.last_stage_layers = 8;
   interleaved.virtual_stages = 2;
@@ -122,8 +124,9 @@ TEST(MegatronTest, FirstAndLastStageLayersAsMegatronLmSplitsThem) {
 
 TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
   const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  const model::Model model = transformer_shaped(10);  // a request holds a reference to it
   auto refusal = [&](int P, std::optional<int> first, std::optional<int> last, int V = 1) {
-    Request request = configuration(transformer_shaped(10), topology, 4, 1, P);
+    Request request = configuration(model, topology, 4, 1, P);
     request.first_stage_layers = first;
     request.last_stage_layers = last;
     request.virtual_stages = V;
