@@ -455,7 +455,8 @@ LayerArguments megatron_layers(const PlanView& view, std::vector<std::string>& a
 
 // Megatron-LM's model and training arguments for a model with a transformer description: its
 // shape in the architecture family the costs assume (docs/transformer-model.md), the number
-// format, and the options the estimate assumed (sequence parallelism, fused attention). The
+// format, and the options the estimate assumed (no dropout, sequence parallelism, fused
+// attention). The
 // vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
 void megatron_model_arguments(const model::TransformerConfig& config, int tensor,
                               std::vector<std::string>& arguments,
@@ -491,6 +492,10 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
     case hardware::DType::kFp32:
     case hardware::DType::kTf32:
       break;
+  }
+  // Megatron-LM's dropouts default to 0.1: a model trained without them says so.
+  if (!config.dropout) {
+    arguments.insert(arguments.end(), {"--attention-dropout", "0.0", "--hidden-dropout", "0.0"});
   }
   // At degree 1 sequence parallelism changes nothing, and Megatron-LM turns it off with a warning.
   if (config.sequence_parallel && tensor > 1) arguments.emplace_back("--sequence-parallel");

@@ -244,13 +244,15 @@ TEST_F(ExportCommandTest, MegatronStatesWhatTheEstimateAssumed) {
 }
 
 // Issue 33: a Nemotron-4 style model (`--ffn relu2`) exports its family: squared ReLU,
-// LayerNorm, rotary positions, no biases, untied embeddings.
+// LayerNorm, rotary positions, no biases, untied embeddings; and, trained without dropout as
+// Nemotron-4 is, dropouts of 0 (Megatron-LM's default is 0.1).
 TEST_F(ExportCommandTest, MegatronStatesTheRelu2Family) {
   write("topo.json", R"({"nodes": [{"name": "n", "gpus": 4, "memory": "80 GiB",
     "link": {"bandwidth": "200 GB/s", "latency": "2 us"}}]})");
-  ASSERT_EQ(run_cli({"model", "transformer", "--layers", "4", "--hidden", "256", "--heads", "8",
-                     "--kv-heads", "2", "--ffn", "relu2", "--sequence", "128", "--vocab", "1000",
-                     "-o", path("nemotron.json")})
+  ASSERT_EQ(run_cli({"model", "transformer", "--layers",   "4",          "--hidden",
+                     "256",   "--heads",     "8",          "--kv-heads", "2",
+                     "--ffn", "relu2",       "--sequence", "128",        "--vocab",
+                     "1000",  "--dropout",   "off",        "-o",         path("nemotron.json")})
                 .code,
             0);
   const Result planned = run_cli({"plan", path("nemotron.json"), path("topo.json"), "--planner",
@@ -267,12 +269,27 @@ TEST_F(ExportCommandTest, MegatronStatesTheRelu2Family) {
     found = found || argument == "--ffn-hidden-size";
     if (found) after.push_back(argument.get<std::string>());
   }
-  EXPECT_EQ(after,
-            (std::vector<std::string>{
-                "--ffn-hidden-size", "1024", "--seq-length", "128", "--max-position-embeddings",
-                "128", "--group-query-attention", "--num-query-groups", "2", "--squared-relu",
-                "--normalization", "LayerNorm", "--position-embedding-type", "rope",
-                "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--bf16"}));
+  EXPECT_EQ(after, (std::vector<std::string>{"--ffn-hidden-size",
+                                             "1024",
+                                             "--seq-length",
+                                             "128",
+                                             "--max-position-embeddings",
+                                             "128",
+                                             "--group-query-attention",
+                                             "--num-query-groups",
+                                             "2",
+                                             "--squared-relu",
+                                             "--normalization",
+                                             "LayerNorm",
+                                             "--position-embedding-type",
+                                             "rope",
+                                             "--disable-bias-linear",
+                                             "--untie-embeddings-and-output-weights",
+                                             "--bf16",
+                                             "--attention-dropout",
+                                             "0.0",
+                                             "--hidden-dropout",
+                                             "0.0"}));
 }
 
 TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
