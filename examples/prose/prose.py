@@ -961,7 +961,8 @@ def validation_h100(text):
         figures[name + "_least"] = times(min(values))
         figures[name + "_most"] = times(max(values))
     llama3_spp = [number(plan_shape(row["spp"])["speed_up"])
-                  for row in bf16.estimated("llama3-405b-16384") if row["id"] == "llama3-405b-16384"]
+                  for row in bf16.estimated("llama3-405b-16384")
+                  if row["id"] == "llama3-405b-16384"]
     claim(len(llama3_spp) == 1 and llama3_spp[0] < 1, "spp is slower than Meta's published"
           " configuration on 16,384 GPUs", ", ".join(map(str, llama3_spp)))
     figures["spp_llama3_16384"] = times(llama3_spp[0])
