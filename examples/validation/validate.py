@@ -75,28 +75,35 @@ def topology(system, nodes):
 
 # What `pipeplan model transformer` sets that a description without the keys leaves as it was
 # before them: the matmul ceiling of a GPU in a format (its measured largest matmul throughput
-# over its peak), by catalogue name and alias, and whether a preset's model trained with
-# dropout, by preset. load_ceilings fills them.
+# over its peak), by catalogue name and alias, which load_ceilings reads, and whether a preset's
+# model trained with dropout, which preset_dropout asks the same binary for.
 CEILINGS = {}
 DROPOUT = {}
+BINARY = []
 
 
 def load_ceilings(binary):
-    """Reads the ceilings from `pipeplan model gpus --json` and each preset's dropout from
-    `pipeplan model transformer --preset`, so that every description here is costed as `model
-    transformer` costs it (docs/transformer-model.md, "The matmul ceiling", "Dropout")."""
+    """Reads the ceilings from `pipeplan model gpus --json`, so that every description here is
+    costed as `model transformer` costs it (docs/transformer-model.md, "The matmul ceiling",
+    "Dropout"), and keeps the binary for preset_dropout."""
     done = subprocess.run([binary, "model", "gpus", "--json"], capture_output=True, text=True,
                           check=True)
     for gpu in json.loads(done.stdout):
         for name in [gpu["name"]] + gpu["aliases"]:
             CEILINGS[name] = gpu.get("matmul_ceiling", {})
-    help_text = subprocess.run([binary, "model", "transformer", "--help"], capture_output=True,
-                               text=True, check=True).stdout
-    presets = re.search(r"A published shape: ([^\n]*)", help_text).group(1)
-    for preset in presets.split(", "):
-        done = subprocess.run([binary, "-q", "model", "transformer", "--preset", preset,
+    BINARY[:] = [binary]
+
+
+def preset_dropout(preset):
+    """Whether `pipeplan model transformer --preset PRESET` writes a model with dropout (once
+    per preset); True without a preset or before load_ceilings."""
+    if preset is None or not BINARY:
+        return True
+    if preset not in DROPOUT:
+        done = subprocess.run([BINARY[0], "-q", "model", "transformer", "--preset", preset,
                                "--layers", "1"], capture_output=True, text=True, check=True)
         DROPOUT[preset] = json.loads(done.stdout)["transformer"].get("dropout", True)
+    return DROPOUT[preset]
 
 
 def model(run, system, fixed_size):
@@ -107,7 +114,7 @@ def model(run, system, fixed_size):
     ceiling = CEILINGS.get(description["gpu"], {}).get(description.get("dtype", "bf16"))
     if ceiling is not None and "matmul_ceiling" not in description:
         description["matmul_ceiling"] = ceiling
-    if not DROPOUT.get(description.get("preset"), True) and "dropout" not in description:
+    if "dropout" not in description and not preset_dropout(description.get("preset")):
         description["dropout"] = False
     return {"schema": "pipeplan/model/v2", "name": run["id"], "transformer": description}
 

@@ -68,6 +68,7 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
                        ")");
     }
     config = preset->config;
+    config.dropout = preset->dropout;  // as the preset's model was trained
   }
   struct Field {
     bool given;
@@ -99,8 +100,6 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.gpu = options.gpu;
   config.sequence_parallel = options.sequence_parallel;
   config.selective_recompute = options.selective_recompute;
-  if (!options.preset.empty())
-    config.dropout = model::find_transformer_preset(options.preset)->dropout;
   if (!options.dropout.empty()) config.dropout = options.dropout == "on";
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;

@@ -75,6 +75,10 @@ std::vector<int> position_layers(const Request& request, int count, int P, int V
   }
   const int middle_positions = P - (first ? 1 : 0) - (last ? 1 : 0);
   const int rest = count - first.value_or(0) - last.value_or(0);
+  if (rest < 0) {
+    throw InfeasibleError(given + (first && last ? " ask" : " asks") + " for more than the " +
+                          std::to_string(count) + " " + unit);
+  }
   const std::string left = given + (first && last ? " leave " : " leaves ") + std::to_string(rest) +
                            " of the " + std::to_string(count) + " " + unit;
   if (rest < middle_positions || (middle_positions == 0 && rest != 0) ||

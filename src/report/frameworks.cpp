@@ -456,8 +456,7 @@ LayerArguments megatron_layers(const PlanView& view, std::vector<std::string>& a
 // Megatron-LM's model and training arguments for a model with a transformer description: its
 // shape in the architecture family the costs assume (docs/transformer-model.md), the number
 // format, and the options the estimate assumed (no dropout, sequence parallelism, fused
-// attention). The
-// vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
+// attention). The vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
 void megatron_model_arguments(const model::TransformerConfig& config, int tensor,
                               std::vector<std::string>& arguments,
                               std::vector<std::string>& notes) {

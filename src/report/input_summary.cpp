@@ -81,7 +81,7 @@ std::string v2_summary(const model::Model& model) {
 
 // For a model generated from a description, what it sets otherwise than Calculon's tables and
 // the description's old defaults: `, no dropout, GEMMs at most 80.3% of the bf16 peak`.
-std::string matmul_ceiling_summary(const model::TransformerConfig& config) {
+std::string description_settings_summary(const model::TransformerConfig& config) {
   std::string dropout = config.dropout ? "" : ", no dropout";
   if (config.matmul_ceiling >= 1) return dropout;
   return dropout + ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) +
@@ -158,7 +158,7 @@ std::string model_summary(const std::string& file, const model::Model& model) {
   }
   if (model::uses_v2_fields(model)) line += v2_summary(model);
   line += kernel_floor_summary(model);
-  return model.transformer ? line + matmul_ceiling_summary(*model.transformer) : line;
+  return model.transformer ? line + description_settings_summary(*model.transformer) : line;
 }
 
 std::string topology_summary(const std::string& file, const topology::Topology& topology) {
@@ -196,7 +196,7 @@ std::string transformer_summary(const model::Model& model, const model::Transfor
          std::string(hardware::dtype_name(config.dtype)) + " weights, forward " +
          io::format_ms(sum.forward_ms) + " and backward " + io::format_ms(sum.backward_ms) +
          " per micro-batch of " + std::to_string(config.micro_batch_size) + " on one " +
-         config.gpu + ", tensor-parallel degrees " + degrees + matmul_ceiling_summary(config);
+         config.gpu + ", tensor-parallel degrees " + degrees + description_settings_summary(config);
 }
 
 std::string import_summary(const std::string& file, const model::Model& model,

@@ -144,6 +144,11 @@ TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
   EXPECT_EQ(refusal(4, 5, 4),
             "--first-stage-layers 5 and --last-stage-layers 4 leave 1 of the 10 decoder layers for "
             "2 other pipeline stages: Megatron-LM needs an equal share of at least one for each");
+  EXPECT_EQ(refusal(4, 8, 3),
+            "--first-stage-layers 8 and --last-stage-layers 3 ask for more than the 10 decoder "
+            "layers");
+  EXPECT_EQ(refusal(4, 11, std::nullopt),
+            "--first-stage-layers 11 asks for more than the 10 decoder layers");
   EXPECT_EQ(refusal(2, 4, 4),
             "--first-stage-layers 4 and --last-stage-layers 4 leave 2 of the 10 decoder layers, "
             "and no pipeline stage is left to take them");
