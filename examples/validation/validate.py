@@ -202,8 +202,9 @@ def batch_options(run):
 
 def published_options(run):
     """The megatron planner's options for a run's published configuration: its tensor,
-    pipeline and data degrees, its recomputation, its schedule, and the decoder layers of its
-    first and last pipeline stages where the run split them unevenly."""
+    pipeline and data degrees, its recomputation, its schedule, and where the run split the
+    layers unevenly, the decoder layers of its first and last pipeline stages or the embedding
+    and the loss counted as decoder layers (Megatron-LM's --account-for-*-in-pipeline-split)."""
     options = ["--planner", "megatron", "--tensor-parallel", str(run["tensor_parallel"]),
                "--pipeline-parallel", str(run["pipeline_parallel"]),
                "--data-parallel", str(run["data_parallel"]),
@@ -211,6 +212,9 @@ def published_options(run):
     for key in ("first_stage_layers", "last_stage_layers"):
         if key in run:
             options += ["--" + key.replace("_", "-"), str(run[key])]
+    for key in ("account_for_embedding", "account_for_loss"):
+        if run.get(key):
+            options.append("--" + key.replace("_", "-"))
     return options
 
 

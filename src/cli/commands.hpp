@@ -87,6 +87,8 @@ struct PlanningOptions {
   std::optional<int> data_parallel;                ///< `--data-parallel D` (megatron).
   std::optional<int> first_stage_layers;           ///< `--first-stage-layers N` (megatron).
   std::optional<int> last_stage_layers;            ///< `--last-stage-layers N` (megatron).
+  bool account_for_embedding = false;              ///< `--account-for-embedding` (megatron).
+  bool account_for_loss = false;                   ///< `--account-for-loss` (megatron).
   bool uniform = false;                            ///< `--uniform`.
   std::optional<std::string> split_backward;       ///< `--split-backward never|auto` (spec 9.5).
   std::optional<int> virtual_stages;               ///< `--virtual-stages V` (spec 9.5).

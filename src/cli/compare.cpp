@@ -31,7 +31,9 @@ int run_compare(const CompareOptions& options, Context& context) {
        {std::pair{"--pipeline-parallel", options.planning.pipeline_parallel.has_value()},
         std::pair{"--data-parallel", options.planning.data_parallel.has_value()},
         std::pair{"--first-stage-layers", options.planning.first_stage_layers.has_value()},
-        std::pair{"--last-stage-layers", options.planning.last_stage_layers.has_value()}}) {
+        std::pair{"--last-stage-layers", options.planning.last_stage_layers.has_value()},
+        std::pair{"--account-for-embedding", options.planning.account_for_embedding},
+        std::pair{"--account-for-loss", options.planning.account_for_loss}}) {
     if (given) {
       throw UsageError(std::string(option) +
                        ": compare runs every megatron configuration that uses every GPU; plan "

@@ -96,6 +96,12 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
       .add_option("--last-stage-layers", options.last_stage_layers,
                   "The same for the last pipeline stage (--decoder-last-pipeline-num-layers)")
       ->transform(decimal_integer(1, 1 << 16));
+  command.add_flag("--account-for-embedding", options.account_for_embedding,
+                   "The megatron planner splits the embedding as one more decoder layer "
+                   "(Megatron-LM's --account-for-embedding-in-pipeline-split)");
+  command.add_flag("--account-for-loss", options.account_for_loss,
+                   "The same for the output layer and loss "
+                   "(--account-for-loss-in-pipeline-split)");
   command
       .add_option("--split-backward", options.split_backward,
                   "Split backwards into input and weight gradients (I, W): never, or auto (when "
@@ -118,7 +124,9 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
       {"--pipeline-parallel", options.pipeline_parallel.has_value()},
       {"--data-parallel", options.data_parallel.has_value()},
       {"--first-stage-layers", options.first_stage_layers.has_value()},
-      {"--last-stage-layers", options.last_stage_layers.has_value()}};
+      {"--last-stage-layers", options.last_stage_layers.has_value()},
+      {"--account-for-embedding", options.account_for_embedding},
+      {"--account-for-loss", options.account_for_loss}};
   for (const auto& [option, is_given] : given) {
     if (!is_given ||
         std::find(row.options.begin(), row.options.end(), option) != row.options.end()) {
@@ -177,6 +185,8 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
   request.data_parallel = options.data_parallel;
   request.first_stage_layers = options.first_stage_layers;
   request.last_stage_layers = options.last_stage_layers;
+  request.account_for_embedding = options.account_for_embedding;
+  request.account_for_loss = options.account_for_loss;
   if (options.split_backward == "never") request.split_backward = planners::SplitBackward::kNever;
   request.virtual_stages = options.virtual_stages;
 }

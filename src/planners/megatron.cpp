@@ -123,6 +123,68 @@ std::vector<int> stage_firsts(const Request& request, int count, int P, int V, i
   return firsts;
 }
 
+// The layers Megatron-LM splits among the pipeline stages: all of them; in a model made by
+// `pipeplan model transformer`, the decoder layers, and the embedding and the output layer only
+// where `--account-for-embedding` or `--account-for-loss` counts them as decoder layers
+// (`core/transformer/transformer_layer.py`, `get_transformer_layer_offset`: the layer count grows
+// by one for each; Megatron-LM refuses them beside the first or last stage's count, and wants
+// the count divisible by the P V stages).
+struct Splittable {
+  int count;          // layers split
+  int offset;         // the first of them
+  std::string unit;   // what they are, for messages
+};
+
+Splittable splittable_layers(const Request& request, int P, int V) {
+  const model::Model& model = request.model;
+  const int L = static_cast<int>(model.layers.size());
+  const bool embedding = request.account_for_embedding, loss = request.account_for_loss;
+  const std::string flag = embedding ? "--account-for-embedding" : "--account-for-loss";
+  if (!transformer_shaped(model)) {
+    if (embedding || loss) {
+      throw UsageError(flag + ": needs a model made by `pipeplan model transformer` (layers "
+                              "embedding, decoder0 .. decoderN-1, output)");
+    }
+    return {L, 0, "layers"};
+  }
+  if (!embedding && !loss) return {L - 2, 1, "decoder layers"};
+  if (request.first_stage_layers || request.last_stage_layers) {
+    throw UsageError(flag + ": Megatron-LM takes it or --first-stage-layers and "
+                            "--last-stage-layers, not both");
+  }
+  const Splittable split{L - 2 + (embedding ? 1 : 0) + (loss ? 1 : 0), embedding ? 0 : 1,
+                         std::string("decoder layers with the ") +
+                             (embedding && loss ? "embedding and the loss"
+                                                : embedding ? "embedding" : "loss")};
+  if (split.count % (P * V) != 0) {
+    throw InfeasibleError(
+        "the " + std::to_string(split.count) + " " + split.unit + " (" + flag +
+        (embedding && loss ? " --account-for-loss" : "") + ") do not divide into " +
+        (V == 1 ? std::to_string(P) + " pipeline stages" 
+                : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
+        ": Megatron-LM needs an equal share for each");
+  }
+  return split;
+}
+
+// The first layer of each of the P V stages, stage k on pipeline position `position[k]`. O(L + P V).
+std::vector<int> megatron_firsts(const Request& request, int P, int V,
+                                 const std::vector<int>& position) {
+  const Splittable split = splittable_layers(request, P, V);
+  const int stages = P * V;
+  if (stages > split.count) {
+    throw InfeasibleError(
+        (V == 1 ? "pipeline-parallel " + std::to_string(P)
+                : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
+        " is more stages than the " + std::to_string(split.count) + " " + split.unit +
+        " to split");
+  }
+  std::vector<int> firsts =
+      stage_firsts(request, split.count, P, V, split.offset, position, split.unit);
+  firsts.front() = 0;  // the embedding, when not split as a layer, joins the first stage
+  return firsts;
+}
+
 using Executions = std::vector<simulate::StageExecution>;
 
 // The one context-parallel degree of a megatron request (spec 10.4), which the model allows.
@@ -262,28 +324,17 @@ Partition megatron_partition(const Request& request, schedule::Policy policy) {
     throw InfeasibleError(configuration + " needs " + std::to_string(std::max(D, 1L) * per_copy) +
                           " GPUs, the topology has " + std::to_string(N));
   }
-  const bool shaped = transformer_shaped(model);
-  const int splittable = shaped ? L - 2 : L;
   // Megatron-LM's virtual pipeline (spec 9.5): P V stages, stage k on pipeline position k mod P
   // (zb-v: the V of schedule::placed_stage, stages p and 2P-1-p on position p).
   const int V = virtual_stages_of(request, policy);
   const int stages = P * V;
-  if (stages > splittable) {
-    throw InfeasibleError(
-        (V == 1 ? "pipeline-parallel " + std::to_string(P)
-                : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
-        " is more stages than the " + std::to_string(splittable) +
-        (shaped ? " decoder layers" : " layers") + " to split");
-  }
   std::vector<int> position(static_cast<std::size_t>(stages));  // stage k's pipeline position
   for (int p = 0; p < P; ++p) {
     for (int c = 0; c < V; ++c) {
       position[static_cast<std::size_t>(schedule::placed_stage(policy, P, p, c))] = p;
     }
   }
-  std::vector<int> firsts = stage_firsts(request, splittable, P, V, shaped ? 1 : 0, position,
-                                         shaped ? "decoder layers" : "layers");
-  if (shaped) firsts.front() = 0;  // the embedding joins the first stage
+  const std::vector<int> firsts = megatron_firsts(request, P, V, position);
   Partition partition;
   partition.gpu_order.resize(static_cast<std::size_t>(N));
   for (int g = 0; g < N; ++g) partition.gpu_order[static_cast<std::size_t>(g)] = g;

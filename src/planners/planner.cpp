@@ -167,7 +167,8 @@ std::vector<PlannerRow> make_planner_table() {
                   .partition = megatron_partition,
                   .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform",
                               "--pipeline-parallel", "--data-parallel", "--first-stage-layers",
-                              "--last-stage-layers"},
+                              "--last-stage-layers", "--account-for-embedding",
+                              "--account-for-loss"},
                   .shares_devices = true,
                   .refuses = megatron_refusal});
   return rows;

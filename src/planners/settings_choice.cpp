@@ -181,20 +181,65 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
   return fastest_schedule(shared, std::move(plan), policy);
 }
 
-// Megatron-LM's interleaved configurations, as published runs use them (issue 33 item 8: never
-// slower than a configuration a published run chose): the kInterleavedSeeds configurations of
+// Megatron-LM's configurations as published runs use them (issue 33 item 8: never slower than
+// a configuration a published run chose), tried on the kMegatronVariantSeeds configurations of
 // the smallest Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition),
-// each with V stages per device for every V that divides the decoders per stage (Megatron-LM
-// needs the layers to divide evenly, and two pipeline stages or more), under interleaved-1f1b;
-// kept only where strictly faster.
-// Only for spp's list schedule (its default, and `--schedule auto`) on a described model.
-// O(K V) plans, K = 3.
-constexpr std::size_t kInterleavedSeeds = 3;
+// each kept only where strictly faster:
+// * interleaved: V stages per device for every V that divides the decoders per stage
+//   (Megatron-LM needs the layers to divide evenly, and two pipeline stages or more), under
+//   interleaved-1f1b;
+// * then with balanced ends: the embedding and the loss split as one decoder layer each
+//   (Megatron-LM's --account-for-embedding-in-pipeline-split and
+//   --account-for-loss-in-pipeline-split; Llama 3 405B's published 7, 14 x 8, 7 split), for
+//   every V (1 included) that divides the decoders plus two over P V stages, under the list
+//   schedule and 1f1b for V = 1 and interleaved-1f1b above.
+// The balanced ends come after every interleaved variant, so a plan changes only where they are
+// strictly faster than all of them. Only for spp's list schedule (its default, and
+// `--schedule auto`) on a described model. O(K V) plans, K = 3.
+constexpr std::size_t kMegatronVariantSeeds = 3;
 
-Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || !request.model.transformer) {
-    return plan;
+// One Megatron-LM configuration `fixed` planned under `policy`; it replaces `plan` where strictly
+// faster, and its label (`what`, then the time) joins `kept`. Refusals are skipped. O(one plan).
+void try_megatron_variant(const Request& request, const Request& fixed, schedule::Policy policy,
+                          const std::string& what, Plan& plan, std::vector<std::string>& kept) {
+  try {
+    if (megatron_refusal(fixed)) return;
+    const Partition shape = megatron_partition(fixed, policy);
+    Finished made = try_finish_plan(plan.planner, shape, request, policy);
+    if (!made.plan ||
+        !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+      return;
+    }
+    // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
+    // (GCC bug 105329), as in megatron_variants.
+    std::string label = what;
+    label += ": ";
+    label += io::format_ms(made.plan->timeline.iteration_ms);
+    kept.push_back(std::move(label));
+    made.plan->notes = std::move(plan.notes);
+    made.plan->phase_ms = std::move(plan.phase_ms);
+    plan = std::move(*made.plan);
+  } catch (const InfeasibleError&) {
+  } catch (const UsageError&) {
   }
+}
+
+// "t8 p16 V2 interleaved-1f1b" and the like. O(1).
+std::string variant_label(const Request& fixed, int V, schedule::Policy policy) {
+  std::string label = "t";
+  label += std::to_string(fixed.tensor_parallel.front());
+  label += " p";
+  label += std::to_string(*fixed.pipeline_parallel);
+  label += " V";
+  label += std::to_string(V);
+  label += " ";
+  label += schedule::policy_name(policy);
+  return label;
+}
+
+// The configurations of megatron_candidates that interleave (P >= 2), most promising first
+// (megatron_estimate), at most kMegatronVariantSeeds. O(K (S + N)).
+std::vector<Request> megatron_variant_seeds(const Request& request) {
   const partition::StageChoices choices = stage_choices(request);
   std::vector<Request> configurations = megatron_candidates(request, choices);
   std::vector<std::pair<double, std::size_t>> ranked;  // estimate, configuration
@@ -211,45 +256,51 @@ Plan with_interleaved_megatron(const Request& request, Plan plan, schedule::Poli
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Request> seeds;
+  for (std::size_t r = 0; r < std::min(kMegatronVariantSeeds, ranked.size()); ++r) {
+    seeds.push_back(configurations[ranked[r].second]);
+  }
+  return seeds;
+}
+
+Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || !request.model.transformer) {
+    return plan;
+  }
+  std::vector<Request> seeds = megatron_variant_seeds(request);
   const int decoders = request.model.transformer->layers;
-  std::vector<std::string> kept;
-  for (std::size_t r = 0; r < std::min(kInterleavedSeeds, ranked.size()); ++r) {
-    Request& fixed = configurations[ranked[r].second];
+  std::vector<std::string> interleaved, balanced;
+  for (Request& fixed : seeds) {
     const int P = *fixed.pipeline_parallel;
     if (decoders % P != 0) continue;
     for (int V = 2; V <= decoders / P && V <= kMaxVirtualStages; ++V) {
       if ((decoders / P) % V != 0) continue;
       fixed.virtual_stages = V;
-      try {
-        if (megatron_refusal(fixed)) continue;
-        const Partition shape = megatron_partition(fixed, schedule::Policy::kInterleaved1F1B);
-        Finished made =
-            try_finish_plan(plan.planner, shape, request, schedule::Policy::kInterleaved1F1B);
-        if (!made.plan ||
-            !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
-          continue;
-        }
-        // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12
-        // at -O3 (GCC bug 105329), as in megatron_variants.
-        std::string label = "t";
-        label += std::to_string(fixed.tensor_parallel.front());
-        label += " p";
-        label += std::to_string(P);
-        label += " V";
-        label += std::to_string(V);
-        label += " interleaved-1f1b: ";
-        label += io::format_ms(made.plan->timeline.iteration_ms);
-        kept.push_back(std::move(label));
-        made.plan->notes = std::move(plan.notes);
-        made.plan->phase_ms = std::move(plan.phase_ms);
-        plan = std::move(*made.plan);
-      } catch (const InfeasibleError&) {
-      } catch (const UsageError&) {
+      try_megatron_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
+                           variant_label(fixed, V, schedule::Policy::kInterleaved1F1B), plan,
+                           interleaved);
+    }
+  }
+  for (Request& fixed : seeds) {
+    const int P = *fixed.pipeline_parallel;
+    fixed.account_for_embedding = fixed.account_for_loss = true;
+    for (int V = 1; V * P <= decoders + 2 && V <= kMaxVirtualStages; ++V) {
+      if ((decoders + 2) % (P * V) != 0) continue;
+      fixed.virtual_stages = V;
+      for (const schedule::Policy each :
+           V == 1 ? std::vector{schedule::Policy::kList, schedule::Policy::kOneFOneB}
+                  : std::vector{schedule::Policy::kInterleaved1F1B}) {
+        try_megatron_variant(request, fixed, each,
+                             variant_label(fixed, V, each) + ", embedding and loss as layers",
+                             plan, balanced);
       }
     }
   }
-  for (const std::string& note : kept) {
+  for (const std::string& note : interleaved) {
     plan.notes.push_back("Megatron-LM's interleaved configuration faster: " + note);
+  }
+  for (const std::string& note : balanced) {
+    plan.notes.push_back("Megatron-LM's configuration with balanced ends faster: " + note);
   }
   return plan;
 }
@@ -306,7 +357,7 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
                                        file_model.transformer->selective_recompute))) {
     Plan plan = plan_one(request, policy);
     if (!request.choose_settings) return plan;
-    return with_interleaved_megatron(request, with_devices_shared(request, std::move(plan), policy),
+    return with_megatron_variants(request, with_devices_shared(request, std::move(plan), policy),
                                      policy);
   }
   std::deque<Asked> asked;
@@ -340,7 +391,7 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   }
   if (!best) throw *first_refusal;
   cross_replay(asked, best, best_x, notes);
-  Plan out = with_interleaved_megatron(
+  Plan out = with_megatron_variants(
       asked[best_x].request, with_devices_shared(asked[best_x].request, std::move(*best), policy),
       policy);
   record_flags(candidates[best_x], file_model, out);

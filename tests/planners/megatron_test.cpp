@@ -122,6 +122,76 @@ TEST(MegatronTest, FirstAndLastStageLayersAsMegatronLmSplitsThem) {
   EXPECT_EQ(chunks.stages[2].gpus, chunks.stages[0].gpus);
 }
 
+// Megatron-LM's `--account-for-embedding-in-pipeline-split` and
+// `--account-for-loss-in-pipeline-split`: the embedding, and the output layer with the loss,
+// split as one decoder layer each (Llama 3 405B: 126 + 2 = 128 over 16 x 8 one-layer chunks, the
+// first chunk only the embedding and the last only the output).
+TEST(MegatronTest, EmbeddingAndLossSplitAsDecoderLayers) {
+  const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  const model::Model ten = transformer_shaped(10), six = transformer_shaped(6);
+  Request both = configuration(ten, topology, 4, 1, 4);
+  both.account_for_embedding = both.account_for_loss = true;
+  // 12 units over 4 stages: embedding + decoders 0-1 | 2-4 | 5-7 | decoders 8-9 + output.
+  EXPECT_EQ(stages_text(megatron_partition(both, schedule::Policy::kOneFOneB).stages),
+            "0-2@0 3-5@1 6-8@2 9-11@3");
+  // The embedding alone: 11 units over 11 stages, the first the embedding alone.
+  const topology::Topology eleven = uniform_topology(11, 50e9, 0.002);
+  Request alone{ten, eleven, 11};
+  alone.tensor_parallel = {1};
+  alone.pipeline_parallel = 11;
+  alone.account_for_embedding = true;
+  const Partition first_alone = megatron_partition(alone, schedule::Policy::kOneFOneB);
+  EXPECT_EQ(first_alone.stages.front().last_layer, 0);  // the embedding alone
+  EXPECT_EQ(first_alone.stages.back().first_layer, 10);  // decoder 9 and the output
+  // Interleaved, 8 units over 2 x 4 one-unit chunks: chunk k (layer k) on position k mod 2, the
+  // first the embedding alone and the last the output alone.
+  Request interleaved = configuration(six, topology, 4, 1, 2);
+  interleaved.account_for_embedding = interleaved.account_for_loss = true;
+  interleaved.virtual_stages = 4;
+  const Partition chunks = megatron_partition(interleaved, schedule::Policy::kInterleaved1F1B);
+  ASSERT_EQ(chunks.stages.size(), 8U);
+  EXPECT_EQ(chunks.stages.front().first_layer, 0);
+  EXPECT_EQ(chunks.stages.front().last_layer, 0);  // the embedding alone
+  EXPECT_EQ(chunks.stages.back().first_layer, 7);  // the output alone
+  EXPECT_EQ(chunks.stages.back().last_layer, 7);
+  EXPECT_EQ(chunks.stages[2].gpus, chunks.stages[0].gpus);  // chunk k on position k mod 2
+}
+
+TEST(MegatronTest, EmbeddingAndLossAsLayersRefusedWhereMegatronLmRefusesThem) {
+  const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  const model::Model ten = transformer_shaped(10);
+  const model::Model plain = make_model({{1, 2}, {1, 2}, {1, 2}, {1, 2}});
+  auto refusal = [&](const model::Model& model, int P, bool embedding, bool loss, int V = 1,
+                     std::optional<int> first = std::nullopt) {
+    Request request = configuration(model, topology, 4, 1, P);
+    request.account_for_embedding = embedding;
+    request.account_for_loss = loss;
+    request.virtual_stages = V;
+    request.first_stage_layers = first;
+    try {
+      megatron_partition(request,
+                         V > 1 ? schedule::Policy::kInterleaved1F1B : schedule::Policy::kOneFOneB);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("planned");
+  };
+  EXPECT_EQ(refusal(ten, 4, true, false),
+            "the 11 decoder layers with the embedding (--account-for-embedding) do not divide into "
+            "4 pipeline stages: Megatron-LM needs an equal share for each");
+  EXPECT_EQ(refusal(ten, 2, true, true, 4),
+            "the 12 decoder layers with the embedding and the loss (--account-for-embedding "
+            "--account-for-loss) do not divide into 2 x 4 virtual stages: Megatron-LM needs an "
+            "equal share for each");
+  EXPECT_EQ(refusal(ten, 4, false, true, 1, 3),
+            "--account-for-loss: Megatron-LM takes it or --first-stage-layers and "
+            "--last-stage-layers, not both");
+  EXPECT_EQ(refusal(plain, 2, false, true),
+            "--account-for-loss: needs a model made by `pipeplan model transformer` (layers "
+            "embedding, decoder0 .. decoderN-1, output)");
+  EXPECT_EQ(refusal(ten, 2, true, true, 3), "planned");  // 12 over 2 x 3
+}
+
 TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
   const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
   const model::Model model = transformer_shaped(10);  // a request holds a reference to it

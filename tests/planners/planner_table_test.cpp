@@ -41,7 +41,8 @@ TEST(PlannerTableTest, CompareRunsEveryPlanner) {
 TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
   const std::vector<std::string_view> known{
       "--tensor-parallel",   "--context-parallel", "--recompute",          "--uniform",
-      "--pipeline-parallel", "--data-parallel",    "--first-stage-layers", "--last-stage-layers"};
+      "--pipeline-parallel", "--data-parallel",    "--first-stage-layers", "--last-stage-layers",
+      "--account-for-embedding", "--account-for-loss"};
   for (const PlannerRow& row : planner_table()) {
     for (std::string_view option : row.options) {
       EXPECT_NE(std::find(known.begin(), known.end(), option), known.end())

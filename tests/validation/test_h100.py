@@ -86,6 +86,11 @@ class RunsTest(unittest.TestCase):
         self.assertEqual(options[-4:], ["--first-stage-layers", "7", "--last-stage-layers", "7"])
         del run["first_stage_layers"], run["last_stage_layers"]
         self.assertNotIn("--first-stage-layers", h100.validate.published_options(run))
+        run.update(account_for_embedding=True, account_for_loss=True)
+        options = h100.validate.published_options(run)
+        self.assertEqual(options[-2:], ["--account-for-embedding", "--account-for-loss"])
+        run["account_for_loss"] = False
+        self.assertNotIn("--account-for-loss", h100.validate.published_options(run))
 
     def test_the_data_is_consistent(self):
         with open(h100.DATA) as f:

@@ -52,6 +52,12 @@ struct Request {
   /// splitting the rest evenly; empty: an even split.
   std::optional<int> first_stage_layers{};
   std::optional<int> last_stage_layers{};
+  /// The `megatron` planner splits the embedding, or the output layer and loss, as one more
+  /// decoder layer (`--account-for-embedding`, `--account-for-loss`: Megatron-LM's
+  /// `--account-for-embedding-in-pipeline-split` and `--account-for-loss-in-pipeline-split`);
+  /// for a model made by `pipeplan model transformer` only.
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
   /// `--split-backward` (spec 9.5).
   SplitBackward split_backward = SplitBackward::kAuto;
   /// Stages per device for the multi-stage fixed policies and the `megatron` planner
