@@ -34,6 +34,7 @@ struct TransformerOptions {
   std::string kernel_overhead_us;
   std::string matmul_ceiling;
   std::string dropout;  // on, off, or empty: the preset's published setting (else on)
+  std::string gradient_dtype = "fp32", optimizer_dtype = "fp32";
   std::int64_t micro_batches = 0;
   std::string name;
   std::string output;
@@ -101,6 +102,8 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.sequence_parallel = options.sequence_parallel;
   config.selective_recompute = options.selective_recompute;
   if (!options.dropout.empty()) config.dropout = options.dropout == "on";
+  config.gradient_dtype = *hardware::parse_dtype(options.gradient_dtype);  // CLI11 checked it
+  config.optimizer_dtype = *hardware::parse_dtype(options.optimizer_dtype);
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;
   if (!options.kernel_overhead_us.empty()) {
@@ -159,6 +162,17 @@ void add_training_options(CLI::App& transformer, TransformerOptions& options) {
                   "Dropout with its stored masks: on or off (default: as the preset's model was "
                   "trained, off for Llama, Qwen, Mistral and Nemotron-4; else on)")
       ->check(CLI::IsMember({"on", "off"}));
+  transformer
+      .add_option("--gradient-dtype", options.gradient_dtype,
+                  "Format of the gradients the optimizer reads: fp32 (Megatron-LM's main "
+                  "gradients, the default) or bf16 (reduced in bf16, NeMo's grad_sync_dtype)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  transformer
+      .add_option("--optimizer-dtype", options.optimizer_dtype,
+                  "Format of the optimizer state: fp32 (two moments and master weights, the "
+                  "default) or bf16 (two bf16 moments, no master copy: NeMo's "
+                  "distributed_fused_adam with dtype bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   transformer
       .add_option("--degrees", options.degrees,
                   "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "

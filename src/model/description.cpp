@@ -42,6 +42,14 @@ void read_description_shape(const io::ObjectReader& object, TransformerConfig& c
   }
 }
 
+// `gradient_dtype` or `optimizer_dtype`: "fp32" or "bf16". O(1).
+hardware::DType state_dtype(const io::Node& node) {
+  const std::string text = node.as_string();
+  if (text == "fp32") return hardware::DType::kFp32;
+  if (text == "bf16") return hardware::DType::kBf16;
+  node.fail("must be \"fp32\" or \"bf16\", got " + io::describe_value(node.json()));
+}
+
 }  // namespace
 
 TransformerConfig read_description(const io::Node& node) {
@@ -49,7 +57,8 @@ TransformerConfig read_description(const io::Node& node) {
   io::ObjectReader object(node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                                  "ffn", "sequence", "vocab", "micro_batch_size", "dtype", "gpu",
                                  "sequence_parallel", "selective_recompute", "flash_attention",
-                                 "dropout", "degrees", "kernel_overhead_us", "matmul_ceiling"});
+                                 "dropout", "degrees", "kernel_overhead_us", "matmul_ceiling",
+                                 "gradient_dtype", "optimizer_dtype"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();
@@ -98,6 +107,10 @@ TransformerConfig read_description(const io::Node& node) {
   }
   if (auto ceiling = object.optional("matmul_ceiling"))
     config.matmul_ceiling = ceiling->as_number();
+  for (auto [key, target] : {std::pair{"gradient_dtype", &config.gradient_dtype},
+                             std::pair{"optimizer_dtype", &config.optimizer_dtype}}) {
+    if (auto format = object.optional(key)) *target = state_dtype(*format);
+  }
   if (auto degrees = object.optional("degrees")) {
     std::vector<io::Node> entries = degrees->elements();
     if (entries.empty()) degrees->fail("must list the allowed degrees, starting at 1");
@@ -146,6 +159,9 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["kernel_overhead_us"] = config.kernel_overhead_us;
   // Written only where it caps something, so that a description without it reads as before.
   if (config.matmul_ceiling < 1) out["matmul_ceiling"] = config.matmul_ceiling;
+  // Written only when bf16, so that a description without them reads as before (fp32).
+  if (config.gradient_dtype != hardware::DType::kFp32) out["gradient_dtype"] = "bf16";
+  if (config.optimizer_dtype != hardware::DType::kFp32) out["optimizer_dtype"] = "bf16";
   return out;
 }
 

@@ -410,6 +410,14 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
     return fail("matmul_ceiling", "must be a fraction of the peak above 0 and at most 1, got " +
                                       io::format_number(config.matmul_ceiling, 10));
   }
+  for (const auto& [field, format] : {std::pair{"gradient_dtype", config.gradient_dtype},
+                                      std::pair{"optimizer_dtype", config.optimizer_dtype}}) {
+    if (format != hardware::DType::kFp32 && config.dtype != hardware::DType::kBf16 &&
+        config.dtype != hardware::DType::kFp8) {
+      return fail(field, "bf16 needs " + field_name("dtype", spelling) + " bf16 or fp8, got " +
+                             std::string(hardware::dtype_name(config.dtype)));
+    }
+  }
   if (config.name.empty()) {
     config.name =
         "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
@@ -595,11 +603,15 @@ Model transformer_model(const TransformerConfig& config) {
   model.profile_device = config.gpu;
   // Megatron-LM's bytes per parameter (docs/memory.md): bf16 (and fp8) weights 2, fp32 main
   // gradients 4, fp32 master weights and two moments 12: 18, 9 per 2-byte weight byte, 6 of them
-  // sharded by the distributed optimizer (6 + 12/d). fp16 keeps fp16 gradients and an fp32 copy
-  // in the optimizer: 20 (4 + 16/d). fp32: weights, gradients, two moments: 16 (8 + 8/d).
+  // sharded by the distributed optimizer (6 + 12/d). bf16 gradients (`gradient_dtype`) are 2
+  // bytes; a bf16 optimizer (`optimizer_dtype`) keeps two bf16 moments and no master copy, 4
+  // bytes, all sharded. fp16 keeps fp16 gradients and an fp32 copy in the optimizer: 20
+  // (4 + 16/d). fp32: weights, gradients, two moments: 16 (8 + 8/d).
   const bool fp16 = config.dtype == hardware::DType::kFp16;
-  model.parameter_memory_factor = fp16 ? 10 : mixed ? 9 : 4;
-  model.sharded_memory_factor = fp16 ? 8 : mixed ? 6 : 2;
+  const double gradients = config.gradient_dtype == hardware::DType::kFp32 ? 2 : 1;
+  const double optimizer = config.optimizer_dtype == hardware::DType::kFp32 ? 6 : 2;
+  model.parameter_memory_factor = fp16 ? 10 : mixed ? 1 + gradients + optimizer : 4;
+  model.sharded_memory_factor = fp16 ? 8 : mixed ? optimizer : 2;
   model.reserve_bytes = kFrameworkReserveBytes;
   model.input_bytes = kTokenIdBytes * x.b * x.s;
   auto make_layer = [&](std::string name, TransformerPart part, double activation_bytes,

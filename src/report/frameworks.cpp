@@ -341,6 +341,18 @@ void refuse_shared_gpus(const PlanView& view, const std::string& framework) {
                        " runs one stage per pipeline rank: make the plan with --schedule 1f1b");
 }
 
+// Megatron-LM's optimizers keep master weights (fp32, or fp16 with --main-params-dtype): a model
+// whose optimizer keeps none (`optimizer_dtype` bf16, NeMo's distributed_fused_adam with dtype
+// bf16) would need more memory than the plan counts.
+void refuse_bf16_optimizer(const PlanView& view) {
+  if (!view.transformer || view.transformer->optimizer_dtype == hardware::DType::kFp32) return;
+  throw InputError(view.model_file.empty() ? std::string("model") : view.model_file,
+                   "/transformer/optimizer_dtype",
+                   "the model's optimizer keeps bf16 moments and no master weights, and "
+                   "Megatron-LM's keeps master weights (--main-params-dtype fp32 or fp16): "
+                   "describe the model with --optimizer-dtype fp32");
+}
+
 // Megatron-LM's interleaving (frameworks.md 2.3): with P pipeline ranks, stage s runs on rank
 // s mod P, every rank holding the same number of stages, and each replica's micro-batches
 // come in groups of P. Anything else is refused, naming the schedules that give it.
@@ -455,8 +467,8 @@ LayerArguments megatron_layers(const PlanView& view, std::vector<std::string>& a
 
 // Megatron-LM's model and training arguments for a model with a transformer description: its
 // shape in the architecture family the costs assume (docs/transformer-model.md), the number
-// format, and the options the estimate assumed (no dropout, sequence parallelism, fused
-// attention). The vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
+// format, and the options the estimate assumed (bf16 gradients, no dropout, sequence parallelism,
+// fused attention). The vocabulary comes from Megatron-LM's tokenizer, so a note gives it.
 void megatron_model_arguments(const model::TransformerConfig& config, int tensor,
                               std::vector<std::string>& arguments,
                               std::vector<std::string>& notes) {
@@ -492,6 +504,8 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
     case hardware::DType::kTf32:
       break;
   }
+  // Megatron-LM reduces and keeps fp32 main gradients unless told otherwise.
+  if (config.gradient_dtype == hardware::DType::kBf16) arguments.emplace_back("--grad-reduce-in-bf16");
   // Megatron-LM's dropouts default to 0.1: a model trained without them says so.
   if (!config.dropout) {
     arguments.insert(arguments.end(), {"--attention-dropout", "0.0", "--hidden-dropout", "0.0"});
@@ -585,6 +599,7 @@ ordered_json megatron_json(const PlanView& view) {
   const Plan& plan = view.plan;
   refuse_split_backward(view, "Megatron-LM");
   refuse_zero_bubble(view, "Megatron-LM");
+  refuse_bf16_optimizer(view);
   const FrameworkShape shape = framework_shape(view, "Megatron-LM");
   if (shape.virtual_stages > 1) check_megatron_interleaving(view, shape);
   std::vector<std::string> notes;

@@ -292,6 +292,43 @@ TEST_F(ExportCommandTest, MegatronStatesTheRelu2Family) {
                                              "0.0"}));
 }
 
+// bf16 gradients are Megatron-LM's --grad-reduce-in-bf16; an optimizer without master weights
+// (optimizer_dtype bf16) is none of Megatron-LM's, and the export refuses it (exit 3).
+TEST_F(ExportCommandTest, MegatronStatesBf16GradientsAndRefusesABf16Optimizer) {
+  write("topo.json", R"({"nodes": [{"name": "n", "gpus": 4, "memory": "80 GiB",
+    "link": {"bandwidth": "200 GB/s", "latency": "2 us"}}]})");
+  const std::vector<std::string> shape = {"model",    "transformer", "--layers", "4",
+                                          "--hidden", "256",         "--heads",  "8",
+                                          "--sequence", "128",       "--vocab",  "1000"};
+  auto exported = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = shape;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"-o", path(name + ".json")});
+    EXPECT_EQ(run_cli(args).code, 0);
+    EXPECT_EQ(run_cli({"plan", path(name + ".json"), path("topo.json"), "--planner", "megatron",
+                       "--tensor-parallel", "2", "--pipeline-parallel", "2", "-m", "4", "-o",
+                       path(name + ".plan.json")})
+                  .code,
+              0);
+    return run_cli({"export", path(name + ".plan.json"), "--format", "megatron", "--model",
+                    path(name + ".json"), "--topology", path("topo.json")});
+  };
+  const Result grads = exported("grads", {"--gradient-dtype", "bf16"});
+  ASSERT_EQ(grads.code, 0) << grads.err;
+  const auto arguments = nlohmann::json::parse(grads.out)["arguments"];
+  EXPECT_NE(std::find(arguments.begin(), arguments.end(), "--grad-reduce-in-bf16"),
+            arguments.end());
+  const Result plain = exported("plain", {});
+  EXPECT_EQ(plain.out.find("--grad-reduce-in-bf16"), std::string::npos);
+  const Result optimizer = exported("optimizer", {"--optimizer-dtype", "bf16"});
+  EXPECT_EQ(optimizer.code, 3);
+  EXPECT_EQ(optimizer.err, "pipeplan: error: " + path("optimizer.json") +
+                               ": /transformer/optimizer_dtype: the model's optimizer keeps bf16 "
+                               "moments and no master weights, and Megatron-LM's keeps master "
+                               "weights (--main-params-dtype fp32 or fp16): describe the model "
+                               "with --optimizer-dtype fp32\n");
+}
+
 TEST_F(ExportCommandTest, UnwritableOutputIsExitFive) {
   const Result result = run_cli(
       {"export", path("toy.plan.json"), "--format", "svg", "-o", path("no/such/dir/x.svg")});

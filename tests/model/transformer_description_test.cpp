@@ -112,6 +112,28 @@ TEST(TransformerDescriptionTest, TakesDropout) {
   EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(off)));
 }
 
+// `gradient_dtype` and `optimizer_dtype`: fp32 without the keys (every description written
+// before them), written only when bf16, read back to the same model.
+TEST(TransformerDescriptionTest, TakesGradientAndOptimizerFormats) {
+  const Model plain = read(R"({"transformer": {"preset": "llama3-8b", "layers": 2}})");
+  EXPECT_EQ(plain.parameter_memory_factor, 9);
+  EXPECT_FALSE(description_to_json(*plain.transformer).contains("gradient_dtype"));
+  EXPECT_FALSE(description_to_json(*plain.transformer).contains("optimizer_dtype"));
+  const Model both = read(R"({"transformer": {"preset": "llama3-8b", "layers": 2,
+      "gradient_dtype": "bf16", "optimizer_dtype": "bf16"}})");
+  EXPECT_EQ(both.parameter_memory_factor, 4);
+  EXPECT_EQ(both.sharded_memory_factor, 2);
+  const nlohmann::ordered_json written = description_to_json(*both.transformer);
+  EXPECT_EQ(written["gradient_dtype"], "bf16");
+  EXPECT_EQ(written["optimizer_dtype"], "bf16");
+  Model again = read(R"({"transformer": )" + written.dump() + "}");
+  again.name = both.name;  // the preset's name, which the description does not write
+  EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(both)));
+  const Model fp32 = read(R"({"transformer": {"preset": "llama3-8b", "layers": 2,
+      "gradient_dtype": "fp32"}})");
+  EXPECT_EQ(io::dump_json(model_to_json(fp32)), io::dump_json(model_to_json(plain)));
+}
+
 TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
   const Model model = read(R"({"transformer": {"preset": "llama3-8b", "layers": 4,
       "gpu": "H100", "dtype": "bf16", "ffn": "swiglu", "sequence_parallel": true,
@@ -184,6 +206,12 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
   EXPECT_EQ(error(shape + R"(, "matmul_ceiling": 1.25)"),
             "m.json: /transformer/matmul_ceiling: must be a fraction of the peak above 0 and at "
             "most 1, got 1.25");
+  EXPECT_EQ(error(shape + R"(, "gradient_dtype": "fp16")"),
+            "m.json: /transformer/gradient_dtype: must be \"fp32\" or \"bf16\", got \"fp16\"");
+  EXPECT_EQ(error(shape + R"(, "optimizer_dtype": 16)"),
+            "m.json: /transformer/optimizer_dtype: must be a string, got number 16");
+  EXPECT_EQ(error(shape + R"(, "dtype": "fp32", "gradient_dtype": "bf16")"),
+            "m.json: /transformer/gradient_dtype: bf16 needs dtype bf16 or fp8, got fp32");
   EXPECT_EQ(error(shape + R"(, "matmul_ceiling": "0.8")"),
             "m.json: /transformer/matmul_ceiling: must be a number, got string \"0.8\"");
   EXPECT_EQ(error(R"("preset": "gpt5")"),

@@ -458,6 +458,33 @@ TEST(TransformerTest, MemoryFactorsAreMegatronsBytesPerParameter) {
   EXPECT_EQ(model_to_json(model)["reserve_bytes"], 2147483648.0);
 }
 
+// bf16 gradients (Megatron-LM's --grad-reduce-in-bf16: 16 bytes, 4 + 12/d) and a bf16 optimizer
+// (NeMo's distributed_fused_adam with dtype bf16: two 2-byte moments and no master copy, with
+// bf16 gradients 8 bytes, 4 + 4/d).
+TEST(TransformerTest, Bf16GradientsAndOptimizerStateTakeTheirBytes) {
+  auto factors = [](hardware::DType dtype, hardware::DType gradients, hardware::DType optimizer) {
+    TransformerConfig config = gpt_style();
+    config.dtype = dtype;
+    config.gradient_dtype = gradients;
+    config.optimizer_dtype = optimizer;
+    const Model model = transformer_model(config);
+    return std::make_pair(model.parameter_memory_factor * 2, *model.sharded_memory_factor * 2);
+  };
+  using hardware::DType;
+  EXPECT_EQ(factors(DType::kBf16, DType::kBf16, DType::kFp32), std::make_pair(16.0, 12.0));
+  EXPECT_EQ(factors(DType::kBf16, DType::kFp32, DType::kBf16), std::make_pair(10.0, 4.0));
+  EXPECT_EQ(factors(DType::kBf16, DType::kBf16, DType::kBf16), std::make_pair(8.0, 4.0));
+  EXPECT_EQ(factors(DType::kFp8, DType::kBf16, DType::kBf16), std::make_pair(8.0, 4.0));
+  // Only when training in bf16 or fp8: fp16 training keeps fp16 gradients and an fp32 copy.
+  TransformerConfig fp16 = gpt_style();
+  fp16.dtype = DType::kFp16;
+  fp16.optimizer_dtype = DType::kBf16;
+  const auto [unused, problem] = check_transformer_config(fp16, FieldSpelling::kOption);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->field, "optimizer_dtype");
+  EXPECT_EQ(problem->message, "bf16 needs --dtype bf16 or fp8, got fp16");
+}
+
 TEST(TransformerTest, WeightGradientPartIsTheWeightedGemms) {
   // Config A (n = b s = 32 tokens, h = 64, a = g = 4, F = 256, V = 100, e = 2): the four GEMMs
   // with weights, whose weight-gradient GEMMs dW = X^T dY have the same sizes.

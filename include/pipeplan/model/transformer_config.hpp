@@ -57,6 +57,16 @@ struct TransformerConfig {
   /// one written before it) leaves Calculon's tables alone; `pipeplan model transformer` gives
   /// the GPU's measured maximum (`hardware::measured_matmul_fraction`) unless told otherwise.
   double matmul_ceiling = 1;
+  /// The number format of the gradients the optimizer reads (`gradient_dtype`): fp32, Megatron-
+  /// LM's main gradients (the default, and every description written before the key), or bf16
+  /// (Megatron-LM's `--grad-reduce-in-bf16`, NeMo's `grad_sync_dtype: bf16`). bf16 only when
+  /// training in bf16 or fp8.
+  hardware::DType gradient_dtype = hardware::DType::kFp32;
+  /// The number format of the optimizer's state (`optimizer_dtype`): fp32, Adam's two moments
+  /// and fp32 master weights (the default), or bf16, the two moments in bf16 and no master
+  /// copy, the optimizer updating the bf16 weights (NeMo's `distributed_fused_adam` with `dtype:
+  /// bf16`). bf16 only when training in bf16 or fp8.
+  hardware::DType optimizer_dtype = hardware::DType::kFp32;
 };
 
 }  // namespace pipeplan::model
