@@ -284,6 +284,12 @@ std::vector<Request> megatron_configurations(const Request& request,
 
 std::optional<std::string> megatron_refusal(const Request& request) {
   if (request.tensor_parallel.size() != 1 || !request.pipeline_parallel) return std::nullopt;
+  // Megatron-LM refuses a virtual pipeline on one pipeline stage ("pipeline-model-parallel size
+  // should be greater than 1 with interleaved schedule", core/parallel_state.py).
+  if (*request.pipeline_parallel == 1 && request.virtual_stages.value_or(1) > 1) {
+    return "--virtual-stages " + std::to_string(*request.virtual_stages) +
+           ": Megatron-LM interleaves only with --pipeline-parallel 2 or more";
+  }
   const long context = request.context_parallel.size() == 1 ? request.context_parallel.front() : 1;
   const long per_copy = static_cast<long>(request.tensor_parallel.front()) *
                         std::max(*request.pipeline_parallel, 1) * std::max(context, 1L);

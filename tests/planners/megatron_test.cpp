@@ -231,6 +231,29 @@ TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
   EXPECT_EQ(refusal(2, 4, 6), "planned");
 }
 
+// Megatron-LM interleaves only on two pipeline stages or more ("pipeline-model-parallel size
+// should be greater than 1 with interleaved schedule"): the planner refuses V > 1 at P = 1.
+TEST(MegatronTest, NoVirtualStagesOnOnePipelineStage) {
+  const model::Model model = transformer_shaped(4);
+  const topology::Topology topology = uniform_topology(2, 50e9, 0.002);
+  Request one = configuration(model, topology, 4, 2, 1);
+  one.virtual_stages = 2;
+  EXPECT_EQ(megatron_refusal(one),
+            "--virtual-stages 2: Megatron-LM interleaves only with --pipeline-parallel 2 or more");
+  try {
+    make_plan("megatron", one, schedule::Policy::kInterleaved1F1B);
+    ADD_FAILURE() << "planned";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--virtual-stages 2: Megatron-LM interleaves only with --pipeline-parallel 2 or more");
+  }
+  one.virtual_stages = 1;
+  EXPECT_FALSE(megatron_refusal(one).has_value());
+  Request two = configuration(model, uniform_topology(4, 50e9, 0.002), 4, 1, 2);
+  two.virtual_stages = 2;
+  EXPECT_FALSE(megatron_refusal(two).has_value());
+}
+
 TEST(MegatronTest, AutoRecomputesEveryStageOnlyWhenTheConfigurationDoesNotFitOtherwise) {
   // 1F1B keeps up to 2 micro-batches of 30 MB (3 decoders at degree 1) in flight on stage 0.
   const model::Model model = transformer_shaped(6, 10e6);

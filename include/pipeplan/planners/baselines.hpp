@@ -67,7 +67,8 @@ std::string infeasibility_reason(const Request& request);
 /// or layers do not suffice or a stage cannot run at T. O(L D + N).
 Partition megatron_partition(const Request& request, schedule::Policy policy);
 
-/// Why Megatron-LM could not run `request`'s configuration, or nothing: it gives every
+/// Why Megatron-LM could not run `request`'s configuration, or nothing: it interleaves
+/// (`--virtual-stages` above 1) only on two pipeline stages or more, and it gives every
 /// data-parallel replica the same number of micro-batches (`partition::shares_equally`), so the
 /// micro-batches must be a multiple of `D` (`--data-parallel`, else the GPUs over `T P`). The
 /// megatron planner refuses such a request (a usage error naming `--micro-batches`), `compare`
