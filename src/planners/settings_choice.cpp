@@ -182,9 +182,9 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 }
 
 // Megatron-LM's configurations as published runs use them (issue 33 item 8: never slower than
-// a configuration a published run chose), tried on the kMegatronVariantSeeds configurations of
-// the smallest Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition),
-// each kept only where strictly faster:
+// a configuration a published run chose), tried on the configurations of the smallest
+// Megatron-shaped estimates (`megatron_candidates`, shaped by megatron_partition), each kept only
+// where strictly faster:
 // * interleaved: V stages per device for every V that divides the decoders per stage
 //   (Megatron-LM needs the layers to divide evenly, and two pipeline stages or more), under
 //   interleaved-1f1b;
@@ -193,18 +193,40 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 //   --account-for-loss-in-pipeline-split; Llama 3 405B's published 7, 14 x 8, 7 split), for
 //   every V (1 included) that divides the decoders plus two over P V stages, under the list
 //   schedule and 1f1b for V = 1 and interleaved-1f1b above.
-// The balanced ends come after every interleaved variant, so a plan changes only where they are
-// strictly faster than all of them. Only for spp's list schedule (its default, and
-// `--schedule auto`) on a described model. O(K V) plans, K = 3.
+// The first kMegatronVariantSeeds configurations are tried whatever they cost; the next ones,
+// up to kMegatronVariantExtraSeeds in all, while their schedules stay within
+// kMegatronVariantExtraSteps scheduling steps (`scheduling_steps`, about a second of the dev
+// build): a published configuration of a small cluster can rank fourth or lower by the 1F1B
+// estimate (Llama 3.1 405B on 1,152 GPUs: t 8, p 9, V 7), while a plan on 131,072 GPUs takes
+// seconds. Each group of variants comes after every earlier one, so a plan changes only where a
+// later variant is strictly faster than all before it. Only for spp's list schedule (its
+// default, and `--schedule auto`) on a described model. O(K V) plans.
 constexpr std::size_t kMegatronVariantSeeds = 3;
+constexpr std::size_t kMegatronVariantExtraSeeds = 8;
+constexpr double kMegatronVariantExtraSteps = 2e7;
+
+// What trying Megatron-LM's variants has kept (labels, for the notes) and, past the first
+// seeds, the scheduling steps it may still spend (nullopt: no limit).
+struct VariantSearch {
+  std::vector<std::string> interleaved, balanced;
+  std::optional<double> steps_left;
+};
 
 // One Megatron-LM configuration `fixed` planned under `policy`; it replaces `plan` where strictly
-// faster, and its label (`what`, then the time) joins `kept`. Refusals are skipped. O(one plan).
+// faster, and its label (`what`, then the time) joins `kept`. Refusals, and schedules beyond
+// the steps left, are skipped. O(one plan).
 void try_megatron_variant(const Request& request, const Request& fixed, schedule::Policy policy,
-                          const std::string& what, Plan& plan, std::vector<std::string>& kept) {
+                          const std::string& what, Plan& plan, std::vector<std::string>& kept,
+                          std::optional<double>& steps_left) {
   try {
     if (megatron_refusal(fixed)) return;
     const Partition shape = megatron_partition(fixed, policy);
+    if (steps_left) {
+      const double steps =
+          scheduling_steps(request.topology, shape.stages, request.micro_batches);
+      if (steps > *steps_left) return;
+      *steps_left -= steps;
+    }
     Finished made = try_finish_plan(plan.planner, shape, request, policy);
     if (!made.plan ||
         !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
@@ -238,7 +260,7 @@ std::string variant_label(const Request& fixed, int V, schedule::Policy policy) 
 }
 
 // The configurations of megatron_candidates that interleave (P >= 2), most promising first
-// (megatron_estimate), at most kMegatronVariantSeeds. O(K (S + N)).
+// (megatron_estimate), at most kMegatronVariantExtraSeeds. O(K (S + N)).
 std::vector<Request> megatron_variant_seeds(const Request& request) {
   const partition::StageChoices choices = stage_choices(request);
   std::vector<Request> configurations = megatron_candidates(request, choices);
@@ -257,19 +279,17 @@ std::vector<Request> megatron_variant_seeds(const Request& request) {
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Request> seeds;
-  for (std::size_t r = 0; r < std::min(kMegatronVariantSeeds, ranked.size()); ++r) {
+  for (std::size_t r = 0; r < std::min(kMegatronVariantExtraSeeds, ranked.size()); ++r) {
     seeds.push_back(configurations[ranked[r].second]);
   }
   return seeds;
 }
 
-Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || !request.model.transformer) {
-    return plan;
-  }
-  std::vector<Request> seeds = megatron_variant_seeds(request);
+// The variants of `seeds` (interleaved, then with balanced ends; above) tried on `plan`. O(K V)
+// plans for K seeds.
+void try_megatron_variants(const Request& request, std::vector<Request> seeds, Plan& plan,
+                           VariantSearch& search) {
   const int decoders = request.model.transformer->layers;
-  std::vector<std::string> interleaved, balanced;
   for (Request& fixed : seeds) {
     const int P = *fixed.pipeline_parallel;
     if (decoders % P != 0) continue;
@@ -278,7 +298,7 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
       fixed.virtual_stages = V;
       try_megatron_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
                            variant_label(fixed, V, schedule::Policy::kInterleaved1F1B), plan,
-                           interleaved);
+                           search.interleaved, search.steps_left);
     }
   }
   for (Request& fixed : seeds) {
@@ -292,14 +312,27 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
                   : std::vector{schedule::Policy::kInterleaved1F1B}) {
         try_megatron_variant(request, fixed, each,
                              variant_label(fixed, V, each) + ", embedding and loss as layers",
-                             plan, balanced);
+                             plan, search.balanced, search.steps_left);
       }
     }
   }
-  for (const std::string& note : interleaved) {
+}
+
+Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || !request.model.transformer) {
+    return plan;
+  }
+  const std::vector<Request> seeds = megatron_variant_seeds(request);
+  const auto split = seeds.begin() + static_cast<std::ptrdiff_t>(
+                                         std::min(kMegatronVariantSeeds, seeds.size()));
+  VariantSearch search;
+  try_megatron_variants(request, {seeds.begin(), split}, plan, search);
+  search.steps_left = kMegatronVariantExtraSteps;
+  try_megatron_variants(request, {split, seeds.end()}, plan, search);
+  for (const std::string& note : search.interleaved) {
     plan.notes.push_back("Megatron-LM's interleaved configuration faster: " + note);
   }
-  for (const std::string& note : balanced) {
+  for (const std::string& note : search.balanced) {
     plan.notes.push_back("Megatron-LM's configuration with balanced ends faster: " + note);
   }
   return plan;

@@ -228,5 +228,54 @@ TEST(SettingsChoice, SppIsNeverSlowerThanTheMostPromisingMegatronConfigurationIn
   EXPECT_GT(tried, 0);
 }
 
+// Issue 33 item 8 on every Megatron-LM configuration of a small cluster (more than the first
+// three seeds on 8 GPUs; the others within their step budget here): spp is never slower than any
+// of them interleaved, or with the embedding and the loss counted as layers (8 + 2 = 10 units:
+// p 2 at V 1 and 5), each planned by the megatron planner on its own. (Here spp's own search or
+// the first seeds already beat the rest; Llama 3.1 405B on 1,152 GPUs in docs/validation.md is
+// a case where a fourth-ranked configuration is needed.)
+TEST(SettingsChoice, SppIsNeverSlowerThanAnyMegatronVariantOfASmallCluster) {
+  const model::Model model = described();
+  const topology::Topology topology = uniform_topology(8, 100e9, 0.005, {}, 16.0 * (1 << 30));
+  const Plan chosen = make_plan("spp", choosing(model, topology));
+  Request base{model, topology, kMicroBatches};
+  int tried = 0, balanced = 0;
+  auto check = [&](Request fixed, int V, schedule::Policy policy, bool ends) {
+    fixed.virtual_stages = V;
+    fixed.account_for_embedding = fixed.account_for_loss = ends;
+    try {
+      const Plan plan = make_plan("megatron", fixed, policy);
+      ++tried;
+      balanced += ends ? 1 : 0;
+      EXPECT_LE(chosen.timeline.iteration_ms, plan.timeline.iteration_ms * (1 + 1e-9))
+          << "t" << fixed.tensor_parallel.front() << " p" << *fixed.pipeline_parallel << " V" << V
+          << (ends ? " with balanced ends" : "");
+    } catch (const Error&) {
+    }
+  };
+  const std::vector<Request> configurations = megatron_candidates(base, stage_choices(base));
+  int interleavable = 0;
+  for (const Request& fixed : configurations) {
+    const int P = fixed.pipeline_parallel.value_or(1);
+    if (P < 2) continue;
+    ++interleavable;
+    for (int V = 2; 8 % P == 0 && V <= 8 / P; ++V) {
+      if ((8 / P) % V == 0) check(fixed, V, schedule::Policy::kInterleaved1F1B, false);
+    }
+    for (int V = 1; V * P <= 10; ++V) {
+      if (10 % (P * V) != 0) continue;
+      if (V == 1) {
+        check(fixed, 1, schedule::Policy::kList, true);
+        check(fixed, 1, schedule::Policy::kOneFOneB, true);
+      } else {
+        check(fixed, V, schedule::Policy::kInterleaved1F1B, true);
+      }
+    }
+  }
+  EXPECT_GT(interleavable, 3);  // more than the first seeds
+  EXPECT_GT(tried, 0);
+  EXPECT_GT(balanced, 0);
+}
+
 }  // namespace
 }  // namespace pipeplan::planners
