@@ -54,11 +54,27 @@ hardware::DType state_dtype(const io::Node& node) {
 
 TransformerConfig read_description(const io::Node& node) {
   // `pipeplan model transformer`'s options, snake case.
-  io::ObjectReader object(node, {"preset", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
-                                 "ffn", "sequence", "vocab", "micro_batch_size", "dtype", "gpu",
-                                 "sequence_parallel", "selective_recompute", "flash_attention",
-                                 "dropout", "degrees", "kernel_overhead_us", "matmul_ceiling",
-                                 "gradient_dtype", "optimizer_dtype"});
+  io::ObjectReader object(node, {"preset",
+                                 "layers",
+                                 "hidden",
+                                 "heads",
+                                 "kv_heads",
+                                 "ffn_hidden",
+                                 "ffn",
+                                 "sequence",
+                                 "vocab",
+                                 "micro_batch_size",
+                                 "dtype",
+                                 "gpu",
+                                 "sequence_parallel",
+                                 "selective_recompute",
+                                 "flash_attention",
+                                 "dropout",
+                                 "degrees",
+                                 "kernel_overhead_us",
+                                 "matmul_ceiling",
+                                 "gradient_dtype",
+                                 "optimizer_dtype"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();

@@ -130,9 +130,9 @@ std::vector<int> stage_firsts(const Request& request, int count, int P, int V, i
 // by one for each; Megatron-LM refuses them beside the first or last stage's count, and wants
 // the count divisible by the P V stages).
 struct Splittable {
-  int count;          // layers split
-  int offset;         // the first of them
-  std::string unit;   // what they are, for messages
+  int count;         // layers split
+  int offset;        // the first of them
+  std::string unit;  // what they are, for messages
 };
 
 Splittable splittable_layers(const Request& request, int P, int V) {
@@ -142,32 +142,36 @@ Splittable splittable_layers(const Request& request, int P, int V) {
   const std::string flag = embedding ? "--account-for-embedding" : "--account-for-loss";
   if (!transformer_shaped(model)) {
     if (embedding || loss) {
-      throw UsageError(flag + ": needs a model made by `pipeplan model transformer` (layers "
-                              "embedding, decoder0 .. decoderN-1, output)");
+      throw UsageError(flag +
+                       ": needs a model made by `pipeplan model transformer` (layers "
+                       "embedding, decoder0 .. decoderN-1, output)");
     }
     return {L, 0, "layers"};
   }
   if (!embedding && !loss) return {L - 2, 1, "decoder layers"};
   if (request.first_stage_layers || request.last_stage_layers) {
-    throw UsageError(flag + ": Megatron-LM takes it or --first-stage-layers and "
-                            "--last-stage-layers, not both");
+    throw UsageError(flag +
+                     ": Megatron-LM takes it or --first-stage-layers and "
+                     "--last-stage-layers, not both");
   }
-  const Splittable split{L - 2 + (embedding ? 1 : 0) + (loss ? 1 : 0), embedding ? 0 : 1,
-                         std::string("decoder layers with the ") +
-                             (embedding && loss ? "embedding and the loss"
-                                                : embedding ? "embedding" : "loss")};
+  const Splittable split{
+      L - 2 + (embedding ? 1 : 0) + (loss ? 1 : 0), embedding ? 0 : 1,
+      std::string("decoder layers with the ") + (embedding && loss ? "embedding and the loss"
+                                                 : embedding       ? "embedding"
+                                                                   : "loss")};
   if (split.count % (P * V) != 0) {
     throw InfeasibleError(
         "the " + std::to_string(split.count) + " " + split.unit + " (" + flag +
         (embedding && loss ? " --account-for-loss" : "") + ") do not divide into " +
-        (V == 1 ? std::to_string(P) + " pipeline stages" 
+        (V == 1 ? std::to_string(P) + " pipeline stages"
                 : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
         ": Megatron-LM needs an equal share for each");
   }
   return split;
 }
 
-// The first layer of each of the P V stages, stage k on pipeline position `position[k]`. O(L + P V).
+// The first layer of each of the P V stages, stage k on pipeline position `position[k]`. O(L + P
+// V).
 std::vector<int> megatron_firsts(const Request& request, int P, int V,
                                  const std::vector<int>& position) {
   const Splittable split = splittable_layers(request, P, V);
@@ -176,8 +180,7 @@ std::vector<int> megatron_firsts(const Request& request, int P, int V,
     throw InfeasibleError(
         (V == 1 ? "pipeline-parallel " + std::to_string(P)
                 : std::to_string(P) + " x " + std::to_string(V) + " virtual stages") +
-        " is more stages than the " + std::to_string(split.count) + " " + split.unit +
-        " to split");
+        " is more stages than the " + std::to_string(split.count) + " " + split.unit + " to split");
   }
   std::vector<int> firsts =
       stage_firsts(request, split.count, P, V, split.offset, position, split.unit);

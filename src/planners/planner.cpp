@@ -157,20 +157,20 @@ std::vector<PlannerRow> make_planner_table() {
                   .seeds_spp = true});
   // A configuration the user gives (--tensor-parallel T --pipeline-parallel P): compare runs it
   // in the configurations that use every GPU (megatron_variants), not as a row of its own.
-  rows.push_back({.name = "megatron",
-                  .description = "Megatron-LM's placement for --tensor-parallel T "
-                                 "--pipeline-parallel P [--data-parallel D]",
-                  .default_policy = Policy::kOneFOneB,
-                  .compare_policies = {},
-                  .compare_variants = megatron_variants,
-                  .steps = linear_steps,
-                  .partition = megatron_partition,
-                  .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform",
-                              "--pipeline-parallel", "--data-parallel", "--first-stage-layers",
-                              "--last-stage-layers", "--account-for-embedding",
-                              "--account-for-loss"},
-                  .shares_devices = true,
-                  .refuses = megatron_refusal});
+  rows.push_back(
+      {.name = "megatron",
+       .description = "Megatron-LM's placement for --tensor-parallel T "
+                      "--pipeline-parallel P [--data-parallel D]",
+       .default_policy = Policy::kOneFOneB,
+       .compare_policies = {},
+       .compare_variants = megatron_variants,
+       .steps = linear_steps,
+       .partition = megatron_partition,
+       .options = {"--tensor-parallel", "--context-parallel", "--recompute", "--uniform",
+                   "--pipeline-parallel", "--data-parallel", "--first-stage-layers",
+                   "--last-stage-layers", "--account-for-embedding", "--account-for-loss"},
+       .shares_devices = true,
+       .refuses = megatron_refusal});
   return rows;
 }
 

@@ -222,8 +222,7 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
     if (megatron_refusal(fixed)) return;
     const Partition shape = megatron_partition(fixed, policy);
     if (steps_left) {
-      const double steps =
-          scheduling_steps(request.topology, shape.stages, request.micro_batches);
+      const double steps = scheduling_steps(request.topology, shape.stages, request.micro_batches);
       if (steps > *steps_left) return;
       *steps_left -= steps;
     }
@@ -311,8 +310,8 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
            V == 1 ? std::vector{schedule::Policy::kList, schedule::Policy::kOneFOneB}
                   : std::vector{schedule::Policy::kInterleaved1F1B}) {
         try_megatron_variant(request, fixed, each,
-                             variant_label(fixed, V, each) + ", embedding and loss as layers",
-                             plan, search.balanced, search.steps_left);
+                             variant_label(fixed, V, each) + ", embedding and loss as layers", plan,
+                             search.balanced, search.steps_left);
       }
     }
   }
@@ -323,8 +322,8 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
     return plan;
   }
   const std::vector<Request> seeds = megatron_variant_seeds(request);
-  const auto split = seeds.begin() + static_cast<std::ptrdiff_t>(
-                                         std::min(kMegatronVariantSeeds, seeds.size()));
+  const auto split =
+      seeds.begin() + static_cast<std::ptrdiff_t>(std::min(kMegatronVariantSeeds, seeds.size()));
   VariantSearch search;
   try_megatron_variants(request, {seeds.begin(), split}, plan, search);
   search.steps_left = kMegatronVariantExtraSteps;
@@ -391,7 +390,7 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
     Plan plan = plan_one(request, policy);
     if (!request.choose_settings) return plan;
     return with_megatron_variants(request, with_devices_shared(request, std::move(plan), policy),
-                                     policy);
+                                  policy);
   }
   std::deque<Asked> asked;
   for (const SettingsCandidate& candidate : candidates) {

@@ -505,7 +505,8 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
       break;
   }
   // Megatron-LM reduces and keeps fp32 main gradients unless told otherwise.
-  if (config.gradient_dtype == hardware::DType::kBf16) arguments.emplace_back("--grad-reduce-in-bf16");
+  if (config.gradient_dtype == hardware::DType::kBf16)
+    arguments.emplace_back("--grad-reduce-in-bf16");
   // Megatron-LM's dropouts default to 0.1: a model trained without them says so.
   if (!config.dropout) {
     arguments.insert(arguments.end(), {"--attention-dropout", "0.0", "--hidden-dropout", "0.0"});

@@ -297,9 +297,9 @@ TEST_F(ExportCommandTest, MegatronStatesTheRelu2Family) {
 TEST_F(ExportCommandTest, MegatronStatesBf16GradientsAndRefusesABf16Optimizer) {
   write("topo.json", R"({"nodes": [{"name": "n", "gpus": 4, "memory": "80 GiB",
     "link": {"bandwidth": "200 GB/s", "latency": "2 us"}}]})");
-  const std::vector<std::string> shape = {"model",    "transformer", "--layers", "4",
-                                          "--hidden", "256",         "--heads",  "8",
-                                          "--sequence", "128",       "--vocab",  "1000"};
+  const std::vector<std::string> shape = {"model",      "transformer", "--layers", "4",
+                                          "--hidden",   "256",         "--heads",  "8",
+                                          "--sequence", "128",         "--vocab",  "1000"};
   auto exported = [&](const std::string& name, const std::vector<std::string>& extra) {
     std::vector<std::string> args = shape;
     args.insert(args.end(), extra.begin(), extra.end());

@@ -141,7 +141,7 @@ TEST(MegatronTest, EmbeddingAndLossSplitAsDecoderLayers) {
   alone.pipeline_parallel = 11;
   alone.account_for_embedding = true;
   const Partition first_alone = megatron_partition(alone, schedule::Policy::kOneFOneB);
-  EXPECT_EQ(first_alone.stages.front().last_layer, 0);  // the embedding alone
+  EXPECT_EQ(first_alone.stages.front().last_layer, 0);   // the embedding alone
   EXPECT_EQ(first_alone.stages.back().first_layer, 10);  // decoder 9 and the output
   // Interleaved, 8 units over 2 x 4 one-unit chunks: chunk k (layer k) on position k mod 2, the
   // first the embedding alone and the last the output alone.
@@ -244,8 +244,9 @@ TEST(MegatronTest, NoVirtualStagesOnOnePipelineStage) {
     make_plan("megatron", one, schedule::Policy::kInterleaved1F1B);
     ADD_FAILURE() << "planned";
   } catch (const UsageError& error) {
-    EXPECT_EQ(std::string(error.what()),
-              "--virtual-stages 2: Megatron-LM interleaves only with --pipeline-parallel 2 or more");
+    EXPECT_EQ(
+        std::string(error.what()),
+        "--virtual-stages 2: Megatron-LM interleaves only with --pipeline-parallel 2 or more");
   }
   one.virtual_stages = 1;
   EXPECT_FALSE(megatron_refusal(one).has_value());

@@ -39,10 +39,16 @@ TEST(PlannerTableTest, CompareRunsEveryPlanner) {
 
 // Issue 34: each planner declares the planning options it takes; `plan` refuses the others.
 TEST(PlannerTableTest, PlannersDeclareTheirOptions) {
-  const std::vector<std::string_view> known{
-      "--tensor-parallel",   "--context-parallel", "--recompute",          "--uniform",
-      "--pipeline-parallel", "--data-parallel",    "--first-stage-layers", "--last-stage-layers",
-      "--account-for-embedding", "--account-for-loss"};
+  const std::vector<std::string_view> known{"--tensor-parallel",
+                                            "--context-parallel",
+                                            "--recompute",
+                                            "--uniform",
+                                            "--pipeline-parallel",
+                                            "--data-parallel",
+                                            "--first-stage-layers",
+                                            "--last-stage-layers",
+                                            "--account-for-embedding",
+                                            "--account-for-loss"};
   for (const PlannerRow& row : planner_table()) {
     for (std::string_view option : row.options) {
       EXPECT_NE(std::find(known.begin(), known.end(), option), known.end())
