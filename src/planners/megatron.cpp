@@ -154,7 +154,7 @@ Splittable splittable_layers(const Request& request, int P, int V) {
                      ": Megatron-LM takes it or --first-stage-layers and "
                      "--last-stage-layers, not both");
   }
-  const Splittable split{
+  Splittable split{
       L - 2 + (embedding ? 1 : 0) + (loss ? 1 : 0), embedding ? 0 : 1,
       std::string("decoder layers with the ") + (embedding && loss ? "embedding and the loss"
                                                  : embedding       ? "embedding"
