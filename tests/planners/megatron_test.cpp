@@ -250,7 +250,8 @@ TEST(MegatronTest, NoVirtualStagesOnOnePipelineStage) {
   }
   one.virtual_stages = 1;
   EXPECT_FALSE(megatron_refusal(one).has_value());
-  Request two = configuration(model, uniform_topology(4, 50e9, 0.002), 4, 1, 2);
+  const topology::Topology four = uniform_topology(4, 50e9, 0.002);  // outlives the request
+  Request two = configuration(model, four, 4, 1, 2);
   two.virtual_stages = 2;
   EXPECT_FALSE(megatron_refusal(two).has_value());
 }
