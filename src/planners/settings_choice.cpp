@@ -198,8 +198,9 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 // kMegatronVariantExtraSteps scheduling steps (`scheduling_steps`, about a second of the dev
 // build): a published configuration of a small cluster can rank fourth or lower by the 1F1B
 // estimate (Llama 3.1 405B on 1,152 GPUs: t 8, p 9, V 7), while a plan on 131,072 GPUs takes
-// seconds. Each group of variants comes after every earlier one, so a plan changes only where a
-// later variant is strictly faster than all before it. Only for spp's list schedule (its
+// seconds. Last, the one-stage configurations (try_one_stage_megatron) within the same budget.
+// Each group of variants comes after every earlier one, so a plan changes only where a later
+// variant is strictly faster than all before it. Only for spp's list schedule (its
 // default, and `--schedule auto`) on a described model. O(K V) plans.
 constexpr std::size_t kMegatronVariantSeeds = 3;
 constexpr std::size_t kMegatronVariantExtraSeeds = 8;
@@ -208,7 +209,7 @@ constexpr double kMegatronVariantExtraSteps = 2e7;
 // What trying Megatron-LM's variants has kept (labels, for the notes) and, past the first
 // seeds, the scheduling steps it may still spend (nullopt: no limit).
 struct VariantSearch {
-  std::vector<std::string> interleaved, balanced;
+  std::vector<std::string> interleaved, balanced, one_stage;
   std::optional<double> steps_left;
 };
 
@@ -317,6 +318,25 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
   }
 }
 
+// Megatron-LM's one-stage configurations (P = 1: tensor, context and data parallelism alone)
+// under the list schedule, after every other variant and within the steps left: spp's own search
+// can keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
+// c = 2, as NVIDIA's recipe runs it). O(degrees) plans of one stage.
+void try_one_stage_megatron(const Request& request, Plan& plan, VariantSearch& search) {
+  for (Request fixed : megatron_candidates(request, stage_choices(request))) {
+    if (fixed.pipeline_parallel.value_or(1) != 1) continue;
+    try {  // what cannot hold even one micro-batch is not planned (a plan of every GPU is slow)
+      const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
+      if (!std::isfinite(megatron_estimate(fixed, shape.stages, request.optimizer))) continue;
+    } catch (const Error&) {
+      continue;
+    }
+    try_megatron_variant(request, fixed, schedule::Policy::kList,
+                         variant_label(fixed, 1, schedule::Policy::kList), plan, search.one_stage,
+                         search.steps_left);
+  }
+}
+
 Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
   if (policy != schedule::Policy::kList || !request.model.transformer) {
     return plan;
@@ -328,11 +348,15 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   try_megatron_variants(request, {seeds.begin(), split}, plan, search);
   search.steps_left = kMegatronVariantExtraSteps;
   try_megatron_variants(request, {split, seeds.end()}, plan, search);
+  try_one_stage_megatron(request, plan, search);
   for (const std::string& note : search.interleaved) {
     plan.notes.push_back("Megatron-LM's interleaved configuration faster: " + note);
   }
   for (const std::string& note : search.balanced) {
     plan.notes.push_back("Megatron-LM's configuration with balanced ends faster: " + note);
+  }
+  for (const std::string& note : search.one_stage) {
+    plan.notes.push_back("Megatron-LM's one-stage configuration faster: " + note);
   }
   return plan;
 }
