@@ -323,7 +323,7 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
 // can keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
 // c = 2, as NVIDIA's recipe runs it). O(degrees) plans of one stage.
 void try_one_stage_megatron(const Request& request, Plan& plan, VariantSearch& search) {
-  for (Request fixed : megatron_candidates(request, stage_choices(request))) {
+  for (const Request& fixed : megatron_candidates(request, stage_choices(request))) {
     if (fixed.pipeline_parallel.value_or(1) != 1) continue;
     try {  // what cannot hold even one micro-batch is not planned (a plan of every GPU is slow)
       const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
