@@ -170,8 +170,8 @@ Splittable splittable_layers(const Request& request, int P, int V) {
   return split;
 }
 
-// The first layer of each of the P V stages, stage k on pipeline position `position[k]`. O(L + P
-// V).
+// The first layer of each of the P V stages, stage k on pipeline position `position[k]`.
+// O(L + P V).
 std::vector<int> megatron_firsts(const Request& request, int P, int V,
                                  const std::vector<int>& position) {
   const Splittable split = splittable_layers(request, P, V);

@@ -206,19 +206,14 @@ constexpr std::size_t kMegatronVariantSeeds = 3;
 constexpr std::size_t kMegatronVariantExtraSeeds = 8;
 constexpr double kMegatronVariantExtraSteps = 2e7;
 
-// What trying Megatron-LM's variants has kept (labels, for the notes) and, past the first
-// seeds, the scheduling steps it may still spend (nullopt: no limit).
-struct VariantSearch {
-  std::vector<std::string> interleaved, balanced, one_stage;
-  std::optional<double> steps_left;
-};
+// The scheduling steps the variants past the first seeds may still spend (nullopt: no limit).
+using StepsLeft = std::optional<double>;
 
 // One Megatron-LM configuration `fixed` planned under `policy`; it replaces `plan` where strictly
-// faster, and its label (`what`, then the time) joins `kept`. Refusals, and schedules beyond
+// faster, and the plan's notes say so (`what`, then the time). Refusals, and schedules beyond
 // the steps left, are skipped. O(one plan).
 void try_megatron_variant(const Request& request, const Request& fixed, schedule::Policy policy,
-                          const std::string& what, Plan& plan, std::vector<std::string>& kept,
-                          std::optional<double>& steps_left) {
+                          const std::string& what, Plan& plan, StepsLeft& steps_left) {
   try {
     if (megatron_refusal(fixed)) return;
     const Partition shape = megatron_partition(fixed, policy);
@@ -234,11 +229,11 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
     }
     // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
     // (GCC bug 105329), as in megatron_variants.
-    std::string label = what;
-    label += ": ";
-    label += io::format_ms(made.plan->timeline.iteration_ms);
-    kept.push_back(std::move(label));
+    std::string note = what;
+    note += ": ";
+    note += io::format_ms(made.plan->timeline.iteration_ms);
     made.plan->notes = std::move(plan.notes);
+    made.plan->notes.push_back(std::move(note));
     made.plan->phase_ms = std::move(plan.phase_ms);
     plan = std::move(*made.plan);
   } catch (const InfeasibleError&) {
@@ -246,9 +241,11 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
   }
 }
 
-// "t8 p16 V2 interleaved-1f1b" and the like. O(1).
-std::string variant_label(const Request& fixed, int V, schedule::Policy policy) {
-  std::string label = "t";
+// `kind` and "t8 p16 V2 interleaved-1f1b" and the like. O(1).
+std::string variant_label(const std::string& kind, const Request& fixed, int V,
+                          schedule::Policy policy) {
+  std::string label = kind;
+  label += "t";
   label += std::to_string(fixed.tensor_parallel.front());
   label += " p";
   label += std::to_string(*fixed.pipeline_parallel);
@@ -259,11 +256,10 @@ std::string variant_label(const Request& fixed, int V, schedule::Policy policy) 
   return label;
 }
 
-// The configurations of megatron_candidates that interleave (P >= 2), most promising first
+// The `configurations` (megatron_candidates) that interleave (P >= 2), most promising first
 // (megatron_estimate), at most kMegatronVariantExtraSeeds. O(K (S + N)).
-std::vector<Request> megatron_variant_seeds(const Request& request) {
-  const partition::StageChoices choices = stage_choices(request);
-  std::vector<Request> configurations = megatron_candidates(request, choices);
+std::vector<Request> megatron_variant_seeds(const Request& request,
+                                            const std::vector<Request>& configurations) {
   std::vector<std::pair<double, std::size_t>> ranked;  // estimate, configuration
   for (std::size_t x = 0; x < configurations.size(); ++x) {
     // Megatron-LM refuses a virtual pipeline on one pipeline stage ("pipeline-model-parallel
@@ -288,7 +284,7 @@ std::vector<Request> megatron_variant_seeds(const Request& request) {
 // The variants of `seeds` (interleaved, then with balanced ends; above) tried on `plan`. O(K V)
 // plans for K seeds.
 void try_megatron_variants(const Request& request, std::vector<Request> seeds, Plan& plan,
-                           VariantSearch& search) {
+                           StepsLeft& steps_left) {
   const int decoders = request.model.transformer->layers;
   for (Request& fixed : seeds) {
     const int P = *fixed.pipeline_parallel;
@@ -297,8 +293,9 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
       if ((decoders / P) % V != 0) continue;
       fixed.virtual_stages = V;
       try_megatron_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
-                           variant_label(fixed, V, schedule::Policy::kInterleaved1F1B), plan,
-                           search.interleaved, search.steps_left);
+                           variant_label("Megatron-LM's interleaved configuration faster: ", fixed,
+                                         V, schedule::Policy::kInterleaved1F1B),
+                           plan, steps_left);
     }
   }
   for (Request& fixed : seeds) {
@@ -310,9 +307,12 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
       for (const schedule::Policy each :
            V == 1 ? std::vector{schedule::Policy::kList, schedule::Policy::kOneFOneB}
                   : std::vector{schedule::Policy::kInterleaved1F1B}) {
-        try_megatron_variant(request, fixed, each,
-                             variant_label(fixed, V, each) + ", embedding and loss as layers", plan,
-                             search.balanced, search.steps_left);
+        try_megatron_variant(
+            request, fixed, each,
+            variant_label("Megatron-LM's configuration with balanced ends faster: ", fixed, V,
+                          each) +
+                ", embedding and loss as layers",
+            plan, steps_left);
       }
     }
   }
@@ -322,8 +322,9 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
 // under the list schedule, after every other variant and within the steps left: spp's own search
 // can keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
 // c = 2, as NVIDIA's recipe runs it). O(degrees) plans of one stage.
-void try_one_stage_megatron(const Request& request, Plan& plan, VariantSearch& search) {
-  for (const Request& fixed : megatron_candidates(request, stage_choices(request))) {
+void try_one_stage_megatron(const Request& request, const std::vector<Request>& configurations,
+                            Plan& plan, StepsLeft& steps_left) {
+  for (const Request& fixed : configurations) {
     if (fixed.pipeline_parallel.value_or(1) != 1) continue;
     try {  // what cannot hold even one micro-batch is not planned (a plan of every GPU is slow)
       const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
@@ -332,8 +333,9 @@ void try_one_stage_megatron(const Request& request, Plan& plan, VariantSearch& s
       continue;
     }
     try_megatron_variant(request, fixed, schedule::Policy::kList,
-                         variant_label(fixed, 1, schedule::Policy::kList), plan, search.one_stage,
-                         search.steps_left);
+                         variant_label("Megatron-LM's one-stage configuration faster: ", fixed, 1,
+                                       schedule::Policy::kList),
+                         plan, steps_left);
   }
 }
 
@@ -341,23 +343,14 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   if (policy != schedule::Policy::kList || !request.model.transformer) {
     return plan;
   }
-  const std::vector<Request> seeds = megatron_variant_seeds(request);
+  const std::vector<Request> configurations = megatron_candidates(request, stage_choices(request));
+  const std::vector<Request> seeds = megatron_variant_seeds(request, configurations);
   const auto split =
       seeds.begin() + static_cast<std::ptrdiff_t>(std::min(kMegatronVariantSeeds, seeds.size()));
-  VariantSearch search;
-  try_megatron_variants(request, {seeds.begin(), split}, plan, search);
-  search.steps_left = kMegatronVariantExtraSteps;
-  try_megatron_variants(request, {split, seeds.end()}, plan, search);
-  try_one_stage_megatron(request, plan, search);
-  for (const std::string& note : search.interleaved) {
-    plan.notes.push_back("Megatron-LM's interleaved configuration faster: " + note);
-  }
-  for (const std::string& note : search.balanced) {
-    plan.notes.push_back("Megatron-LM's configuration with balanced ends faster: " + note);
-  }
-  for (const std::string& note : search.one_stage) {
-    plan.notes.push_back("Megatron-LM's one-stage configuration faster: " + note);
-  }
+  StepsLeft unlimited, budget = kMegatronVariantExtraSteps;
+  try_megatron_variants(request, {seeds.begin(), split}, plan, unlimited);
+  try_megatron_variants(request, {split, seeds.end()}, plan, budget);
+  try_one_stage_megatron(request, configurations, plan, budget);
   return plan;
 }
 

@@ -48,6 +48,19 @@ Request configuration(const model::Model& model, const topology::Topology& topol
   return request;
 }
 
+// What megatron_partition says of `request` (interleaved-1f1b when it has virtual stages, else
+// 1f1b): its refusal, or "planned".
+std::string partition_refusal(const Request& request) {
+  try {
+    megatron_partition(request, request.virtual_stages.value_or(1) > 1
+                                    ? schedule::Policy::kInterleaved1F1B
+                                    : schedule::Policy::kOneFOneB);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "planned";
+}
+
 TEST(MegatronTest, TensorInnermostThenDataThenPipelineOverTheInputOrder) {
   const model::Model model = transformer_shaped(4);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
@@ -168,13 +181,7 @@ TEST(MegatronTest, EmbeddingAndLossAsLayersRefusedWhereMegatronLmRefusesThem) {
     request.account_for_loss = loss;
     request.virtual_stages = V;
     request.first_stage_layers = first;
-    try {
-      megatron_partition(request,
-                         V > 1 ? schedule::Policy::kInterleaved1F1B : schedule::Policy::kOneFOneB);
-    } catch (const Error& error) {
-      return std::string(error.what());
-    }
-    return std::string("planned");
+    return partition_refusal(request);
   };
   EXPECT_EQ(refusal(ten, 4, true, false),
             "the 11 decoder layers with the embedding (--account-for-embedding) do not divide into "
@@ -200,13 +207,7 @@ TEST(MegatronTest, FirstAndLastStageLayersThatMegatronLmRefusesAreRefused) {
     request.first_stage_layers = first;
     request.last_stage_layers = last;
     request.virtual_stages = V;
-    try {
-      megatron_partition(request,
-                         V > 1 ? schedule::Policy::kInterleaved1F1B : schedule::Policy::kOneFOneB);
-    } catch (const Error& error) {
-      return std::string(error.what());
-    }
-    return std::string("planned");
+    return partition_refusal(request);
   };
   EXPECT_EQ(refusal(4, 2, 1),
             "--first-stage-layers 2 and --last-stage-layers 1 leave 7 of the 10 decoder layers for "
