@@ -19,16 +19,19 @@ namespace {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// Reads a whole stream, refusing more than kMaxInputBytes.
+[[noreturn]] void refuse_size(const std::string& name) {
+  throw InputError(name + ": larger than " + std::to_string(kMaxInputBytes >> 30) +
+                   " GiB, refusing to read it");
+}
+
+// Reads a whole stream, refusing more than kMaxInputBytes (before holding them).
 std::string read_stream(std::istream& in, const std::string& name) {
   std::string text;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxInputBytes) {
-      throw InputError(name + ": larger than " + std::to_string(kMaxInputBytes >> 20) +
-                       " MiB, refusing to read it");
-    }
+    const auto count = static_cast<std::size_t>(in.gcount());
+    if (text.size() + count > kMaxInputBytes) refuse_size(name);
+    text.append(buffer, count);
   }
   if (in.bad()) throw InputError(name + ": cannot read: " + errno_text(errno));
   return text;
@@ -57,6 +60,11 @@ Source read_source(const std::string& path, std::istream& standard_input) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     throw InputError(path + ": cannot read: is a directory");
+  }
+  // A regular file's size is known: a larger one is refused without reading it.
+  if (std::filesystem::is_regular_file(path, error) &&
+      std::filesystem::file_size(path, error) > kMaxInputBytes && !error) {
+    refuse_size(path);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot read: " + errno_text(errno));

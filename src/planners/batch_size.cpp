@@ -114,8 +114,9 @@ std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch)
   }
   std::vector<std::int64_t> sizes = small;
   sizes.insert(sizes.end(), large.rbegin(), large.rend());
-  // Fewer sizes than this make more micro-batches than one stage's plan may have tasks for.
-  const std::int64_t most_micro_batches = kMaxPlanTasks / 2;
+  // Fewer sizes than this make more micro-batches than one stage's plan of a search may have
+  // tasks for.
+  const std::int64_t most_micro_batches = kMaxSearchTasks / 2;
   sizes.erase(std::remove_if(sizes.begin(), sizes.end(),
                              [&](std::int64_t b) { return global_batch / b > most_micro_batches; }),
               sizes.end());

@@ -170,7 +170,8 @@ std::vector<PlannerRow> make_planner_table() {
                    "--pipeline-parallel", "--data-parallel", "--first-stage-layers",
                    "--last-stage-layers", "--account-for-embedding", "--account-for-loss"},
        .shares_devices = true,
-       .refuses = megatron_refusal});
+       .refuses = megatron_refusal,
+       .task_limit = kMaxPlanTasks});
   return rows;
 }
 
@@ -341,10 +342,10 @@ void check_limits(std::string_view planner, const Request& request) {
   if (M < 1) throw InternalError("check_limits: micro_batches must be >= 1");
   // The smallest plan, one stage, has a forward and a backward per micro-batch.
   if (const std::int64_t one_stage = simulate::TaskGraph::chain_task_count(1, M);
-      one_stage > kMaxPlanTasks) {
+      one_stage > row.task_limit) {
     throw InfeasibleError("cannot plan " + std::to_string(M) +
                           " micro-batches: even one stage makes " + std::to_string(one_stage) +
-                          " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+                          " tasks, and a plan may have at most " + std::to_string(row.task_limit) +
                           hint);
   }
   const std::string shape = io::format_count(static_cast<std::int64_t>(L), "layer", "layers") +
@@ -388,19 +389,28 @@ void check_limits(std::string_view planner, const Request& request) {
 }
 
 std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches,
-                                              bool split_backward) {
+                                              bool split_backward, std::int64_t limit) {
   const auto S = static_cast<std::int64_t>(stages);
   const std::int64_t M = micro_batches;
   const std::int64_t tasks = simulate::TaskGraph::chain_task_count(S, M, split_backward);
-  if (tasks <= kMaxPlanTasks) return std::nullopt;
+  if (tasks <= limit) return std::nullopt;
   return "cannot schedule " + std::to_string(S) + " stages with " + std::to_string(M) +
          " micro-batches: that makes " + std::to_string(tasks) +
-         " tasks, and a plan may have at most " + std::to_string(kMaxPlanTasks) +
+         " tasks, and a plan may have at most " + std::to_string(limit) +
          "; use fewer micro-batches (see \"Limits\" in docs/errors.md)";
 }
 
-void check_task_limit(std::size_t stages, int micro_batches) {
-  if (auto refusal = task_limit_refusal(stages, micro_batches)) throw InfeasibleError(*refusal);
+void check_task_limit(std::size_t stages, int micro_batches, std::int64_t limit) {
+  if (auto refusal = task_limit_refusal(stages, micro_batches, false, limit)) {
+    throw InfeasibleError(*refusal);
+  }
+}
+
+std::int64_t plan_task_limit(std::string_view planner) {
+  for (const PlannerRow& row : planner_table()) {
+    if (row.name == planner) return row.task_limit;
+  }
+  return kMaxSearchTasks;
 }
 
 Request with_inputs(const Request& request, const model::Model& model,
@@ -445,7 +455,8 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
     return {std::nullopt, std::move(*refusal)};
   }
   const bool split = uses_split_backward(request, policy);
-  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split)) {
+  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split,
+                                        plan_task_limit(planner))) {
     return {std::nullopt, std::move(*refusal)};
   }
   if (auto refusal =

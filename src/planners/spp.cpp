@@ -255,7 +255,8 @@ class SppRun {
     // Replicas beyond M are allowed: the list scheduler then picks the fastest free replicas,
     // which can beat every run of at most M GPUs on a mixed-speed order (the DP keeps r <= M).
     limits_.max_replicas = N_;
-    // A plan may have at most kMaxPlanTasks tasks: the search stays within as many stages.
+    // A searched plan may have at most kMaxSearchTasks tasks: the search stays within as many
+    // stages.
     limits_.max_stages =
         std::min({max_stages_within_task_limit(request.micro_batches), limits_.layers, N_});
     restrict_shapes(request, choices, limits_);
@@ -670,12 +671,13 @@ std::optional<Plan> with_list_stages(const Request& request, std::optional<Plan>
 }  // namespace
 
 int max_stages_within_task_limit(int micro_batches) {
-  // The largest S with TaskGraph::chain_task_count(S, M) <= kMaxPlanTasks: the count grows by
-  // the same number of tasks per stage.
+  // The largest S with TaskGraph::chain_task_count(S, M) <= kMaxSearchTasks (the count grows by
+  // the same number of tasks per stage), at least 1.
   const std::int64_t M = micro_batches;
   const std::int64_t none = simulate::TaskGraph::chain_task_count(0, M);
   const std::int64_t per_stage = simulate::TaskGraph::chain_task_count(1, M) - none;
-  return static_cast<int>(std::min<std::int64_t>((kMaxPlanTasks - none) / per_stage, 1 << 30));
+  return static_cast<int>(
+      std::clamp<std::int64_t>((kMaxSearchTasks - none) / per_stage, 1, std::int64_t{1} << 30));
 }
 
 namespace {

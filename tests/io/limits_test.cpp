@@ -48,7 +48,7 @@ TEST(InputLimitsTest, JsonValuesAreCounted) {
   EXPECT_EQ(parse_error(R"({"a": [1, {"b": null}], "c": "d"})", 5),
             "in.json: too large: more than 5 JSON values");
   // The readers use kMaxJsonValues.
-  EXPECT_EQ(kMaxJsonValues, std::size_t{1} << 24);
+  EXPECT_EQ(kMaxJsonValues, std::size_t{1} << 25);
   EXPECT_EQ(parse_error(zeros(100000)), "no error");
 }
 
@@ -82,7 +82,7 @@ TEST(InputLimitsTest, InputBytesAreCapped) {
     read_source("-", endless);
     FAIL() << "an endless input was read";
   } catch (const InputError& error) {
-    EXPECT_STREQ(error.what(), "<stdin>: larger than 256 MiB, refusing to read it");
+    EXPECT_STREQ(error.what(), "<stdin>: larger than 1 GiB, refusing to read it");
   }
 }
 

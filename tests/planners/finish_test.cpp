@@ -69,13 +69,15 @@ TEST(FinishPlanTest, AReplayOverMemoryIsAValue) {
 
 TEST(FinishPlanTest, TheTaskLimitIsAValue) {
   const Case c(1e12);
-  const int M = static_cast<int>(kMaxPlanTasks / 6) + 1;  // 2 stages: 6 M tasks > the limit
+  // A search's limit ("test" is no planner's name: the stricter limit, kMaxSearchTasks).
+  const int M = static_cast<int>(kMaxSearchTasks / 6) + 1;  // 2 stages: 6 M tasks > the limit
   const Request request = c.request(M);
   const Finished finished = try_finish_plan("test", kTwoStages, request, schedule::Policy::kList);
   EXPECT_FALSE(finished.plan);
-  EXPECT_EQ(finished.refusal, task_limit_refusal(2, M).value_or("none"));
+  EXPECT_EQ(finished.refusal, task_limit_refusal(2, M, false, kMaxSearchTasks).value_or("none"));
   EXPECT_EQ(finished.refusal, thrown(kTwoStages, request, schedule::Policy::kList));
-  EXPECT_FALSE(task_limit_refusal(1, M));  // one stage: 2 M tasks fit
+  EXPECT_FALSE(task_limit_refusal(1, M, false, kMaxSearchTasks));  // one stage: 2 M tasks fit
+  EXPECT_FALSE(task_limit_refusal(2, M));  // within the plan limit of a fixed configuration
 }
 
 TEST(FinishPlanTest, WhereItFitsThePlanIsFinishPlansOwn) {

@@ -85,8 +85,46 @@ TEST(LimitsTest, TooManyTasksOnceTheStagesAreKnown) {
             "cannot schedule 64 stages with 4096 micro-batches: that makes 1040384 tasks, and a "
             "plan may have at most 524288; use fewer micro-batches" +
                 kSee);
-  EXPECT_EQ(infeasible([] { check_task_limit(2, 87381); }), "");  // 524286 tasks
-  EXPECT_NE(infeasible([] { check_task_limit(2, 87382); }), "");  // 524292 tasks
+  EXPECT_EQ(infeasible([] { check_task_limit(2, 349525); }), "");                  // 2097150 tasks
+  EXPECT_NE(infeasible([] { check_task_limit(2, 349526); }), "");                  // 2097156 tasks
+  EXPECT_EQ(infeasible([] { check_task_limit(2, 87381, kMaxSearchTasks); }), "");  // 524286
+  EXPECT_NE(infeasible([] { check_task_limit(2, 87382, kMaxSearchTasks); }), "");  // 524292
+}
+
+// The planners that search keep each candidate within kMaxSearchTasks; the megatron planner,
+// which plans the configuration it is given, within kMaxPlanTasks (NVIDIA's GPT-3 175B on
+// 2,048 GPUs: 96 stages, 4,096 micro-batches, 1,564,672 tasks).
+TEST(LimitsTest, TheMegatronPlannerMayPlanMoreTasksThanASearch) {
+  EXPECT_EQ(kMaxPlanTasks, std::int64_t{1} << 21);
+  EXPECT_EQ(kMaxSearchTasks, std::int64_t{1} << 19);
+  for (const PlannerRow& row : planner_table()) {
+    EXPECT_EQ(plan_task_limit(row.name), row.name == "megatron" ? kMaxPlanTasks : kMaxSearchTasks)
+        << row.name;
+  }
+  EXPECT_EQ(plan_task_limit("test"), kMaxSearchTasks);
+  const model::Model model = layers(2);
+  const topology::Topology topology = uniform_topology(2, 1e10, 0.001);
+  // Two stages of 87,382 micro-batches: 524,292 tasks, one stage's 2 M within the search limit.
+  Request fixed{model, topology, 87382};
+  fixed.tensor_parallel = {1};
+  fixed.pipeline_parallel = 2;
+  const Plan plan = make_plan("megatron", fixed);
+  EXPECT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.timeline.compute.size() + plan.timeline.transfers.size(), 524292u);
+  EXPECT_EQ(infeasible([&] {
+              make_plan("gpipe", Request{model, topology, 87382});
+            }),
+            "cannot schedule 2 stages with 87382 micro-batches: that makes 524292 tasks, and a "
+            "plan may have at most 524288; use fewer micro-batches" +
+                kSee);
+  // Before planning: one stage's 2 M against each planner's limit.
+  EXPECT_EQ(infeasible([&] { check_limits("megatron", Request{model, topology, 1048576}); }), "");
+  EXPECT_EQ(infeasible([&] {
+              check_limits("megatron", Request{model, topology, 1048577});
+            }),
+            "cannot plan 1048577 micro-batches: even one stage makes 2097154 tasks, and a plan "
+            "may have at most 2097152" +
+                kSee);
 }
 
 TEST(LimitsTest, SearchSteps) {

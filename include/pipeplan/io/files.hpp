@@ -9,10 +9,10 @@
 
 namespace pipeplan::io {
 
-/// Largest input accepted, in bytes (256 MiB); a larger file is an input error, not an
-/// allocation. Real inputs are far smaller: a plan at the planners' task limit is about
-/// 90 MiB, a model of a million layers about 100 MiB.
-inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 28;
+/// Largest input accepted, in bytes (1 GiB); a larger file is an input error, not an
+/// allocation. Real inputs are smaller: a plan at the planners' task limit
+/// (`planners::kMaxPlanTasks`) is about 480 MiB, a model of a million layers about 100 MiB.
+inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
 
 /// The text of one input together with the name used for it in messages.
 struct Source {

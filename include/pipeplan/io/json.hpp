@@ -19,10 +19,10 @@ namespace pipeplan::io {
 inline constexpr int kMaxJsonDepth = 128;
 
 /// Most values (numbers, strings, literals, arrays and objects, each counted once) in an input
-/// document: 2^24. A parsed value takes 16 to about 100 bytes, so this bounds a document's
+/// document: 2^25. A parsed value takes 16 to about 100 bytes, so this bounds a document's
 /// memory to a few GiB whatever its shape; the largest plan the planners may write
 /// (`planners::kMaxPlanTasks` tasks of at most 9 values each) stays below it.
-inline constexpr std::size_t kMaxJsonValues = std::size_t{1} << 24;
+inline constexpr std::size_t kMaxJsonValues = std::size_t{1} << 25;
 
 /// A parsed JSON document and the name of the file it came from.
 struct Document {

@@ -50,8 +50,8 @@ struct GlobalBatchPlan {
 };
 
 /// The micro-batch sizes the search tries for a global batch of `global_batch` sequences: every
-/// divisor b of it with `N / b` micro-batches within the task limit (`2 (N / b) <=
-/// kMaxPlanTasks`), ascending. O(sqrt N).
+/// divisor b of it with `N / b` micro-batches within a search's task limit (`2 (N / b) <=
+/// kMaxSearchTasks`), ascending. O(sqrt N).
 std::vector<std::int64_t> candidate_micro_batch_sizes(std::int64_t global_batch);
 
 /// Plans a global batch of `global_batch` sequences (1 to `kMaxGlobalBatch`).

@@ -113,12 +113,24 @@ inline constexpr int kMaxVirtualStages = 64;
 inline constexpr int kMaxPlanLayers = 4096;
 
 /// Most tasks (forwards, backwards and transfers: 4 S M - 2 M for S stages and M
-/// micro-batches) in one plan. Scheduling, replay and plan.json all grow with it; a plan at
-/// this limit is about 90 MiB of JSON and takes about 4 s and 630 MB to plan and write (one
-/// stage on one GPU, the release build); 530B-parameter runs of 35 stages with 2,240
-/// micro-batches (309,120 tasks) fit. Drawings have their own, lower limit
-/// (`report::kMaxViewTasks`).
-inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 19;
+/// micro-batches) in one plan of a fixed configuration (the megatron planner) and in a plan
+/// `simulate` reads. Scheduling, replay and plan.json all grow with it: a plan at this limit is
+/// about 480 MiB of JSON, and GPT-3 175B on 2,048 GPUs as NVIDIA runs it (96 stages, 4,096
+/// micro-batches: 1,564,672 tasks) plans in about 6 s and 830 MB, the release build. Drawings
+/// have their own, lower limit (`report::kMaxViewTasks`).
+inline constexpr std::int64_t kMaxPlanTasks = std::int64_t{1} << 21;
+
+/// Most tasks of one candidate plan of a planner that searches shapes (spp, gpipe, pipedream,
+/// uniform, data-parallel, and the megatron planner's choice of the pipeline degree): such a
+/// planner schedules many candidates, so each stays within a quarter of `kMaxPlanTasks`. A plan
+/// at this limit takes about 4 s and 630 MB to plan and write (one stage on one GPU); the
+/// 530B-parameter runs of 35 stages with 2,240 micro-batches (309,120 tasks) fit.
+inline constexpr std::int64_t kMaxSearchTasks = std::int64_t{1} << 19;
+
+/// The most tasks a plan of `planner` may have (its row's `task_limit`): `kMaxPlanTasks` for
+/// the megatron planner (one fixed configuration), `kMaxSearchTasks` for the planners that
+/// search, and for a name that is not a planner's. O(planners).
+std::int64_t plan_task_limit(std::string_view planner);
 
 /// Most steps a planner's search may take, as estimated by `planning_steps` in units of about
 /// 40 ns of one core (the `dev` build): about four seconds at the limit.
@@ -155,13 +167,14 @@ double scheduling_steps(const topology::Topology& topology, const std::vector<St
 /// unknown planner. O(L + N^2).
 void check_limits(std::string_view planner, const Request& request);
 
-/// Refuses, with `InfeasibleError`, stages whose plan would have more than `kMaxPlanTasks`
-/// tasks for `micro_batches` micro-batches. `finish_plan` calls it before scheduling.
-void check_task_limit(std::size_t stages, int micro_batches);
+/// Refuses, with `InfeasibleError`, stages whose plan would have more than `limit` tasks for
+/// `micro_batches` micro-batches.
+void check_task_limit(std::size_t stages, int micro_batches, std::int64_t limit = kMaxPlanTasks);
 /// Why `check_task_limit` refuses, or nothing (counting `I` and `W` with a split backward).
-/// O(1).
+/// `try_finish_plan` asks it with its planner's `plan_task_limit`. O(1).
 std::optional<std::string> task_limit_refusal(std::size_t stages, int micro_batches,
-                                              bool split_backward = false);
+                                              bool split_backward = false,
+                                              std::int64_t limit = kMaxPlanTasks);
 
 /// Refuses, with `InfeasibleError`, `stages` whose scheduling on `topology` would take more
 /// than `kMaxScheduleSteps` (`scheduling_steps`). `finish_plan` calls it before scheduling.
@@ -180,8 +193,8 @@ struct Partition {
 
 /// Turns a partition into a complete plan: schedules it with `policy`, replays the schedule
 /// (so every time is the execution model's), checks memory and computes the bounds. Throws
-/// `InfeasibleError` when the plan would have more than `kMaxPlanTasks` tasks or the schedule
-/// exceeds a GPU's memory, `InternalError` when the scheduler and the replay disagree.
+/// `InfeasibleError` when the plan would have more than `plan_task_limit(planner)` tasks or the
+/// schedule exceeds a GPU's memory, `InternalError` when the scheduler and the replay disagree.
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,
                  schedule::Policy policy);
 
@@ -264,6 +277,10 @@ struct PlannerRow {
   /// settings_choice.hpp: the optimizer, sequence parallelism, selective recomputation); the
   /// others plan with the request's and the model file's, and refuse `auto` for them.
   bool chooses_settings = false;
+  /// The most tasks one of its plans may have (`plan_task_limit`): `kMaxSearchTasks` for a
+  /// planner that schedules many candidates, `kMaxPlanTasks` for one that plans the
+  /// configuration it is given.
+  std::int64_t task_limit = kMaxSearchTasks;
 };
 
 /// Why the planner `name` refuses `request` (its row's `refuses`), or nothing. O(1).
@@ -332,7 +349,8 @@ struct SppSearch {
   unsigned seed = 1;  ///< Seed of the random starts (plus the order's index).
 };
 
-/// The most stages a plan of `micro_batches` micro-batches may have within `kMaxPlanTasks`.
+/// The most stages a searched plan of `micro_batches` micro-batches may have within
+/// `kMaxSearchTasks` (at least 1: one stage's plan is checked against its planner's limit).
 int max_stages_within_task_limit(int micro_batches);
 
 /// The main planner (spec section 5): recursive min-cut GPU order, DP partition and

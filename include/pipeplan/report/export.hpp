@@ -253,8 +253,8 @@ std::optional<ExportFormat> parse_export_format(std::string_view name);
 /// megatron and deepspeed.
 bool export_needs_model(ExportFormat format);
 
-/// Most compute and transfer tasks a drawing (Chrome trace, SVG, HTML report) shows: half the
-/// plan limit (`planners::kMaxPlanTasks`). A plan with 2^18 tasks and both `--trace` and
+/// Most compute and transfer tasks a drawing (Chrome trace, SVG, HTML report) shows: an eighth of
+/// the plan limit (`planners::kMaxPlanTasks`). A plan with 2^18 tasks and both `--trace` and
 /// `--report` takes about 8 s and 800 MB to write; the plan alone at 2^19 about 4 s and 630 MB.
 inline constexpr std::int64_t kMaxViewTasks = std::int64_t{1} << 18;
 
