@@ -539,10 +539,11 @@ const char* megatron_recompute_arguments(const PlanView& view, std::vector<std::
   return "some";
 }
 
-// What Megatron-LM's process needs in its environment, as `NAME=value`: tensor parallelism on
-// GPUs before Blackwell needs one CUDA connection (Megatron-LM's validate_args asserts it).
+// What Megatron-LM's process needs in its environment, as `NAME=value`: tensor or context
+// parallelism on GPUs before Blackwell needs one CUDA connection (Megatron-LM's validate_args
+// asserts it for `tensor_model_parallel_size > 1 or context_parallel_size > 1`).
 std::vector<std::string> megatron_environment(const FrameworkShape& shape) {
-  if (shape.tensor > 1) return {"CUDA_DEVICE_MAX_CONNECTIONS=1"};
+  if (shape.tensor > 1 || shape.context > 1) return {"CUDA_DEVICE_MAX_CONNECTIONS=1"};
   return {};
 }
 
@@ -607,14 +608,17 @@ ordered_json megatron_json(const PlanView& view) {
   std::vector<std::string> arguments = {
       "--tensor-model-parallel-size", std::to_string(shape.tensor),
       "--pipeline-model-parallel-size", std::to_string(shape.pipeline)};
-  if (shape.virtual_stages > 1) {
-    arguments.insert(arguments.end(), {"--num-virtual-stages-per-pipeline-rank",
-                                       std::to_string(shape.virtual_stages)});
-  }
   if (shape.context > 1) {
     arguments.insert(arguments.end(), {"--context-parallel-size", std::to_string(shape.context)});
   }
   const auto [decoders, layout] = megatron_layers(view, arguments, notes);
+  // A layout states the virtual stages by its stage count, and Megatron-LM's validate_args
+  // refuses it beside --num-virtual-stages-per-pipeline-rank ("No more than one of the following
+  // arguments can be set at the same time").
+  if (shape.virtual_stages > 1 && !layout) {
+    arguments.insert(arguments.begin() + 4, {"--num-virtual-stages-per-pipeline-rank",
+                                             std::to_string(shape.virtual_stages)});
+  }
 
   const std::optional<std::int64_t> global = global_batch(view);
   if (global) {

@@ -125,6 +125,29 @@ TEST(ContextParallelPlanning, MegatronPlacesTensorThenContextThenDataRanks) {
   EXPECT_THROW(make_plan("megatron", request), InfeasibleError);
 }
 
+// Megatron-LM's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 on GPUs before Blackwell
+// for context parallelism too, not only for tensor parallelism.
+TEST(ContextParallelPlanning, TheMegatronHandOffSetsOneCudaConnectionWithoutTensorParallelism) {
+  const model::Model model = long_sequence_model(4);
+  const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
+  Request request = request_for(model, topology, 4, {2});
+  request.tensor_parallel = {1};
+  request.pipeline_parallel = 2;
+  const Plan plan = make_plan("megatron", request);
+  ASSERT_EQ(plan.stages.front().tensor_parallel, 1);
+  ASSERT_EQ(plan.stages.front().context_parallel, 2);
+  report::PlanView view = report::make_view(plan, model, topology, "model.json");
+  view.plan_file = "plan.json";
+  const nlohmann::ordered_json megatron = report::megatron_json(view);
+  EXPECT_EQ(megatron.at("environment"), nlohmann::ordered_json({"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
+  // Without either, nothing.
+  request.context_parallel = {1};
+  const Plan plain = make_plan("megatron", request);
+  report::PlanView plain_view = report::make_view(plain, model, topology, "model.json");
+  plain_view.plan_file = "plan.json";
+  EXPECT_TRUE(report::megatron_json(plain_view).at("environment").empty());
+}
+
 TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne) {
   const model::Model model = long_sequence_model(6);
   // 8 GPUs of 12 GB: a decoder's 2 GB stash per micro-batch fits a few at a time undivided.

@@ -175,6 +175,13 @@ TEST(MegatronV3Test, InterleavedPlansGetVirtualStages) {
   // vpp_rank * PP + pp_rank), which is the plan's.
   const json uneven = megatron_json(v3_view(transformer(interleaved(false), {2, 1, 1, 3})));
   EXPECT_EQ(uneven.at("pipeline_model_parallel_layout"), "Et*2|t|t|t*3L");
+  // The layout's 4 stages on 2 ranks state the virtual stages: Megatron-LM refuses it beside
+  // --num-virtual-stages-per-pipeline-rank, so only the layout is written.
+  EXPECT_EQ(uneven.at("num_virtual_stages_per_pipeline_rank"), 2);
+  EXPECT_EQ(uneven.at("command_line"),
+            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --num-layers 7 "
+            "--micro-batch-size 4 --global-batch-size 16 --pipeline-model-parallel-layout "
+            "'Et*2|t|t|t*3L'");
   // Another policy on Megatron-LM's placement runs, with a note.
   V3Plan bfs = transformer(interleaved(false), {1, 1, 1, 1});
   bfs.schedule_policy = "looped-bfs";

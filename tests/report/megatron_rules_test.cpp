@@ -1,0 +1,294 @@
+// The megatron export against what Megatron-LM's own argument parser accepts: every flag it
+// writes is one Megatron-LM defines, with a value where it takes one, and no combination that
+// `validate_args` refuses. The rules were read from NVIDIA/Megatron-LM
+// megatron/training/arguments.py at 000c4ac24f61159c138b0975def722c65245983c (`_add_*_args` and
+// `validate_args`) and megatron/core/transformer/pipeline_parallel_layer_layout.py (the layout
+// grammar). Megatron-LM cannot run here, so this is the check that stands for its parser; the
+// plans are real megatron-planner plans of a Llama-shaped model over a grid of configurations.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../support/builders.hpp"
+#include "pipeplan/error.hpp"
+#include "pipeplan/model/transformer.hpp"
+#include "pipeplan/planners/planner.hpp"
+#include "pipeplan/report/export.hpp"
+
+namespace pipeplan::report {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Megatron-LM's flags the export may write: true where the flag takes a value, false for a
+// store_true (or store_false) flag.
+const std::map<std::string, bool>& megatron_lm_flags() {
+  static const std::map<std::string, bool> flags = {
+      {"--attention-backend", true},
+      {"--attention-dropout", true},
+      {"--bf16", false},
+      {"--context-parallel-size", true},
+      {"--disable-bias-linear", false},
+      {"--ffn-hidden-size", true},
+      {"--fp16", false},
+      {"--fp8-format", true},
+      {"--global-batch-size", true},
+      {"--grad-reduce-in-bf16", false},
+      {"--group-query-attention", false},
+      {"--hidden-dropout", true},
+      {"--hidden-size", true},
+      {"--max-position-embeddings", true},
+      {"--micro-batch-size", true},
+      {"--normalization", true},
+      {"--num-attention-heads", true},
+      {"--num-layers", true},
+      {"--num-query-groups", true},
+      {"--num-virtual-stages-per-pipeline-rank", true},
+      {"--pipeline-model-parallel-layout", true},
+      {"--pipeline-model-parallel-size", true},
+      {"--position-embedding-type", true},
+      {"--recompute-granularity", true},
+      {"--recompute-method", true},
+      {"--recompute-num-layers", true},
+      {"--seq-length", true},
+      {"--sequence-parallel", false},
+      {"--squared-relu", false},
+      {"--swiglu", false},
+      {"--tensor-model-parallel-size", true},
+      {"--untie-embeddings-and-output-weights", false},
+      {"--use-distributed-optimizer", false},
+  };
+  return flags;
+}
+
+// The `choices=` of the flags that have them.
+const std::map<std::string, std::set<std::string>>& megatron_lm_choices() {
+  static const std::map<std::string, std::set<std::string>> choices = {
+      {"--attention-backend", {"flash", "fused", "unfused", "local", "auto"}},
+      {"--fp8-format", {"e4m3", "hybrid"}},
+      {"--normalization", {"LayerNorm", "RMSNorm"}},
+      {"--position-embedding-type", {"learned_absolute", "rope", "mrope", "relative", "none"}},
+      {"--recompute-granularity", {"full", "selective"}},
+      {"--recompute-method", {"uniform", "block"}},
+  };
+  return choices;
+}
+
+// Megatron-LM's layout grammar: stages split at `|`, `x*n` repeats one symbol, only E, L, t and m;
+// E first and L last, once each. The stages' symbols, or nullopt where Megatron-LM refuses it.
+std::optional<std::vector<std::string>> layout_stages(const std::string& layout) {
+  std::vector<std::string> stages{""};
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const char c = layout[i];
+    if (c == '|') {
+      stages.emplace_back();
+    } else if (c == '*') {
+      std::size_t end = i + 1;
+      while (end < layout.size() && std::isdigit(static_cast<unsigned char>(layout[end]))) ++end;
+      if (end == i + 1 || stages.back().empty()) return std::nullopt;
+      const int times = std::stoi(layout.substr(i + 1, end - i - 1));
+      const char symbol = stages.back().back();
+      stages.back().append(static_cast<std::size_t>(times - 1), symbol);
+      i = end - 1;
+    } else if (std::string_view("ELtm").find(c) != std::string_view::npos) {
+      stages.back() += c;
+    } else if (c != ',') {
+      return std::nullopt;
+    }
+  }
+  return stages;
+}
+
+// Why Megatron-LM would refuse the export `out` (its arguments and environment), or "".
+std::string megatron_lm_refusal(const ordered_json& out) {
+  std::map<std::string, std::string> given;  // flag -> value ("" for store_true)
+  const std::vector<std::string> args = out.at("arguments").get<std::vector<std::string>>();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string name = args[i];
+    const auto flag = megatron_lm_flags().find(name);
+    if (flag == megatron_lm_flags().end()) return "unrecognized arguments: " + name;
+    if (given.count(name) != 0) return "given twice: " + name;
+    std::string value;
+    if (flag->second) {
+      if (i + 1 == args.size() || args[i + 1].rfind("--", 0) == 0) return name + ": no value";
+      value = args[++i];
+      const auto choices = megatron_lm_choices().find(name);
+      if (choices != megatron_lm_choices().end() && choices->second.count(value) == 0) {
+        return name + ": invalid choice " + value;
+      }
+    }
+    given[name] = value;
+  }
+  const auto has = [&](const std::string& flag) { return given.count(flag) != 0; };
+  const auto number = [&](const std::string& flag, int otherwise) {
+    return has(flag) ? std::stoi(given.at(flag)) : otherwise;
+  };
+  const int t = number("--tensor-model-parallel-size", 1);
+  const int p = number("--pipeline-model-parallel-size", 1);
+  const int c = number("--context-parallel-size", 1);
+  const int world = out.at("world_size").get<int>();
+  if (world % (t * p * c) != 0) return "world size not a multiple of t p c";
+  const int d = world / (t * p * c);
+  if (has("--global-batch-size") &&
+      number("--global-batch-size", 0) % (number("--micro-batch-size", 1) * d) != 0) {
+    return "global batch not a multiple of micro-batch size x data-parallel size";
+  }
+  if (int(has("--num-virtual-stages-per-pipeline-rank")) +
+          int(has("--pipeline-model-parallel-layout")) >
+      1) {
+    return "No more than one of the following arguments can be set at the same time";
+  }
+  const int layers = number("--num-layers", 0);
+  int vpp = number("--num-virtual-stages-per-pipeline-rank", 1);
+  if (has("--pipeline-model-parallel-layout")) {
+    const auto stages = layout_stages(given.at("--pipeline-model-parallel-layout"));
+    if (!stages) return "layout: not Megatron-LM's grammar";
+    if (stages->size() % static_cast<std::size_t>(p) != 0) return "layout: stages % PP";
+    const std::string all = std::accumulate(stages->begin(), stages->end(), std::string());
+    if (std::count(all.begin(), all.end(), 't') != layers) return "layout: t != num_layers";
+    if (all.front() != 'E' || all.back() != 'L' || std::count(all.begin(), all.end(), 'E') != 1 ||
+        std::count(all.begin(), all.end(), 'L') != 1) {
+      return "layout: E first and L last, once each";
+    }
+    vpp = static_cast<int>(stages->size()) / p;
+  } else if (layers % (p * vpp) != 0) {
+    return "Number of layers should be divisible by the pipeline-model-parallel size";
+  }
+  if (vpp > 1 && p < 2) return "a virtual pipeline needs pipeline-model-parallel size > 1";
+  if (given.count("--recompute-granularity") != 0 &&
+      given.at("--recompute-granularity") == "selective" && has("--recompute-method")) {
+    return "recompute method is not yet supported for selective recomputing granularity";
+  }
+  if (has("--fp16") && has("--bf16")) return "fp16 and bf16";
+  if (has("--squared-relu") && has("--swiglu")) return "squared relu and swiglu";
+  if (has("--num-query-groups") && !has("--group-query-attention")) {
+    return "--num-query-groups without --group-query-attention is ignored";
+  }
+  if (has("--sequence-parallel") && t == 1) return "sequence parallelism turned off at t = 1";
+  const int sequence = number("--seq-length", 0);
+  if (c > 1 && sequence % (2 * c) != 0) return "seq_length % (2 x context_parallel_size)";
+  if (number("--max-position-embeddings", sequence) < sequence) return "positions < sequence";
+  const auto environment = out.at("environment").get<std::vector<std::string>>();
+  const bool one_connection =
+      std::count(environment.begin(), environment.end(), "CUDA_DEVICE_MAX_CONNECTIONS=1") == 1;
+  if ((t > 1 || c > 1) && !one_connection) return "CUDA_DEVICE_MAX_CONNECTIONS must be 1";
+  return "";
+}
+
+// The checker itself refuses what Megatron-LM refuses (each mistake the export once made, or
+// could make).
+TEST(MegatronLmRulesTest, TheCheckerRefusesWhatMegatronLmRefuses) {
+  const ordered_json good = {
+      {"world_size", 8},
+      {"arguments",
+       {"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+        "--context-parallel-size", "2", "--num-layers", "4", "--seq-length", "8",
+        "--max-position-embeddings", "8", "--micro-batch-size", "1", "--global-batch-size", "4",
+        "--pipeline-model-parallel-layout", "Et|t|t|tL", "--bf16"}},
+      {"environment", {"CUDA_DEVICE_MAX_CONNECTIONS=1"}}};
+  EXPECT_EQ(megatron_lm_refusal(good), "");
+  ordered_json both = good;
+  both["arguments"].push_back("--num-virtual-stages-per-pipeline-rank");
+  both["arguments"].push_back("2");
+  EXPECT_EQ(megatron_lm_refusal(both),
+            "No more than one of the following arguments can be set at the same time");
+  ordered_json no_connection = good;
+  no_connection["environment"] = ordered_json::array();
+  EXPECT_EQ(megatron_lm_refusal(no_connection), "CUDA_DEVICE_MAX_CONNECTIONS must be 1");
+  ordered_json elided = good;
+  elided["arguments"][17] = "Et|...|tL";
+  EXPECT_EQ(megatron_lm_refusal(elided), "layout: not Megatron-LM's grammar");
+  ordered_json unknown = good;
+  unknown["arguments"].push_back("--account-for-embedding");
+  EXPECT_EQ(megatron_lm_refusal(unknown), "unrecognized arguments: --account-for-embedding");
+  ordered_json selective = good;
+  for (const char* word : {"--recompute-granularity", "selective", "--recompute-method", "uniform"})
+    selective["arguments"].push_back(word);
+  EXPECT_EQ(megatron_lm_refusal(selective),
+            "recompute method is not yet supported for selective recomputing granularity");
+}
+
+// A Llama-shaped model (grouped-query attention, SwiGLU) small enough to plan quickly.
+model::Model llama_shaped(int layers, bool selective) {
+  model::TransformerConfig config;
+  config.layers = layers;
+  config.hidden = 512;
+  config.heads = 8;
+  config.kv_heads = 2;
+  config.sequence = 1024;
+  config.vocab = 32000;
+  config.ffn = model::Ffn::kSwiglu;
+  config.sequence_parallel = true;
+  config.flash_attention = true;
+  config.selective_recompute = selective;
+  config.dropout = false;
+  config.gradient_dtype = hardware::DType::kBf16;
+  return model::transformer_model(model::complete_transformer_config(config).first);
+}
+
+// Every configuration of 8 GPUs the megatron planner makes of 6 and 8 decoders (t, p, V, c, the
+// embedding and loss as layers, recomputation, optimizer) exports arguments Megatron-LM accepts.
+TEST(MegatronLmRulesTest, EveryMegatronPlanExportsArgumentsMegatronLmAccepts) {
+  const topology::Topology topology = testing::uniform_topology(8, 50e9, 0.002);
+  int exported = 0;
+  std::set<std::string> seen;
+  for (const auto& [layers, selective] : {std::pair{6, false}, {8, true}, {8, false}}) {
+    const model::Model model = llama_shaped(layers, selective);
+    for (const int t : {1, 2}) {
+      for (const int p : {1, 2, 4}) {
+        for (const int V : {1, 2}) {
+          for (const int c : {1, 2}) {
+            for (const bool ends : {false, true}) {
+              for (const bool recompute : {false, true}) {
+                planners::Request request{model, topology, 16};
+                request.tensor_parallel = {t};
+                request.pipeline_parallel = p;
+                request.virtual_stages = V;
+                request.context_parallel = {c};
+                request.account_for_embedding = request.account_for_loss = ends;
+                request.recompute =
+                    recompute ? planners::Recompute::kAlways : planners::Recompute::kNever;
+                request.optimizer = t == 2 ? Optimizer::kSharded : Optimizer::kReplicated;
+                std::optional<Plan> plan;
+                try {
+                  plan = planners::make_plan("megatron", request);
+                } catch (const Error&) {
+                  continue;  // a configuration Megatron-LM (or the planner) refuses
+                }
+                PlanView view = make_view(*plan, model, topology, "model.json");
+                view.plan_file = "plan.json";
+                const ordered_json out = megatron_json(view);
+                EXPECT_EQ(megatron_lm_refusal(out), "") << out.at("command_line");
+                for (const auto& arg : out.at("arguments")) seen.insert(arg.get<std::string>());
+                ++exported;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // The grid reaches the flags that matter: a layout, virtual stages, context parallelism, both
+  // kinds of recomputation.
+  EXPECT_GT(exported, 40);
+  for (const char* flag :
+       {"--pipeline-model-parallel-layout", "--num-virtual-stages-per-pipeline-rank",
+        "--context-parallel-size", "--sequence-parallel", "--group-query-attention", "selective",
+        "full", "--use-distributed-optimizer", "--grad-reduce-in-bf16"}) {
+    EXPECT_EQ(seen.count(flag), 1u) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace pipeplan::report
