@@ -539,6 +539,30 @@ const char* megatron_recompute_arguments(const PlanView& view, std::vector<std::
   return "some";
 }
 
+// DeepSpeed's precision settings for the number format the estimate assumed: it trains in fp32
+// unless its configuration enables bf16 or fp16; FP8 GEMMs come from the layers (Transformer
+// Engine), not from the configuration, so an FP8 description gets bf16 and a note.
+void deepspeed_precision(const model::TransformerConfig& config, ordered_json& out,
+                         std::vector<std::string>& notes) {
+  switch (config.dtype) {
+    case hardware::DType::kBf16:
+      out["bf16"] = {{"enabled", true}};
+      break;
+    case hardware::DType::kFp16:
+      out["fp16"] = {{"enabled", true}};
+      break;
+    case hardware::DType::kFp8:
+      out["bf16"] = {{"enabled", true}};
+      notes.push_back(
+          "the estimate assumed FP8 matrix multiplications, which DeepSpeed's configuration "
+          "cannot enable: the layers must run them (Transformer Engine's), the rest in bf16");
+      break;
+    case hardware::DType::kFp32:
+    case hardware::DType::kTf32:
+      break;
+  }
+}
+
 // What Megatron-LM's process needs in its environment, as `NAME=value`: tensor or context
 // parallelism on GPUs before Blackwell needs one CUDA connection (Megatron-LM's validate_args
 // asserts it for `tensor_model_parallel_size > 1 or context_parallel_size > 1`).
@@ -729,6 +753,7 @@ ordered_json deepspeed_json(const PlanView& view) {
     notes.push_back(batch_note(view, "train_batch_size and train_micro_batch_size_per_gpu"));
   }
   config["gradient_accumulation_steps"] = view.micro_batches / shape.data;
+  if (view.transformer) deepspeed_precision(*view.transformer, config, notes);
   if (plan.optimizer == Optimizer::kSharded) config["zero_optimization"] = {{"stage", 1}};
   if (plan.schedule_policy != "1f1b") notes.push_back(schedule_note(plan, "DeepSpeed"));
 
