@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -62,9 +63,9 @@ Source read_source(const std::string& path, std::istream& standard_input) {
     throw InputError(path + ": cannot read: is a directory");
   }
   // A regular file's size is known: a larger one is refused without reading it.
-  if (std::filesystem::is_regular_file(path, error) &&
-      std::filesystem::file_size(path, error) > kMaxInputBytes && !error) {
-    refuse_size(path);
+  if (std::filesystem::is_regular_file(path, error)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, error);
+    if (!error && size > kMaxInputBytes) refuse_size(path);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot read: " + errno_text(errno));

@@ -136,16 +136,13 @@ TEST(ContextParallelPlanning, TheMegatronHandOffSetsOneCudaConnectionWithoutTens
   const Plan plan = make_plan("megatron", request);
   ASSERT_EQ(plan.stages.front().tensor_parallel, 1);
   ASSERT_EQ(plan.stages.front().context_parallel, 2);
-  report::PlanView view = report::make_view(plan, model, topology, "model.json");
-  view.plan_file = "plan.json";
-  const nlohmann::ordered_json megatron = report::megatron_json(view);
-  EXPECT_EQ(megatron.at("environment"), nlohmann::ordered_json({"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
+  const auto environment = [&](const Plan& made) {
+    return report::megatron_json(report::make_view(made, model, topology)).at("environment");
+  };
+  EXPECT_EQ(environment(plan), nlohmann::ordered_json({"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
   // Without either, nothing.
   request.context_parallel = {1};
-  const Plan plain = make_plan("megatron", request);
-  report::PlanView plain_view = report::make_view(plain, model, topology, "model.json");
-  plain_view.plan_file = "plan.json";
-  EXPECT_TRUE(report::megatron_json(plain_view).at("environment").empty());
+  EXPECT_TRUE(environment(make_plan("megatron", request)).empty());
 }
 
 TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne) {

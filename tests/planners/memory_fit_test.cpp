@@ -30,9 +30,7 @@ model::Model described(int layers, int hidden, int heads, int vocab, int micro_b
   config.sequence_parallel = true;
   config.selective_recompute = true;
   config.degrees = {1, 2, 8};
-  auto [completed, problem] = model::complete_transformer_config(config);
-  EXPECT_EQ(problem, "");
-  return model::transformer_model(completed);
+  return described_model(config);
 }
 
 struct MegatronRun {

@@ -228,6 +228,33 @@ TEST(SettingsChoice, SppIsNeverSlowerThanTheMostPromisingMegatronConfigurationIn
   EXPECT_GT(tried, 0);
 }
 
+// `preset` as NVIDIA's H100 recipes run it: sequence parallelism, fused attention, GEMMs at most
+// the H100's measured fraction of its peak.
+model::TransformerConfig on_h100(const char* preset) {
+  model::TransformerConfig config = model::find_transformer_preset(preset)->config;
+  config.sequence_parallel = true;
+  config.flash_attention = true;
+  config.gpu = "H100-SXM";
+  config.matmul_ceiling = model::default_matmul_ceiling(config);
+  return config;
+}
+
+// One node of 8 H100 of 80 GiB on NVLink (369 GB/s, 5 us).
+topology::Topology dgx_h100_node() {
+  return uniform_topology(8, 369e9, 0.005, {}, 80.0 * (1 << 30));
+}
+
+// spp's `chosen` plan is the megatron planner's plan of `fixed` under `policy`: the same stages,
+// the same time, the same schedule. Returns the number of stages.
+std::size_t expect_megatrons_plan(const Plan& chosen, const Request& fixed,
+                                  schedule::Policy policy) {
+  const Plan megatron = make_plan("megatron", fixed, policy);
+  EXPECT_EQ(stages_text(chosen.stages), stages_text(megatron.stages));
+  EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms);
+  EXPECT_EQ(chosen.schedule_policy, schedule::policy_name(policy));
+  return megatron.stages.size();
+}
+
 // Issue 33 item 8: a 30-decoder model on 8 GPUs of 80 GiB, where 30 layers over 4 pipeline
 // positions do not divide but 30 + 2 over 4 x 8 chunks do: spp plans Megatron-LM's configuration
 // with balanced ends (t 2, p 4, V 8, the embedding and the loss counted as layers), which its own
@@ -241,9 +268,7 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationWithBalancedEnds) {
   config.vocab = 128000;
   config.flash_attention = true;
   config.sequence_parallel = true;
-  auto [completed, problem] = model::complete_transformer_config(config);
-  ASSERT_TRUE(problem.empty()) << problem;
-  const model::Model model = model::transformer_model(completed);
+  const model::Model model = described_model(config);
   const topology::Topology topology = uniform_topology(8, 246e9, 0.005, {}, 80.0 * (1 << 30));
   const Plan chosen = make_plan("spp", choosing(model, topology));
   Request balanced{model, topology, kMicroBatches};
@@ -251,10 +276,7 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationWithBalancedEnds) {
   balanced.pipeline_parallel = 4;
   balanced.virtual_stages = 8;
   balanced.account_for_embedding = balanced.account_for_loss = true;
-  const Plan megatron = make_plan("megatron", balanced, schedule::Policy::kInterleaved1F1B);
-  EXPECT_EQ(stages_text(chosen.stages), stages_text(megatron.stages));
-  EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms);
-  EXPECT_EQ(chosen.schedule_policy, "interleaved-1f1b");
+  expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B);
 }
 
 // Issue 33 item 8: GPT-3 13B's shape with 20 decoders on 8 H100, micro-batch size 2, 8
@@ -263,17 +285,11 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationWithBalancedEnds) {
 // that orders the seeds; without the fourth to eighth seeds spp keeps 4 stages at 305.7 ms, with
 // them it plans that configuration at 283.8 ms, as the megatron planner does.
 TEST(SettingsChoice, SppTriesTheMegatronVariantsOfTheFourthToEighthSeeds) {
-  model::TransformerConfig config = model::find_transformer_preset("gpt3-13b")->config;
+  model::TransformerConfig config = on_h100("gpt3-13b");
   config.layers = 20;
-  config.sequence_parallel = true;
-  config.flash_attention = true;
   config.micro_batch_size = 2;
-  config.gpu = "H100-SXM";
-  config.matmul_ceiling = model::default_matmul_ceiling(config);
-  auto [completed, problem] = model::complete_transformer_config(config);
-  ASSERT_TRUE(problem.empty()) << problem;
-  const model::Model model = model::transformer_model(completed);
-  const topology::Topology topology = uniform_topology(8, 369e9, 0.005, {}, 80.0 * (1 << 30));
+  const model::Model model = described_model(config);
+  const topology::Topology topology = dgx_h100_node();
   Request request = choosing(model, topology);
   request.micro_batches = 8;
   const Plan chosen = make_plan("spp", request);
@@ -284,28 +300,18 @@ TEST(SettingsChoice, SppTriesTheMegatronVariantsOfTheFourthToEighthSeeds) {
   balanced.virtual_stages = 11;
   balanced.account_for_embedding = balanced.account_for_loss = true;
   balanced.optimizer = chosen.optimizer;
-  const Plan megatron = make_plan("megatron", balanced, schedule::Policy::kInterleaved1F1B);
-  ASSERT_EQ(megatron.stages.size(), 22U);
-  EXPECT_EQ(stages_text(chosen.stages), stages_text(megatron.stages));
-  EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms);
-  EXPECT_EQ(chosen.schedule_policy, "interleaved-1f1b");
+  EXPECT_EQ(expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B), 22U);
 }
 
 // Issue 33 item 8: NVIDIA's Llama 3.1 8B recipe on 8 H100 (t 1, p 1, c 2, d 4: one stage over
 // every GPU). spp's own search keeps two stages (11.54 s); Megatron-LM's one-stage configuration,
 // tried last, is faster, and spp plans it, as the megatron planner does.
 TEST(SettingsChoice, SppPlansMegatronsOneStageConfiguration) {
-  model::TransformerConfig config = model::find_transformer_preset("llama3.1-8b")->config;
+  model::TransformerConfig config = on_h100("llama3.1-8b");
   config.sequence = 8192;
-  config.sequence_parallel = true;
-  config.flash_attention = true;
   config.dropout = false;
-  config.gpu = "H100-SXM";
-  config.matmul_ceiling = model::default_matmul_ceiling(config);
-  auto [completed, problem] = model::complete_transformer_config(config);
-  ASSERT_TRUE(problem.empty()) << problem;
-  const model::Model model = model::transformer_model(completed);
-  const topology::Topology topology = uniform_topology(8, 369e9, 0.005, {}, 80.0 * (1 << 30));
+  const model::Model model = described_model(config);
+  const topology::Topology topology = dgx_h100_node();
   Request request = choosing(model, topology);
   request.micro_batches = 128;
   request.context_parallel = {2};
@@ -316,10 +322,7 @@ TEST(SettingsChoice, SppPlansMegatronsOneStageConfiguration) {
   one.choose_settings = false;
   one.tensor_parallel = {1};
   one.pipeline_parallel = 1;
-  const Plan megatron = make_plan("megatron", one, schedule::Policy::kList);
-  ASSERT_EQ(megatron.stages.size(), 1U);
-  EXPECT_EQ(stages_text(chosen.stages), stages_text(megatron.stages));
-  EXPECT_DOUBLE_EQ(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms);
+  EXPECT_EQ(expect_megatrons_plan(chosen, one, schedule::Policy::kList), 1U);
 }
 
 // Issue 33 item 8 on every Megatron-LM configuration of a small cluster (more than the first

@@ -26,16 +26,13 @@ ordered_json deepspeed_of(hardware::DType dtype) {
   config.vocab = 32000;
   config.dtype = dtype;
   config.gpu = dtype == hardware::DType::kFp8 ? "H100-SXM" : "A100-80GB";
-  const model::Model model =
-      model::transformer_model(model::complete_transformer_config(config).first);
+  const model::Model model = testing::described_model(config);
   const topology::Topology topology = testing::uniform_topology(2, 50e9, 0.002);
   planners::Request request{model, topology, 8};
   request.tensor_parallel = {1};
   request.pipeline_parallel = 2;
   const Plan plan = planners::make_plan("megatron", request);
-  PlanView view = make_view(plan, model, topology, "model.json");
-  view.plan_file = "plan.json";
-  return deepspeed_json(view);
+  return deepspeed_json(make_view(plan, model, topology));
 }
 
 TEST(DeepSpeedPrecisionTest, TheConfigurationEnablesTheFormatTheEstimateAssumed) {

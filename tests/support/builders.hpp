@@ -1,16 +1,27 @@
 #pragma once
 // Small builders for models, topologies and plans in tests.
 
+#include <gtest/gtest.h>
+
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "pipeplan/model/model.hpp"
+#include "pipeplan/model/transformer.hpp"
 #include "pipeplan/plan.hpp"
 #include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::testing {
+
+/// The model `pipeplan model transformer` writes for `config`, completed first (a failure when
+/// the config is incomplete or inconsistent).
+inline model::Model described_model(const model::TransformerConfig& config) {
+  auto [completed, problem] = model::complete_transformer_config(config);
+  EXPECT_EQ(problem, "");
+  return model::transformer_model(completed);
+}
 
 /// A layer: forward ms, backward ms, activation bytes, parameter bytes, stash bytes.
 struct L {
