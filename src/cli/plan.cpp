@@ -131,7 +131,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (model.transformer) model = model::transformer_variant(model, planners::settings_of(plan));
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
-  const std::string text = report::plan_json_text(plan, model, topology);
+  std::string text = report::plan_json_text(plan, model, topology);
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
@@ -155,7 +155,7 @@ int run_plan(const PlanOptions& options, Context& context) {
     if (options.report) html = report::export_plan(view, report::ExportFormat::kHtml);
   }
   // All or nothing: the plan, the trace and the report are written together.
-  context.emit("-o", text);
+  context.emit("-o", std::move(text));  // not copied: a plan can be hundreds of MB
   if (options.trace) context.emit("--trace", std::move(trace));
   if (options.report) context.emit("--report", std::move(html));
   context.commit();

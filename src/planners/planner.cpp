@@ -448,6 +448,12 @@ bool uses_split_backward(const Request& request, schedule::Policy policy) {
 
 Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
                          schedule::Policy policy) {
+  const std::int64_t limit = plan_task_limit(planner);
+  return try_finish_plan(std::move(planner), partition, request, policy, limit);
+}
+
+Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
+                         schedule::Policy policy, std::int64_t task_limit) {
   simulate::check_stages(request.model, request.topology, partition.stages);
   // A partition the policy cannot run (Megatron-LM's micro-batch groups, a one-stage policy on
   // shared devices) is "no plan" for a search's candidate; finish_plan makes it a usage error.
@@ -455,8 +461,8 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
     return {std::nullopt, std::move(*refusal)};
   }
   const bool split = uses_split_backward(request, policy);
-  if (auto refusal = task_limit_refusal(partition.stages.size(), request.micro_batches, split,
-                                        plan_task_limit(planner))) {
+  if (auto refusal =
+          task_limit_refusal(partition.stages.size(), request.micro_batches, split, task_limit)) {
     return {std::nullopt, std::move(*refusal)};
   }
   if (auto refusal =

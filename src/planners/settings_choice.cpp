@@ -209,11 +209,49 @@ constexpr double kMegatronVariantExtraSteps = 2e7;
 // The scheduling steps the variants past the first seeds may still spend (nullopt: no limit).
 using StepsLeft = std::optional<double>;
 
-// One Megatron-LM configuration `fixed` planned under `policy`; it replaces `plan` where strictly
-// faster, and the plan's notes say so (`what`, then the time). Refusals, and schedules beyond
-// the steps left, are skipped. O(one plan).
+// The variants' state: the incumbent plan, and the configuration past spp's search limit whose
+// one-replica screen is the smallest, strictly below the incumbent when it was screened (planned
+// whole once, after every other variant: `try_beyond_search`).
+struct Variants {
+  struct Beyond {
+    double screen_ms = 0;
+    Partition shape;
+    schedule::Policy policy = schedule::Policy::kList;
+    std::string what;
+  };
+  Plan plan;
+  std::optional<Beyond> beyond;
+};
+
+// `made` replaces `tried.plan` where strictly faster, its notes saying so (`what`, then the
+// time). O(1) besides the notes.
+void adopt_if_faster(Finished made, const std::string& what, Variants& tried) {
+  Plan& plan = tried.plan;
+  if (!made.plan ||
+      !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+    return;
+  }
+  // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
+  // (GCC bug 105329), as in megatron_variants.
+  std::string note = what;
+  note += ": ";
+  note += io::format_ms(made.plan->timeline.iteration_ms);
+  made.plan->notes = std::move(plan.notes);
+  made.plan->notes.push_back(std::move(note));
+  made.plan->phase_ms = std::move(plan.phase_ms);
+  plan = std::move(*made.plan);
+}
+
+// One Megatron-LM configuration `fixed` planned under `policy`, adopted where strictly faster
+// (`adopt_if_faster`). Refusals, and schedules beyond the steps left, are skipped. Screened on one
+// replica first (`one_replica_ms`, a lower bound on identical replicas) where that is sound: under
+// a fixed policy, whose per-GPU order other replicas cannot change, a configuration whose screen
+// is not strictly faster than the incumbent is not planned (a list schedule is planned, as its
+// choices can differ with more replicas). A configuration past spp's search limit
+// (kMaxSearchTasks; NVIDIA's GPT-3 175B on 2,048 GPUs: 96 chunks x 4,096 micro-batches) is only
+// screened, and the best of them kept in `tried.beyond`. O(one plan).
 void try_megatron_variant(const Request& request, const Request& fixed, schedule::Policy policy,
-                          const std::string& what, Plan& plan, StepsLeft& steps_left) {
+                          const std::string& what, Variants& tried, StepsLeft& steps_left) {
   try {
     if (megatron_refusal(fixed)) return;
     const Partition shape = megatron_partition(fixed, policy);
@@ -222,20 +260,44 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
       if (steps > *steps_left) return;
       *steps_left -= steps;
     }
-    Finished made = try_finish_plan(plan.planner, shape, request, policy);
-    if (!made.plan ||
-        !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
-      return;
+    const double incumbent_ms = tried.plan.timeline.iteration_ms;
+    const std::int64_t search_limit = plan_task_limit(tried.plan.planner);
+    const bool beyond_search =
+        task_limit_refusal(shape.stages.size(), request.micro_batches,
+                           uses_split_backward(request, policy), search_limit)
+            .has_value();
+    if (beyond_search || policy != schedule::Policy::kList) {
+      const std::optional<double> screen = one_replica_ms(request, shape, policy);
+      if (beyond_search) {
+        if (screen && strictly_faster(*screen, incumbent_ms) &&
+            (!tried.beyond || strictly_faster(*screen, tried.beyond->screen_ms))) {
+          tried.beyond = Variants::Beyond{*screen, shape, policy, what};
+        }
+        return;
+      }
+      if (screen && !strictly_faster(*screen, incumbent_ms)) return;
     }
-    // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
-    // (GCC bug 105329), as in megatron_variants.
-    std::string note = what;
-    note += ": ";
-    note += io::format_ms(made.plan->timeline.iteration_ms);
-    made.plan->notes = std::move(plan.notes);
-    made.plan->notes.push_back(std::move(note));
-    made.plan->phase_ms = std::move(plan.phase_ms);
-    plan = std::move(*made.plan);
+    adopt_if_faster(try_finish_plan(tried.plan.planner, shape, request, policy, search_limit), what,
+                    tried);
+  } catch (const InfeasibleError&) {
+  } catch (const UsageError&) {
+  }
+}
+
+// The configuration past the search limit kept in `tried.beyond`, planned whole within the
+// megatron planner's kMaxPlanTasks where its screen is still strictly below the incumbent, and
+// adopted where strictly faster: at most one such plan (seconds at 16,384 GPUs), the one most
+// likely to pay. O(one plan of up to kMaxPlanTasks tasks).
+void try_beyond_search(const Request& request, Variants& tried) {
+  if (!tried.beyond ||
+      !strictly_faster(tried.beyond->screen_ms, tried.plan.timeline.iteration_ms)) {
+    return;
+  }
+  const Variants::Beyond beyond = *tried.beyond;
+  try {
+    adopt_if_faster(
+        try_finish_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks),
+        beyond.what, tried);
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
   }
@@ -283,7 +345,7 @@ std::vector<Request> megatron_variant_seeds(const Request& request,
 
 // The variants of `seeds` (interleaved, then with balanced ends; above) tried on `plan`. O(K V)
 // plans for K seeds.
-void try_megatron_variants(const Request& request, std::vector<Request> seeds, Plan& plan,
+void try_megatron_variants(const Request& request, std::vector<Request> seeds, Variants& tried,
                            StepsLeft& steps_left) {
   const int decoders = request.model.transformer->layers;
   for (Request& fixed : seeds) {
@@ -295,7 +357,7 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
       try_megatron_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
                            variant_label("Megatron-LM's interleaved configuration faster: ", fixed,
                                          V, schedule::Policy::kInterleaved1F1B),
-                           plan, steps_left);
+                           tried, steps_left);
     }
   }
   for (Request& fixed : seeds) {
@@ -312,7 +374,7 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
             variant_label("Megatron-LM's configuration with balanced ends faster: ", fixed, V,
                           each) +
                 ", embedding and loss as layers",
-            plan, steps_left);
+            tried, steps_left);
       }
     }
   }
@@ -323,7 +385,7 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, P
 // can keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
 // c = 2, as NVIDIA's recipe runs it). O(degrees) plans of one stage.
 void try_one_stage_megatron(const Request& request, const std::vector<Request>& configurations,
-                            Plan& plan, StepsLeft& steps_left) {
+                            Variants& tried, StepsLeft& steps_left) {
   for (const Request& fixed : configurations) {
     if (fixed.pipeline_parallel.value_or(1) != 1) continue;
     try {  // what cannot hold even one micro-batch is not planned (a plan of every GPU is slow)
@@ -335,7 +397,7 @@ void try_one_stage_megatron(const Request& request, const std::vector<Request>& 
     try_megatron_variant(request, fixed, schedule::Policy::kList,
                          variant_label("Megatron-LM's one-stage configuration faster: ", fixed, 1,
                                        schedule::Policy::kList),
-                         plan, steps_left);
+                         tried, steps_left);
   }
 }
 
@@ -348,10 +410,12 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   const auto split =
       seeds.begin() + static_cast<std::ptrdiff_t>(std::min(kMegatronVariantSeeds, seeds.size()));
   StepsLeft unlimited, budget = kMegatronVariantExtraSteps;
-  try_megatron_variants(request, {seeds.begin(), split}, plan, unlimited);
-  try_megatron_variants(request, {split, seeds.end()}, plan, budget);
-  try_one_stage_megatron(request, configurations, plan, budget);
-  return plan;
+  Variants tried{std::move(plan), std::nullopt};
+  try_megatron_variants(request, {seeds.begin(), split}, tried, unlimited);
+  try_megatron_variants(request, {split, seeds.end()}, tried, budget);
+  try_one_stage_megatron(request, configurations, tried, budget);
+  try_beyond_search(request, tried);
+  return std::move(tried.plan);
 }
 
 // Every plan's stages replayed under every other candidate's settings (a shape one search found
@@ -446,6 +510,29 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   record_flags(candidates[best_x], file_model, out);
   out.notes.insert(out.notes.end(), notes.begin(), notes.end());
   return out;
+}
+
+std::optional<double> one_replica_ms(const Request& request, const Partition& shape,
+                                     schedule::Policy policy) {
+  const int r = shape.stages.front().replicas();
+  if (r < 2 || request.micro_batches % r != 0) return std::nullopt;
+  model::Model model = request.model;
+  const double shard = model::sharded_factor(model) / r;
+  if (request.optimizer == Optimizer::kSharded) {
+    model.parameter_memory_factor -= model::sharded_factor(model) - shard;
+    model.sharded_memory_factor = shard;
+  }
+  for (model::Layer& layer : model.layers) {
+    layer.update_ms = 0;
+    if (layer.tensor_parallel) layer.tensor_parallel->update_ms.clear();
+  }
+  Partition one{shape.gpu_order, shape.stages};
+  for (Stage& stage : one.stages) stage.gpus = stage.group(0);
+  Request replica = with_inputs(request, model, request.topology);
+  replica.micro_batches = request.micro_batches / r;
+  const Finished made = try_finish_plan("spp", one, replica, policy);
+  if (!made.plan) return std::nullopt;
+  return made.plan->timeline.iteration_ms;
 }
 
 model::TransformerSettings settings_of(const Plan& plan) {

@@ -49,9 +49,9 @@ bool plan_uses_v3_fields(const Plan& plan) {
 
 namespace {
 
-// The plan's schedule arrays, element by element: one place for their layout, which both the
-// DOM (plan_to_json) and the text (plan_json_text) use. O(1) per element (an all-reduce: its
-// stage's GPUs).
+// The plan's schedule arrays, element by element: one place for their layout (each element's
+// members, in order), which both the DOM (plan_to_json) and the text (plan_json_text) use. O(1)
+// per element (an all-reduce: its stage's GPUs).
 class ScheduleEntries {
  public:
   ScheduleEntries(const Plan& plan, const topology::Topology& topology)
@@ -63,51 +63,61 @@ class ScheduleEntries {
     for (int g : gpus) out.emplace_back(id(g));
     return io::json_array(std::move(out));
   }
-  [[nodiscard]] ordered_json compute(const TimedCompute& e) const {
-    return {{"gpu", id(e.gpu)},       {"op", op_name(e.task.op)},
-            {"stage", e.task.stage},  {"micro_batch", e.task.micro_batch},
-            {"start_ms", e.start_ms}, {"end_ms", e.end_ms}};
+
+  // `member(key, value)` for every member of an element, in the plan's order.
+  template <class Member>
+  void members(const TimedCompute& e, Member&& member) const {
+    member("gpu", id(e.gpu));
+    member("op", op_name(e.task.op));
+    member("stage", e.task.stage);
+    member("micro_batch", e.task.micro_batch);
+    member("start_ms", e.start_ms);
+    member("end_ms", e.end_ms);
   }
-  [[nodiscard]] ordered_json transfer(const TimedTransfer& e) const {
-    return {{"from", id(e.from)},
-            {"to", id(e.to)},
-            {"kind", kind_name(e.task.kind)},
-            {"stage", e.task.stage},
-            {"micro_batch", e.task.micro_batch},
-            {"bytes", json_number(e.bytes)},
-            {"start_ms", e.start_ms},
-            {"end_ms", e.end_ms}};
+  template <class Member>
+  void members(const TimedTransfer& e, Member&& member) const {
+    member("from", id(e.from));
+    member("to", id(e.to));
+    member("kind", kind_name(e.task.kind));
+    member("stage", e.task.stage);
+    member("micro_batch", e.task.micro_batch);
+    member("bytes", json_number(e.bytes));
+    member("start_ms", e.start_ms);
+    member("end_ms", e.end_ms);
   }
-  [[nodiscard]] ordered_json allreduce(const TimedAllReduce& e) const {
-    return {{"stage", e.stage},
-            {"gpus", ids(plan_.stages[static_cast<std::size_t>(e.stage)].gpus)},
-            {"bytes", json_number(e.bytes)},
-            {"start_ms", e.start_ms},
-            {"end_ms", e.end_ms}};
+  template <class Member>
+  void members(const TimedAllReduce& e, Member&& member) const {
+    member("stage", e.stage);
+    member("gpus", ids(plan_.stages[static_cast<std::size_t>(e.stage)].gpus));
+    member("bytes", json_number(e.bytes));
+    member("start_ms", e.start_ms);
+    member("end_ms", e.end_ms);
   }
-  [[nodiscard]] ordered_json update(const TimedUpdate& e) const {
-    return {{"stage", e.stage}, {"gpu", id(e.gpu)}, {"start_ms", e.start_ms}, {"end_ms", e.end_ms}};
+  template <class Member>
+  void members(const TimedUpdate& e, Member&& member) const {
+    member("stage", e.stage);
+    member("gpu", id(e.gpu));
+    member("start_ms", e.start_ms);
+    member("end_ms", e.end_ms);
   }
 
-  // Calls `visit(name, entries)` for every schedule array in its order, `entries(each)` calling
-  // `each` on every element's JSON; `updates` only where there are update tasks.
+  // An element as a JSON object (the DOM's).
+  template <class Element>
+  [[nodiscard]] ordered_json object(const Element& e) const {
+    ordered_json out = ordered_json::object();
+    members(e, [&](const char* key, ordered_json value) { out[key] = std::move(value); });
+    return out;
+  }
+
+  // Calls `visit(name, elements)` for every schedule array in its order; `updates` only where
+  // there are update tasks.
   template <class Visit>
   void for_each_array(Visit&& visit) const {
     const Timeline& t = plan_.timeline;
-    visit("compute", [&](const auto& each) {
-      for (const TimedCompute& e : t.compute) each(compute(e));
-    });
-    visit("transfers", [&](const auto& each) {
-      for (const TimedTransfer& e : t.transfers) each(transfer(e));
-    });
-    visit("allreduces", [&](const auto& each) {
-      for (const TimedAllReduce& e : t.allreduces) each(allreduce(e));
-    });
-    if (!t.updates.empty()) {
-      visit("updates", [&](const auto& each) {
-        for (const TimedUpdate& e : t.updates) each(update(e));
-      });
-    }
+    visit("compute", t.compute);
+    visit("transfers", t.transfers);
+    visit("allreduces", t.allreduces);
+    if (!t.updates.empty()) visit("updates", t.updates);
   }
 
  private:
@@ -116,6 +126,17 @@ class ScheduleEntries {
   const Plan& plan_;
   const topology::Topology& topology_;
 };
+
+// `value` appended to `text` with every line after its first starting with `newline`. O(size).
+void append_indented(std::string& text, const std::string& value, const char* newline) {
+  std::size_t line = 0;
+  for (std::size_t end = value.find('\n'); end != std::string::npos; end = value.find('\n', line)) {
+    text.append(value, line, end - line);
+    text += newline;
+    line = end + 1;
+  }
+  text.append(value, line);
+}
 
 // Everything but the schedule's arrays, which `with_arrays` fills (else they are left empty
 // for plan_json_text to write).
@@ -198,7 +219,10 @@ ordered_json plan_document(const Plan& plan, const model::Model& model,
   out["schedule"] = ordered_json::object();
   entries.for_each_array([&](const char* name, const auto& elements) {
     std::vector<ordered_json> array;
-    if (with_arrays) elements([&](ordered_json entry) { array.push_back(std::move(entry)); });
+    if (with_arrays) {
+      array.reserve(elements.size());
+      for (const auto& e : elements) array.push_back(entries.object(e));
+    }
     out["schedule"][name] = io::json_array(std::move(array));
   });
   return out;
@@ -218,8 +242,15 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
   // a DOM of every task, whose building and destruction took most of a plan of 2^19 tasks.
   const std::string document = io::dump_json(plan_document(plan, model, topology, false));
   const ScheduleEntries entries(plan, topology);
+  // Reserved once, above the largest element's size (an all-reduce's GPU list aside): growing
+  // the text by doubling copied it many times (a third of the writing of a plan of 2^21 tasks);
+  // pages reserved and never written cost no memory.
+  constexpr std::size_t kElementBytes = 320;
+  const Timeline& timeline = plan.timeline;
   std::string text;
-  text.reserve(document.size());
+  text.reserve(document.size() +
+               kElementBytes *
+                   (timeline.compute.size() + timeline.transfers.size() + timeline.updates.size()));
   std::size_t copied = 0;  // of `document`
   const std::size_t schedule = document.find("\n  \"schedule\": {");
   entries.for_each_array([&](const char* name, const auto& elements) {
@@ -230,21 +261,25 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
     }
     text.append(document, copied, at - copied);
     copied = at + empty.size();
-    // Elements sit at depth 3 (6 spaces), each dumped alone and indented to there.
+    // Elements sit at depth 3 (6 spaces), their members at depth 4 (8 spaces), each member's
+    // value dumped alone (an all-reduce's GPU list on several lines) and indented to there: no
+    // object per element, which took most of the writing of a plan of 2^21 tasks.
     text += std::string("\"") + name + "\": [";
     bool first = true;
-    elements([&](const ordered_json& entry) {
-      text += first ? "\n      " : ",\n      ";
+    for (const auto& e : elements) {
+      text += first ? "\n      {" : ",\n      {";
       first = false;
-      const std::string element = io::dump_json(entry);  // ends with a newline
-      const std::size_t last = element.size() - 1;
-      for (std::size_t line = 0; line < last;) {
-        const std::size_t end = element.find('\n', line);
-        text.append(element, line, end - line);
-        if (end < last) text += "\n      ";
-        line = end + 1;
-      }
-    });
+      bool first_member = true;
+      entries.members(e, [&](const char* key, const ordered_json& value) {
+        text += first_member ? "\n        \"" : ",\n        \"";
+        first_member = false;
+        text += key;
+        text += "\": ";
+        append_indented(text, value.dump(2, ' ', false, ordered_json::error_handler_t::replace),
+                        "\n        ");
+      });
+      text += "\n      }";
+    }
     text += first ? "]" : "\n    ]";
   });
   text.append(document, copied);

@@ -17,6 +17,8 @@
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/simulate/check.hpp"
+#include "pipeplan/simulate/task_graph.hpp"
+#include "pipeplan/topology/topology.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -375,6 +377,99 @@ TEST(SettingsChoice, SppIsNeverSlowerThanAnyMegatronVariantOfASmallCluster) {
   EXPECT_GT(interleavable, 3);  // more than the first seeds
   EXPECT_GT(tried, 0);
   EXPECT_GT(balanced, 0);
+}
+
+// `count` DGX H100 nodes as `pipeplan topology cluster --type dgx-h100` writes them (identical
+// nodes, pair costs by node), their speeds relative to `model`'s profiled GPU.
+topology::Topology dgx_h100_cluster(int count, const model::Model& model) {
+  return topology::read_topology(
+      io::source_from_text("topo.json", R"({"nodes": [{"name": "node", "count": )" +
+                                            std::to_string(count) + R"(, "type": "dgx-h100"}]})"),
+      model.profile_device);
+}
+
+// The end of the last forward or backward of `plan` (its AllReduces and steps left out).
+double last_compute_end_ms(const Plan& plan) {
+  double end = 0;
+  for (const TimedCompute& task : plan.timeline.compute) end = std::max(end, task.end_ms);
+  return end;
+}
+
+// one_replica_ms on a cluster of identical nodes under the fixed policies: exactly where the
+// whole plan's last backward ends (replica 0's pipeline is every replica's), so strictly below
+// its iteration (the AllReduces and optimizer steps come after), for tensor, pipeline and
+// data-parallel degrees, V = 1 and 2, both optimizers and the embedding and loss as layers; and
+// nothing to screen with one replica.
+TEST(SettingsChoice, OneReplicaScreenEndsWhereTheWholePlansLastBackwardEnds) {
+  model::TransformerConfig config = on_h100("gpt3-13b");
+  config.layers = 8;
+  const model::Model model = described_model(config);
+  const topology::Topology topology = dgx_h100_cluster(4, model);
+  int checked = 0;
+  for (const int t : {1, 2}) {
+    for (const int p : {2, 4}) {
+      for (const int V : {1, 2}) {
+        for (const Optimizer optimizer : {Optimizer::kReplicated, Optimizer::kSharded}) {
+          Request fixed{model, topology, 32};
+          fixed.tensor_parallel = {t};
+          fixed.pipeline_parallel = p;
+          fixed.virtual_stages = V;
+          fixed.optimizer = optimizer;
+          fixed.account_for_embedding = fixed.account_for_loss = t == 2 && 10 % (p * V) == 0;
+          const schedule::Policy policy =
+              V == 1 ? schedule::Policy::kOneFOneB : schedule::Policy::kInterleaved1F1B;
+          const Plan whole = make_plan("megatron", fixed, policy);
+          const std::optional<double> screen =
+              one_replica_ms(fixed, Partition{whole.gpu_order, whole.stages}, policy);
+          ASSERT_TRUE(screen.has_value()) << "t" << t << " p" << p << " V" << V;
+          EXPECT_DOUBLE_EQ(*screen, last_compute_end_ms(whole))
+              << "t" << t << " p" << p << " V" << V;
+          EXPECT_LT(*screen, whole.timeline.iteration_ms);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 16);
+  Request alone{model, topology, 32};
+  alone.tensor_parallel = {8};
+  alone.pipeline_parallel = 4;
+  const Plan one = make_plan("megatron", alone, schedule::Policy::kOneFOneB);
+  EXPECT_EQ(one.stages.front().replicas(), 1);
+  EXPECT_FALSE(
+      one_replica_ms(alone, Partition{one.gpu_order, one.stages}, schedule::Policy::kOneFOneB)
+          .has_value());
+}
+
+// Issue 33 item 8, spp never slower than a configuration a published run could choose, past
+// its own search limit: GPT-3 13B's shape with 16 decoders on 32 DGX H100 nodes, 8,192
+// micro-batches of one sequence. Megatron-LM's configuration t 1, p 2, d 128, V 9 with the
+// embedding and the loss as layers (18 chunks: 573,440 tasks, past kMaxSearchTasks) is screened
+// on one replica, planned whole within kMaxPlanTasks, and kept: spp's plan is the megatron
+// planner's of it (4,954 ms, where spp kept t 1, p 2, V 8 at 4,985 ms before).
+TEST(SettingsChoice, SppPlansAMegatronConfigurationPastItsSearchLimit) {
+  model::TransformerConfig config = on_h100("gpt3-13b");
+  config.layers = 16;
+  config.flash_attention = false;
+  const model::Model model = described_model(config);
+  const topology::Topology topology = dgx_h100_cluster(32, model);
+  constexpr int kMany = 8192;
+  Request request = choosing(model, topology);
+  request.micro_batches = kMany;
+  request.optimizer = Optimizer::kSharded;
+  request.optimizer_fixed = true;
+  const Plan chosen = make_plan("spp", request);
+  Request balanced{model, topology, kMany};
+  balanced.tensor_parallel = {1};
+  balanced.pipeline_parallel = 2;
+  balanced.virtual_stages = 9;
+  balanced.account_for_embedding = balanced.account_for_loss = true;
+  balanced.optimizer = Optimizer::kSharded;
+  const std::size_t stages =
+      expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B);
+  EXPECT_EQ(stages, 18U);
+  EXPECT_GT(simulate::TaskGraph::chain_task_count(static_cast<std::int64_t>(stages), kMany, false),
+            kMaxSearchTasks);
 }
 
 }  // namespace

@@ -209,6 +209,11 @@ struct Finished {
 /// partitions; other failures (a malformed partition, a scheduler bug) still throw.
 Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
                          schedule::Policy policy);
+/// The same with the task limit given: spp's Megatron-LM configurations past `kMaxSearchTasks`
+/// that a one-replica screen found faster are planned within `kMaxPlanTasks`
+/// (settings_choice.cpp, `try_megatron_variant`).
+Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
+                         schedule::Policy policy, std::int64_t task_limit);
 
 /// Whether every stage has the same replica count and tensor-parallel degree (spec 8.4,
 /// `--uniform`: the plans every framework can run). O(S).

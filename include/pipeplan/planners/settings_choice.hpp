@@ -7,6 +7,7 @@
 /// fastest is kept, the request's own settings on ties.
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "pipeplan/model/transformer.hpp"
@@ -55,6 +56,16 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// must be safe to call from several threads at once (the planners share no mutable state).
 Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
                             const std::function<Plan(const Request&, schedule::Policy)>& plan_one);
+
+/// The end of the last backward of `shape` (a Megatron-LM configuration: r identical replicas)
+/// under `policy`, from replica 0's pipeline alone with its `M / r` micro-batches, each GPU's
+/// static bytes as on r replicas and no optimizer step. On a cluster of identical nodes and a
+/// fixed policy this is exactly where the whole plan's last backward ends (the replicas run the
+/// same pipeline until their AllReduces), so a lower bound of its iteration: spp screens
+/// Megatron-LM's configurations with it before planning them whole. nullopt for one replica, `r`
+/// not dividing `M`, or no plan of replica 0. O(one plan of S M / r tasks).
+std::optional<double> one_replica_ms(const Request& request, const Partition& shape,
+                                     schedule::Policy policy);
 
 /// The description's settings `plan` was made with, for model::transformer_variant: its
 /// micro-batch size and the flags it records. O(1).
