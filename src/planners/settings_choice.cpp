@@ -532,7 +532,11 @@ std::optional<double> one_replica_ms(const Request& request, const Partition& sh
   replica.micro_batches = request.micro_batches / r;
   const Finished made = try_finish_plan("spp", one, replica, policy);
   if (!made.plan) return std::nullopt;
-  return made.plan->timeline.iteration_ms;
+  // The last forward or backward: a replica of a context-parallel stage has an AllReduce of its
+  // own, over fewer ranks than the whole plan's.
+  double end = 0;
+  for (const TimedCompute& task : made.plan->timeline.compute) end = std::max(end, task.end_ms);
+  return end;
 }
 
 model::TransformerSettings settings_of(const Plan& plan) {

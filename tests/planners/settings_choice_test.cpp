@@ -431,6 +431,16 @@ TEST(SettingsChoice, OneReplicaScreenEndsWhereTheWholePlansLastBackwardEnds) {
     }
   }
   EXPECT_EQ(checked, 16);
+  Request context{model, topology, 32};  // c = 2: each replica has its own AllReduce
+  context.tensor_parallel = {2};
+  context.pipeline_parallel = 2;
+  context.context_parallel = {2};
+  const Plan split = make_plan("megatron", context, schedule::Policy::kOneFOneB);
+  EXPECT_EQ(split.stages.front().context_parallel, 2);
+  EXPECT_DOUBLE_EQ(
+      one_replica_ms(context, Partition{split.gpu_order, split.stages}, schedule::Policy::kOneFOneB)
+          .value(),
+      last_compute_end_ms(split));
   Request alone{model, topology, 32};
   alone.tensor_parallel = {8};
   alone.pipeline_parallel = 4;
