@@ -293,7 +293,7 @@ void try_beyond_search(const Request& request, Variants& tried) {
       !strictly_faster(tried.beyond->screen_ms, tried.plan.timeline.iteration_ms)) {
     return;
   }
-  const Variants::Beyond beyond = *tried.beyond;
+  const Variants::Beyond& beyond = *tried.beyond;  // adopting changes the plan, not this
   try {
     adopt_if_faster(
         try_finish_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks),
