@@ -1,0 +1,27 @@
+# One CTest test per GoogleTest suite (tests/CMakeLists.txt, PIPEPLAN_TESTS_PER_SUITE): run after
+# pipeplan_tests is built, it lists the binary's tests and writes CTEST_FILE, which CTest
+# includes. Under the sanitizers a process of the test binary takes about 0.6 s to start (its
+# instrumented globals), so the 1,100 tests run as about 115 processes instead of 1,100; a failing
+# test is still named in the suite's output.
+#   cmake -DTEST_EXECUTABLE=... -DWORKING_DIRECTORY=... -DCTEST_FILE=... -P gtest_suites.cmake
+execute_process(COMMAND "${TEST_EXECUTABLE}" --gtest_list_tests
+  WORKING_DIRECTORY "${WORKING_DIRECTORY}" TIMEOUT 120
+  RESULT_VARIABLE result OUTPUT_VARIABLE listing ERROR_VARIABLE errors)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "${TEST_EXECUTABLE} --gtest_list_tests failed (${result}): ${errors}")
+endif()
+
+# A suite is a line that does not start with a space: "Suite." or "Prefix/Suite." with an
+# optional "  # TypeParam = ..." comment; the indented lines below it are its tests.
+string(REPLACE ";" "\\;" listing "${listing}")
+string(REPLACE "\n" ";" lines "${listing}")
+set(content "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([^ #][^ ]*)\\.( .*)?$")
+    set(suite "${CMAKE_MATCH_1}")
+    string(APPEND content
+      "add_test([==[${suite}]==] [==[${TEST_EXECUTABLE}]==] [==[--gtest_filter=${suite}.*]==])\n"
+      "set_tests_properties([==[${suite}]==] PROPERTIES WORKING_DIRECTORY [==[${WORKING_DIRECTORY}]==])\n")
+  endif()
+endforeach()
+file(WRITE "${CTEST_FILE}" "${content}")
