@@ -10,6 +10,7 @@
 
 #include "../support/builders.hpp"
 #include "../support/enumerate.hpp"
+#include "../support/sanitized_share.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/search.hpp"
@@ -220,7 +221,7 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
   // micro-batch in flight per GPU, fit on the GPUs (the list schedule then never exceeds
   // memory); otherwise its message names how many GPUs that packing needs.
   std::mt19937 rng(4242);
-  int planned = 0, refused = 0;
+  int planned = 0, refused = 0, counts = 0;  // counts: micro-batch counts tried per trial
   for (int trial = 0; trial < 6; ++trial) {
     const int layers = 20 + static_cast<int>(rng() % 60);
     const int gpus = 4 + static_cast<int>(rng() % 12);
@@ -234,7 +235,10 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
             .has_value();
     SppSearch quick;  // the guarantee comes from the packing seed, not from the search budget
     quick.work = 0;
+    counts = 0;
     for (int M = 1; M <= 64; ++M) {
+      if (!runs_instance(M - 1, 4) && M != 64) continue;  // 17 of the 64 under the sanitizers
+      ++counts;
       SCOPED_TRACE("trial " + std::to_string(trial) + ", M " + std::to_string(M));
       const Request request{instance.model, instance.topology, M};
       // The default search on a few micro-batch counts, the zero-budget search on all of them.
@@ -258,7 +262,7 @@ TEST(SppMemoryTest, FindsAPlanWheneverGreedyPackingFits) {
       }
     }
   }
-  EXPECT_GT(planned, 3 * 64);
+  EXPECT_GT(planned, 3 * counts);  // more than three of the six trials fit
   EXPECT_GT(refused, 0);
 }
 

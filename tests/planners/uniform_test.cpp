@@ -9,6 +9,7 @@
 
 #include "../support/builders.hpp"
 #include "../support/builders_v2.hpp"
+#include "../support/sanitized_share.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -124,13 +125,15 @@ TEST(UniformTest, SppIsNeverSlowerThanMegatronConfigurationsUsingEveryGpu) {
 // 7-9% faster on three example pairs, docs/algorithms.md).
 TEST(UniformTest, SppIsNeverSlowerThanItsUniformSearch) {
   std::mt19937 rng(77);
-  int compared = 0;
+  int compared = 0, trials = 0;
   for (int trial = 0; trial < 30; ++trial) {
     const int L = 16 + static_cast<int>(rng() % 17);
     const int N = 6 + static_cast<int>(rng() % 5);
     const int M = 4 + static_cast<int>(rng() % 9);
     const model::Model model = random_model(rng, L, 4e6);
     const topology::Topology topology = random_topology(rng, N, 8e6, 80e6);
+    if (!runs_instance(trial, 3)) continue;  // a third under the sanitizers
+    ++trials;
     for (const schedule::Policy policy : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
       Request uniform{model, topology, M};
       uniform.uniform = true;
@@ -147,7 +150,7 @@ TEST(UniformTest, SppIsNeverSlowerThanItsUniformSearch) {
       ++compared;
     }
   }
-  EXPECT_GT(compared, 40);
+  EXPECT_GT(3 * compared, 2 * 2 * trials);  // two thirds of the comparisons (40 of 60 in dev)
 }
 
 // Uniform, and runnable by Megatron-LM, DeepSpeed and torch: every replica the same number of
