@@ -15,10 +15,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
@@ -190,16 +192,20 @@ class Engine {
              std::tie(o.ready_time, o.kind, o.micro_batch, o.stage);
     }
   };
+  // A channel in use: its pair of GPUs, its queue, and its order in the schedule (a stable
+  // pointer into the schedule's map, so that starting a transfer looks nothing up).
   struct ChannelState {
+    Channel channel;
     bool busy = false;
     std::set<Transfer> queue;
+    std::vector<TransferTask>* order = nullptr;
   };
   struct Event {
     double time;
     long sequence;
     bool is_compute;
-    int gpu;  // compute: its GPU
-    Channel channel;
+    int gpu;      // compute: its GPU
+    int channel;  // transfer: its index in channels_
     ComputeTask compute;
     TransferTask transfer;
     bool operator<(const Event& o) const {  // min-heap on (time, sequence)
@@ -418,19 +424,31 @@ class Engine {
     if (fixed_) ready_.erase(key(task));
     const double duration = group(g, task.stage).duration(task.op);
     result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
-    Event event{now + duration, sequence_++, true, g, {}, task, {}};
+    Event event{now + duration, sequence_++, true, g, kNone, task, {}};
     events_.push(event);
   }
 
-  void start_transfer(const Channel& channel, const Transfer& t, double now) {
-    ChannelState& state = channels_[channel];
+  // The index of `channel` in channels_, added on its first use. O(1) expected.
+  int channel_index(const Channel& channel) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(channel.first) << 32U) |
+                              static_cast<std::uint32_t>(channel.second);
+    const auto [it, added] = channel_index_.try_emplace(key, static_cast<int>(channels_.size()));
+    if (added) {
+      channels_.push_back(
+          ChannelState{channel, false, {}, &result_.schedule.channel_order[channel]});
+    }
+    return it->second;
+  }
+
+  void start_transfer(int c, const Transfer& t, double now) {
+    ChannelState& state = channels_[static_cast<std::size_t>(c)];
     state.busy = true;
     TransferTask task{t.kind == 1 ? TransferKind::kActivation : TransferKind::kGradient, t.stage,
                       t.micro_batch};
-    result_.schedule.channel_order[channel].push_back(task);
+    state.order->push_back(task);
     const double duration =
-        topology_.transfer_ms(channel.first, channel.second, transfer_bytes(t.stage));
-    Event event{now + duration, sequence_++, false, kNone, channel, {}, task};
+        topology_.transfer_ms(state.channel.first, state.channel.second, transfer_bytes(t.stage));
+    Event event{now + duration, sequence_++, false, kNone, c, {}, task};
     events_.push(event);
   }
 
@@ -506,17 +524,18 @@ class Engine {
       }
     }
     for (auto it = pending_.begin(); it != pending_.end(); it = pending_.erase(it)) {
-      ChannelState& state = channels_[*it];
+      ChannelState& state = channels_[static_cast<std::size_t>(it->second)];
       const Transfer t = *state.queue.begin();
       state.queue.erase(state.queue.begin());
-      start_transfer(*it, t, now);
+      start_transfer(it->second, t, now);
     }
   }
 
   void enqueue_transfer(const Channel& channel, TransferKind kind, int s, int m, double now) {
-    ChannelState& state = channels_[channel];
+    const int c = channel_index(channel);
+    ChannelState& state = channels_[static_cast<std::size_t>(c)];
     state.queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
-    if (!state.busy) pending_.insert(channel);
+    if (!state.busy) pending_.emplace(channel, c);
   }
 
   // A compute task ended on its group: it stops holding memory for the micro-batch once every
@@ -541,9 +560,9 @@ class Engine {
     ++completed_;
     result_.iteration_ms = std::max(result_.iteration_ms, now);
     if (!event.is_compute) {
-      ChannelState& channel = channels_[event.channel];
+      ChannelState& channel = channels_[static_cast<std::size_t>(event.channel)];
       channel.busy = false;
-      if (!channel.queue.empty()) pending_.insert(event.channel);
+      if (!channel.queue.empty()) pending_.emplace(channel.channel, event.channel);
       make_ready(graph_.compute_task(graph_.data_successor(graph_.id(event.transfer))));
       return;
     }
@@ -580,7 +599,8 @@ class Engine {
   std::vector<std::vector<int>> replica_;
   std::vector<std::vector<ComputeTask>> sequences_;
   std::set<long> ready_;
-  std::map<Channel, ChannelState> channels_;
+  std::vector<ChannelState> channels_;                    // in order of first use
+  std::unordered_map<std::uint64_t, int> channel_index_;  // (from, to) -> index in channels_
   std::vector<int> leaders_;  // the groups' leaders, ascending: the compute resources in use
   std::vector<std::vector<int>> stage_leaders_;  // per stage: Stage::leaders()
   // The fast replica choice (index_replicas): per stage whether it applies, its groups'
@@ -590,8 +610,9 @@ class Engine {
   std::vector<MinTree> outstanding_;
   std::vector<std::vector<std::pair<int, std::size_t>>> leaders_by_node_;
   std::vector<std::vector<std::pair<int, std::size_t>>> tree_slots_;
-  std::set<Channel> pending_;  // the channels that are idle and have a transfer queued
-  std::vector<int> touched_;   // leaders that became idle or got a ready task since a dispatch
+  // The channels that are idle and have a transfer queued (with their indexes), in channel order.
+  std::set<std::pair<Channel, int>> pending_;
+  std::vector<int> touched_;  // leaders that became idle or got a ready task since a dispatch
   bool first_dispatch_ = true;
   std::priority_queue<Event> events_;
   long sequence_ = 0;
