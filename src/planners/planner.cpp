@@ -452,8 +452,12 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
   return try_finish_plan(std::move(planner), partition, request, policy, limit);
 }
 
-Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
-                         schedule::Policy policy, std::int64_t task_limit) {
+namespace {
+
+// `try_finish_plan`'s work with the replay listing `listing`; the bounds only with the tasks
+// listed (a candidate's are computed when it is completed).
+Finished attempt_plan(std::string planner, const Partition& partition, const Request& request,
+                      schedule::Policy policy, std::int64_t task_limit, simulate::Listing listing) {
   simulate::check_stages(request.model, request.topology, partition.stages);
   // A partition the policy cannot run (Megatron-LM's micro-batch groups, a one-stage policy on
   // shared devices) is "no plan" for a search's candidate; finish_plan makes it a usage error.
@@ -481,7 +485,7 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
   plan.optimizer = request.optimizer;
   try {
     plan.timeline = simulate::replay(request.model, request.topology, plan.stages,
-                                     scheduled.scheduled->schedule, request.optimizer);
+                                     scheduled.scheduled->schedule, request.optimizer, listing);
   } catch (const simulate::ScheduleError& error) {
     throw InternalError(std::string("the ") + plan.schedule_policy +
                         " scheduler made an invalid schedule: " + error.what());
@@ -491,9 +495,43 @@ Finished try_finish_plan(std::string planner, const Partition& partition, const 
     return {std::nullopt, "the " + plan.schedule_policy + " schedule of the " + plan.planner +
                               " plan does not fit in memory: " + *violation};
   }
-  plan.bounds = simulate::compute_bounds(request.model, request.topology, plan.stages,
-                                         request.micro_batches, request.optimizer, split);
+  if (listing == simulate::Listing::kTasks) {
+    plan.bounds = simulate::compute_bounds(request.model, request.topology, plan.stages,
+                                           request.micro_batches, request.optimizer, split);
+  }
   return {std::move(plan), {}};
+}
+
+}  // namespace
+
+Finished try_finish_plan(std::string planner, const Partition& partition, const Request& request,
+                         schedule::Policy policy, std::int64_t task_limit) {
+  return attempt_plan(std::move(planner), partition, request, policy, task_limit,
+                      simulate::Listing::kTasks);
+}
+
+Candidate try_candidate_plan(std::string planner, const Partition& partition,
+                             const Request& request, schedule::Policy policy) {
+  const std::int64_t limit = plan_task_limit(planner);
+  return try_candidate_plan(std::move(planner), partition, request, policy, limit);
+}
+
+Candidate try_candidate_plan(std::string planner, const Partition& partition,
+                             const Request& request, schedule::Policy policy,
+                             std::int64_t task_limit) {
+  Finished made = attempt_plan(std::move(planner), partition, request, policy, task_limit,
+                               simulate::Listing::kTimesOnly);
+  return {std::move(made.plan), std::move(made.refusal)};
+}
+
+Plan complete_plan(Plan sketch, const Request& request) {
+  // The same schedule replayed again gives the same times, now with the tasks listed.
+  sketch.timeline = simulate::replay(request.model, request.topology, sketch.stages,
+                                     sketch.schedule, request.optimizer);
+  sketch.bounds = simulate::compute_bounds(request.model, request.topology, sketch.stages,
+                                           request.micro_batches, request.optimizer,
+                                           sketch.schedule.split_backward);
+  return sketch;
 }
 
 Plan finish_plan(std::string planner, const Partition& partition, const Request& request,

@@ -159,27 +159,30 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
   std::vector<std::string> tried;
   Request whole = request;  // the same, with whole backwards
   whole.split_backward = SplitBackward::kNever;
+  // The fastest candidate so far, strictly faster than `plan`, and the request it was made
+  // with (completed once, at the end).
+  std::optional<Plan> faster;
+  const Request* faster_request = nullptr;
   auto consider = [&](const std::vector<Stage>& stages, schedule::Policy candidate, int V,
                       bool split = true) {
     if (schedule::policy_refusal(candidate, stages, request.micro_batches)) return;
-    Finished finished = try_finish_plan(plan.planner, Partition{plan.gpu_order, stages},
-                                        split ? request : whole, candidate);
+    const Request& asked = split ? request : whole;
+    Candidate made =
+        try_candidate_plan(plan.planner, Partition{plan.gpu_order, stages}, asked, candidate);
     std::string label = std::string(schedule::policy_name(candidate));
     if (V > 1) label += " with " + std::to_string(V) + " stages per device";
     if (!split) label += " without a split backward";
-    if (!finished.plan) {
+    if (!made.sketch) {
       tried.push_back(label + ": does not fit");
       return;
     }
-    const double ms = finished.plan->timeline.iteration_ms;
+    const double ms = made.sketch->timeline.iteration_ms;
     tried.push_back(label + ": " + io::format_ms(ms));
     // Strictly faster: a tie within the execution model's tolerance keeps the earlier.
-    if (ms < plan.timeline.iteration_ms && !simulate::times_equal(ms, plan.timeline.iteration_ms)) {
-      finished.plan->notes = std::move(plan.notes);
-      finished.plan->warnings = std::move(plan.warnings);
-      finished.plan->phase_ms = std::move(plan.phase_ms);
-      finished.plan->micro_batch_size = plan.micro_batch_size;
-      plan = std::move(*finished.plan);
+    const double best = faster ? faster->timeline.iteration_ms : plan.timeline.iteration_ms;
+    if (ms < best && !simulate::times_equal(ms, best)) {
+      faster = std::move(made.sketch);
+      faster_request = &asked;
     }
   };
   const std::vector<Stage> chosen = plan.stages;
@@ -207,6 +210,14 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
         if (!variant.empty()) consider(variant, candidate, V);
       }
     }
+  }
+  if (faster) {
+    Plan kept = complete_plan(std::move(*faster), *faster_request);
+    kept.notes = std::move(plan.notes);
+    kept.warnings = std::move(plan.warnings);
+    kept.phase_ms = std::move(plan.phase_ms);
+    kept.micro_batch_size = plan.micro_batch_size;
+    plan = std::move(kept);
   }
   if (!tried.empty()) plan.notes.push_back("schedules tried: " + io::format_list(tried));
   return plan;

@@ -223,23 +223,26 @@ struct Variants {
   std::optional<Beyond> beyond;
 };
 
-// `made` replaces `tried.plan` where strictly faster, its notes saying so (`what`, then the
-// time). O(1) besides the notes.
-void adopt_if_faster(Finished made, const std::string& what, Variants& tried) {
+// The candidate `made` (of `request`) completed and replacing `tried.plan` where strictly
+// faster, its notes saying so (`what`, then the time). O(1) besides the notes and the
+// completion.
+void adopt_if_faster(Candidate made, const Request& request, const std::string& what,
+                     Variants& tried) {
   Plan& plan = tried.plan;
-  if (!made.plan ||
-      !strictly_faster(made.plan->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+  if (!made.sketch ||
+      !strictly_faster(made.sketch->timeline.iteration_ms, plan.timeline.iteration_ms)) {
     return;
   }
+  Plan adopted = complete_plan(std::move(*made.sketch), request);
   // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
   // (GCC bug 105329), as in megatron_variants.
   std::string note = what;
   note += ": ";
-  note += io::format_ms(made.plan->timeline.iteration_ms);
-  made.plan->notes = std::move(plan.notes);
-  made.plan->notes.push_back(std::move(note));
-  made.plan->phase_ms = std::move(plan.phase_ms);
-  plan = std::move(*made.plan);
+  note += io::format_ms(adopted.timeline.iteration_ms);
+  adopted.notes = std::move(plan.notes);
+  adopted.notes.push_back(std::move(note));
+  adopted.phase_ms = std::move(plan.phase_ms);
+  plan = std::move(adopted);
 }
 
 // One Megatron-LM configuration `fixed` planned under `policy`, adopted where strictly faster
@@ -277,8 +280,8 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
       }
       if (screen && !strictly_faster(*screen, incumbent_ms)) return;
     }
-    adopt_if_faster(try_finish_plan(tried.plan.planner, shape, request, policy, search_limit), what,
-                    tried);
+    adopt_if_faster(try_candidate_plan(tried.plan.planner, shape, request, policy, search_limit),
+                    request, what, tried);
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
   }
@@ -296,8 +299,8 @@ void try_beyond_search(const Request& request, Variants& tried) {
   const Variants::Beyond& beyond = *tried.beyond;  // adopting changes the plan, not this
   try {
     adopt_if_faster(
-        try_finish_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks),
-        beyond.what, tried);
+        try_candidate_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks),
+        request, beyond.what, tried);
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
   }
@@ -426,18 +429,18 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
 void cross_replay(std::deque<Asked>& asked, std::optional<Plan>& best, std::size_t& best_x,
                   std::vector<std::string>& notes) {
   const std::size_t K = asked.size();
-  auto replay = [&](std::size_t from, std::size_t to) -> Finished {
+  auto replay = [&](std::size_t from, std::size_t to) -> Candidate {
     const Plan& found = *asked[from].plan;
     const auto policy = schedule::parse_policy(found.schedule_policy);
     if (to == from || !policy) return {};
-    return try_finish_plan(found.planner, Partition{found.gpu_order, found.stages},
-                           asked[to].request, *policy);
+    return try_candidate_plan(found.planner, Partition{found.gpu_order, found.stages},
+                              asked[to].request, *policy);
   };
   std::vector<std::optional<double>> times(K * K);  // [from K + to]: the replay's iteration
   const auto failures = for_each_index(K * K, [&](std::size_t x) {
     if (!asked[x / K].plan) return;
-    const Finished made = replay(x / K, x % K);
-    if (made.plan) times[x] = made.plan->timeline.iteration_ms;
+    const Candidate made = replay(x / K, x % K);
+    if (made.sketch) times[x] = made.sketch->timeline.iteration_ms;
   });
   for (const std::exception_ptr& failure : failures) {
     if (failure) std::rethrow_exception(failure);
@@ -447,9 +450,9 @@ void cross_replay(std::deque<Asked>& asked, std::optional<Plan>& best, std::size
     const std::size_t from = x / K, to = x % K;
     notes.push_back(asked[to].label + io::format_ms(*times[x]) + " with the stages found under " +
                     asked[from].label.substr(10) + " (replayed)");
-    Finished made = replay(from, to);
+    Candidate made = replay(from, to);
     const std::vector<std::string> found_notes = asked[from].plan->notes;
-    best = std::move(made.plan);
+    best = complete_plan(std::move(*made.sketch), asked[to].request);
     best->notes = found_notes;
     best_x = to;
   }

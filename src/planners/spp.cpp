@@ -291,10 +291,11 @@ class SppRun {
         out.note = name + ": no placement fits (" + how + ")";
         return out;
       }
-      // The found shape's plan was made when it was replayed (a plan of 2^19 tasks takes about
-      // 0.4 s to schedule and replay); made again only if the search kept another of equal time.
+      // The found shape was scheduled when it was replayed (a plan of 2^19 tasks takes about
+      // 0.4 s to schedule and replay): its candidate is completed, unless the search kept
+      // another of equal time.
       out.plan = fastest && fastest->stages == found->stages
-                     ? std::move(fastest)
+                     ? complete_plan(std::move(*fastest), request_)
                      : finish_plan("spp", Partition{order, found->stages}, request_, policy_);
       out.note = name + ": " + how + ", replayed " +
                  io::format_ms(out.plan->timeline.iteration_ms) + ", " +
@@ -308,13 +309,13 @@ class SppRun {
 
  private:
   // Every shape is measured the same way: scheduled under the policy and replayed (nothing
-  // where it does not fit). The fastest plan made so far is kept in `fastest` (the first of
-  // equal ones), so that the shape the search returns need not be scheduled and replayed again.
+  // where it does not fit). The fastest candidate made so far is kept in `fastest` (the first
+  // of equal ones), so that the shape the search returns need not be scheduled again.
   partition::Evaluation replayed(const std::vector<int>& order, const std::vector<Stage>& stages,
                                  std::optional<Plan>& fastest) const {
     const double work = replay_work(request_, stages.size());
     std::optional<Plan> plan =
-        try_finish_plan("spp", Partition{order, stages}, request_, policy_).plan;
+        try_candidate_plan("spp", Partition{order, stages}, request_, policy_).sketch;
     if (!plan) return {std::nullopt, work};
     const double ms = plan->timeline.iteration_ms;
     if (!fastest || ms < fastest->timeline.iteration_ms) fastest = std::move(plan);

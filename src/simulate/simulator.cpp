@@ -329,9 +329,9 @@ int head_of(const Replay& r, int id) {
   throw ScheduleError(message, graph.transfer_task(waiting));
 }
 
-// Phase 4: the timeline's tasks, sorted by start, then GPU (channel), then resource order.
-// O(T log T).
-void build_timeline(const Replay& r, Timeline& timeline) {
+// Phase 4a: every GPU's stages and busy time, and the iteration's end so far (the last
+// task's). O(T + N).
+void gpu_usage(const Replay& r, Timeline& timeline) {
   const TaskGraph& graph = r.graph;
   const int N = r.topology.size();
   timeline.gpus.assign(static_cast<std::size_t>(N), GpuUsage{});
@@ -340,11 +340,8 @@ void build_timeline(const Replay& r, Timeline& timeline) {
       for (const int g : group.gpus) timeline.gpus[static_cast<std::size_t>(g)].stages.push_back(s);
     }
   }
-  timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));
   for (int id = 0; id < graph.compute_count(); ++id) {
     const auto i = r.slot(id);
-    timeline.compute.push_back(
-        TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
     timeline.gpus[static_cast<std::size_t>(r.where[i])].busy_ms += r.duration[i];
   }
   // Every GPU of a group runs its leader's tasks (spec 8.2).
@@ -355,6 +352,20 @@ void build_timeline(const Replay& r, Timeline& timeline) {
       timeline.gpus[static_cast<std::size_t>(g)].busy_ms =
           timeline.gpus[static_cast<std::size_t>(leader)].busy_ms;
     }
+  }
+  timeline.iteration_ms = 0;
+  for (const double e : r.end) timeline.iteration_ms = std::max(timeline.iteration_ms, e);
+}
+
+// Phase 4b: the timeline's tasks, sorted by start, then GPU (channel), then resource order.
+// O(T log T).
+void list_tasks(const Replay& r, Timeline& timeline) {
+  const TaskGraph& graph = r.graph;
+  timeline.compute.reserve(static_cast<std::size_t>(graph.compute_count()));
+  for (int id = 0; id < graph.compute_count(); ++id) {
+    const auto i = r.slot(id);
+    timeline.compute.push_back(
+        TimedCompute{r.where[i], graph.compute_task(id), r.start[i], r.end[i]});
   }
   std::sort(timeline.compute.begin(), timeline.compute.end(),
             [&](const TimedCompute& a, const TimedCompute& b) {
@@ -378,8 +389,6 @@ void build_timeline(const Replay& r, Timeline& timeline) {
               if (a.to != b.to) return a.to < b.to;
               return r.position[r.slot(graph.id(a.task))] < r.position[r.slot(graph.id(b.task))];
             });
-  timeline.iteration_ms = 0;
-  for (const double e : r.end) timeline.iteration_ms = std::max(timeline.iteration_ms, e);
 }
 
 // When task `id` (an AllReduce or update slot) may start: when the last of its predecessors in
@@ -680,7 +689,8 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
 }
 
 Timeline replay(const model::Model& model, const topology::Topology& topology,
-                const std::vector<Stage>& stages, const Schedule& schedule, Optimizer optimizer) {
+                const std::vector<Stage>& stages, const Schedule& schedule, Optimizer optimizer,
+                Listing listing) {
   const int S = static_cast<int>(stages.size());
   const int N = topology.size();
   reject_missing(schedule, S, N);
@@ -727,7 +737,8 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   index_transfer_orders(r);
   if (longest_paths(r) != static_cast<int>(T)) explain_deadlock(r);
   Timeline timeline;
-  build_timeline(r, timeline);
+  gpu_usage(r, timeline);
+  if (listing == Listing::kTasks) list_tasks(r, timeline);
   const std::vector<double> allreduce_end = add_allreduces(r, timeline);
   add_updates(r, allreduce_end, model::has_updates(model), timeline);
   peak_memory(r, timeline);

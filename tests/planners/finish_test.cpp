@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 #include "../support/builders.hpp"
+#include "../support/builders_v2.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/plan_json.hpp"
@@ -94,6 +96,66 @@ TEST(FinishPlanTest, WhereItFitsThePlanIsFinishPlansOwn) {
                 report::plan_json_text(plan, c.model, c.topology));
     }
   }
+}
+
+// A search's candidate (try_candidate_plan) refuses what try_finish_plan refuses, with the same
+// message, and where it fits has the same decisions, times and peaks without the task lists;
+// completed, it is the finished plan byte for byte. Seeded random models (half with split
+// backwards and update steps), topologies with tight memories, one to three stages of one to
+// two replicas, every policy that can run them.
+TEST(FinishPlanTest, ACandidateCompletedIsTheFinishedPlan) {
+  std::mt19937 rng(20261205);
+  int fitted = 0, refused = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int L = 2 + static_cast<int>(rng() % 4), N = 2 + static_cast<int>(rng() % 5);
+    model::Model model = random_v2_model(rng, L, 4e8, {1}, trial % 2 == 0);
+    if (trial % 2 == 0) {
+      for (model::Layer& layer : model.layers) layer.backward_weight_ms = layer.backward_ms / 3;
+    }
+    const topology::Topology topology = random_topology(rng, N, 1e9, 6e9);
+    const int S = 1 + static_cast<int>(rng() % static_cast<unsigned>(std::min({3, L, N})));
+    Partition partition;
+    for (int s = 0, gpu = 0; s < S; ++s) {
+      Stage stage;
+      stage.first_layer = s;
+      stage.last_layer = s + 1 == S ? L - 1 : s;  // the last stage takes the remaining layers
+      stage.gpus = {gpu++};
+      if (N - gpu > S - s - 1 && rng() % 2 == 0) stage.gpus.push_back(gpu++);
+      partition.stages.push_back(stage);
+    }
+    for (int g = 0; g < N; ++g) partition.gpu_order.push_back(g);
+    Request request{model, topology};
+    request.micro_batches = 1 + static_cast<int>(rng() % 8);
+    request.optimizer = trial % 3 == 0 ? Optimizer::kSharded : Optimizer::kReplicated;
+    for (const schedule::Policy policy : schedule::all_policies()) {
+      if (schedule::policy_refusal(policy, partition.stages, request.micro_batches)) continue;
+      const Finished finished = try_finish_plan("test", partition, request, policy);
+      const Candidate candidate = try_candidate_plan("test", partition, request, policy);
+      ASSERT_EQ(candidate.sketch.has_value(), finished.plan.has_value());
+      EXPECT_EQ(candidate.refusal, finished.refusal);
+      if (!finished.plan) {
+        ++refused;
+        continue;
+      }
+      ++fitted;
+      const Plan& sketch = *candidate.sketch;
+      EXPECT_EQ(sketch.timeline.iteration_ms, finished.plan->timeline.iteration_ms);
+      EXPECT_TRUE(sketch.timeline.compute.empty());
+      EXPECT_TRUE(sketch.timeline.transfers.empty());
+      ASSERT_EQ(sketch.timeline.gpus.size(), finished.plan->timeline.gpus.size());
+      for (std::size_t g = 0; g < sketch.timeline.gpus.size(); ++g) {
+        EXPECT_EQ(sketch.timeline.gpus[g].peak_memory_bytes,
+                  finished.plan->timeline.gpus[g].peak_memory_bytes);
+        EXPECT_EQ(sketch.timeline.gpus[g].busy_ms, finished.plan->timeline.gpus[g].busy_ms);
+      }
+      EXPECT_EQ(report::plan_json_text(complete_plan(*candidate.sketch, request), model, topology),
+                report::plan_json_text(*finished.plan, model, topology))
+          << "trial " << trial << " " << schedule::policy_name(policy);
+    }
+  }
+  // Both sides of the property were exercised.
+  EXPECT_GT(fitted, 40);
+  EXPECT_GT(refused, 5);
 }
 
 }  // namespace
