@@ -5,7 +5,9 @@
 #include "pipeplan/io/json.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 
@@ -349,6 +351,66 @@ std::string dump_json(const nlohmann::ordered_json& value, int indent) {
   return value.dump(indent, ' ', /*ensure_ascii=*/false,
                     nlohmann::ordered_json::error_handler_t::replace) +
          "\n";
+}
+
+namespace {
+
+// `dumped` (dump_json's text, ending with a newline) appended to `text` without that last
+// newline, every line after its first starting with `newline`. O(size).
+void append_indented(std::string& text, const std::string& dumped, const char* newline) {
+  const std::size_t last = dumped.size() - 1;
+  std::size_t line = 0;
+  for (std::size_t end = dumped.find('\n'); end < last; end = dumped.find('\n', line)) {
+    text.append(dumped, line, end - line);
+    text += newline;
+    line = end + 1;
+  }
+  text.append(dumped, line, last - line);
+}
+
+// Whether dump_json writes `text` between quotes as it is: printable ASCII without a quote or
+// a backslash (it escapes control characters, quotes and backslashes, and checks UTF-8 beyond
+// ASCII). O(size).
+bool verbatim(const std::string& text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; });
+}
+
+}  // namespace
+
+void append_json(std::string& text, const nlohmann::ordered_json& value, const char* newline) {
+  using Type = nlohmann::ordered_json::value_t;
+  switch (value.type()) {
+    case Type::number_integer:
+      text += std::to_string(value.get<std::int64_t>());
+      return;
+    case Type::number_unsigned:
+      text += std::to_string(value.get<std::uint64_t>());
+      return;
+    case Type::number_float: {
+      const double x = value.get<double>();
+      if (!std::isfinite(x)) break;  // null
+      // The serializer's own digits (serializer::dump_float: Grisu2 into a 64-byte buffer).
+      std::array<char, 64> digits{};
+      const char* end = nlohmann::detail::to_chars(digits.data(), digits.data() + digits.size(), x);
+      text.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
+      return;
+    }
+    case Type::string: {
+      const auto& string = value.get_ref<const std::string&>();
+      if (!verbatim(string)) break;
+      text += '"';
+      text += string;
+      text += '"';
+      return;
+    }
+    case Type::boolean:
+      text += value.get<bool>() ? "true" : "false";
+      return;
+    default:
+      break;
+  }
+  append_indented(text, dump_json(value), newline);
 }
 
 namespace {

@@ -127,19 +127,6 @@ class ScheduleEntries {
   const topology::Topology& topology_;
 };
 
-// `dumped` (io::dump_json's text, ending with a newline) appended to `text` without that last
-// newline, every line after its first starting with `newline`. O(size).
-void append_indented(std::string& text, const std::string& dumped, const char* newline) {
-  const std::size_t last = dumped.size() - 1;
-  std::size_t line = 0;
-  for (std::size_t end = dumped.find('\n'); end < last; end = dumped.find('\n', line)) {
-    text.append(dumped, line, end - line);
-    text += newline;
-    line = end + 1;
-  }
-  text.append(dumped, line, last - line);
-}
-
 // Everything but the schedule's arrays, which `with_arrays` fills (else they are left empty
 // for plan_json_text to write).
 ordered_json plan_document(const Plan& plan, const model::Model& model,
@@ -277,7 +264,7 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
         first_member = false;
         text += key;
         text += "\": ";
-        append_indented(text, io::dump_json(value), "\n        ");
+        io::append_json(text, value, "\n        ");
       });
       text += "\n      }";
     }

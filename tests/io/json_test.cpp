@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
 #include "pipeplan/error.hpp"
 
 namespace pipeplan::io {
@@ -74,6 +81,66 @@ TEST(JsonTest, IntegerReadingChecksIntegralValues) {
   EXPECT_THROW((void)elements[2].as_integer(1, 100), InputError);
   EXPECT_THROW((void)elements[3].as_integer(1, std::numeric_limits<std::int64_t>::max()),
                InputError);
+}
+
+// What append_json must write: dump_json's text without its last newline, its other newlines
+// followed by the indent.
+std::string indented_dump(const nlohmann::ordered_json& value, const std::string& newline) {
+  std::string dumped = dump_json(value);
+  dumped.pop_back();
+  std::string out;
+  for (const char c : dumped) {
+    if (c == '\n') {
+      out += newline;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string appended(const nlohmann::ordered_json& value) {
+  std::string text = "x";
+  append_json(text, value, "\n    ");
+  return text.substr(1);
+}
+
+// The direct writing of scalars is the serializer's, byte for byte: seeded doubles over every
+// magnitude (bit patterns, so subnormals, huge values and integers too), the special values,
+// integers at their limits, strings that need escaping or are not ASCII, and values it leaves
+// to the serializer (arrays and objects, indented).
+TEST(JsonTest, AppendJsonWritesWhatDumpJsonWrites) {
+  std::mt19937_64 rng(20261205);
+  std::vector<nlohmann::ordered_json> values;
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint64_t bits = rng();
+    double x = 0;
+    std::memcpy(&x, &bits, sizeof x);
+    values.emplace_back(x);  // NaN and infinities included: null
+    values.emplace_back(static_cast<double>(static_cast<std::int64_t>(bits % 100000)) / 1000);
+    values.emplace_back(json_number(static_cast<double>(bits % 1000000007)));
+  }
+  for (const double x :
+       {0.0, -0.0, 1.0, -1.0, 0.1, 1e300, -1e-300, 5e-324, 1e21, 1e22,
+        std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+        std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    values.emplace_back(x);
+  }
+  values.emplace_back(std::numeric_limits<std::int64_t>::min());
+  values.emplace_back(std::numeric_limits<std::int64_t>::max());
+  values.emplace_back(std::numeric_limits<std::uint64_t>::max());
+  for (const char* text : {"", "node0/gpu0", "a\"b", "back\\slash", "tab\there", "\x7f",
+                           "caf\xc3\xa9", "bad \xff utf-8", "\x01"}) {
+    values.emplace_back(text);
+  }
+  values.emplace_back(true);
+  values.emplace_back(false);
+  values.emplace_back(nullptr);
+  values.emplace_back(nlohmann::ordered_json::array({"g0", "g1"}));
+  values.emplace_back(nlohmann::ordered_json{{"a", 1.5}, {"b", nullptr}});
+  for (const nlohmann::ordered_json& value : values) {
+    ASSERT_EQ(appended(value), indented_dump(value, "\n    ")) << value.dump();
+  }
 }
 
 }  // namespace

@@ -58,6 +58,12 @@ nlohmann::ordered_json json_array(std::vector<nlohmann::ordered_json> values);
 /// newline, invalid UTF-8 replaced.
 std::string dump_json(const nlohmann::ordered_json& value, int indent = 2);
 
+/// `dump_json(value)` appended to `text` without its final newline, every line after the first
+/// starting with `newline` (a value inside a larger document): the same bytes, with integers,
+/// finite numbers, booleans and plain ASCII strings written directly, without a serializer.
+/// O(size).
+void append_json(std::string& text, const nlohmann::ordered_json& value, const char* newline);
+
 /// `text` in double quotes, non-printable bytes escaped, cut to about 40 bytes.
 std::string quote_for_message(std::string_view text);
 
