@@ -5,7 +5,7 @@
 // (Narayanan et al., ICML 2021) and DAPPLE (Fan et al., PPoPP 2021).
 //
 // Complexity: every task is started once and completes once; each start or completion costs
-// O(log T) (event heap, per-GPU ready sets, channel queues) plus the choice of a replica
+// O(log T) (event heap, per-GPU ready heaps, channel queues) plus the choice of a replica
 // (`replica_choice_steps`: O(r), or O(n log r) on a node-cost topology whose groups of the stage
 // work alike, n the groups on the sender's node), and each event's dispatch looks only at the
 // groups it touched, so O(T (log T + r) + G) for T = 4 S M tasks (planners::scheduling_steps
@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <queue>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -127,12 +127,15 @@ class Engine {
     }
     replica_.assign(static_cast<std::size_t>(S_),
                     std::vector<int>(static_cast<std::size_t>(M_), kNone));
+    unfinished_.assign(static_cast<std::size_t>(S_),
+                       std::vector<int>(static_cast<std::size_t>(M_), 0));
     index_replicas();
     result_.schedule.micro_batches = M_;
     result_.schedule.split_backward = split;
     result_.schedule.gpu_order.resize(static_cast<std::size_t>(topology.size()));
     if (fixed_) {
       sequences_ = fixed_orders(topology.size(), stages, M_, policy_, split);
+      ready_.assign(static_cast<std::size_t>(graph_.compute_count()), 0);
       for (int s = 0; s < S_; ++s) {
         const std::vector<int> gpus = stages[static_cast<std::size_t>(s)].leaders();
         for (int m = 0; m < M_; ++m) {
@@ -167,7 +170,11 @@ class Engine {
   }
 
  private:
-  using Ready = std::set<std::pair<int, int>>;  // (micro-batch, stage), lowest first
+  // A min-heap: the same order as a set (every element is pushed once), without a node
+  // allocated per element.
+  template <class T>
+  using MinHeap = std::priority_queue<T, std::vector<T>, std::greater<>>;
+  using Ready = MinHeap<std::pair<int, int>>;  // (micro-batch, stage), lowest first
   struct Gpu {
     int stage = kNone;        // the first stage of its device: where micro-batches enter it
     int group = 0;            // its replica index in its device's stages
@@ -179,16 +186,15 @@ class Engine {
     // Ready tasks (list policy): forwards of the entry stage (they need memory), forwards of
     // later stages of the device (already reserved), backwards (B or I), weight gradients.
     Ready ready_entry, ready_forward, ready_backward, ready_weight;
-    std::map<int, int> unfinished;  // per micro-batch in flight: its last backwards still due
-    std::size_t next = 0;           // position in the fixed sequence
+    std::size_t next = 0;  // position in the fixed sequence
   };
   struct Transfer {
     double ready_time;
     int kind;  // 0 gradient, 1 activation: gradients first at equal ready times
     int micro_batch;
     int stage;
-    bool operator<(const Transfer& o) const {
-      return std::tie(ready_time, kind, micro_batch, stage) <
+    bool operator>(const Transfer& o) const {
+      return std::tie(ready_time, kind, micro_batch, stage) >
              std::tie(o.ready_time, o.kind, o.micro_batch, o.stage);
     }
   };
@@ -197,7 +203,7 @@ class Engine {
   struct ChannelState {
     Channel channel;
     bool busy = false;
-    std::set<Transfer> queue;
+    MinHeap<Transfer> queue;
     std::vector<TransferTask>* order = nullptr;
   };
   struct Event {
@@ -267,6 +273,11 @@ class Engine {
   int& replica(int s, int m) {
     return replica_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)];
   }
+  // The last backwards of micro-batch m still due on the device whose first stage is s (0 when
+  // not in flight there).
+  int& unfinished(int s, int m) {
+    return unfinished_[static_cast<std::size_t>(s)][static_cast<std::size_t>(m)];
+  }
   Gpu& gpu(int g) { return gpus_[static_cast<std::size_t>(g)]; }
 
   // The group led by `g` as stage `s` runs it.
@@ -280,15 +291,15 @@ class Engine {
   void make_ready(const ComputeTask& task) {
     touched_.push_back(replica(task.stage, task.micro_batch));
     if (fixed_) {
-      ready_.insert(key(task));
+      ready_[static_cast<std::size_t>(key(task))] = 1;
       return;
     }
     Gpu& g = gpu(replica(task.stage, task.micro_batch));
     const std::pair<int, int> entry{task.micro_batch, task.stage};
     if (task.op == Op::kForward) {
-      (task.stage == g.stage ? g.ready_entry : g.ready_forward).insert(entry);
+      (task.stage == g.stage ? g.ready_entry : g.ready_forward).push(entry);
     } else {
-      (task.op == Op::kBackwardWeight ? g.ready_weight : g.ready_backward).insert(entry);
+      (task.op == Op::kBackwardWeight ? g.ready_weight : g.ready_backward).push(entry);
     }
   }
   [[nodiscard]] long key(const ComputeTask& task) const { return graph_.id(task); }
@@ -419,9 +430,9 @@ class Engine {
     state.busy = true;
     if (task.op == Op::kForward && task.stage == state.stage) {
       ++state.in_flight;  // the micro-batch enters the device
-      state.unfinished[task.micro_batch] = static_cast<int>(state.stages.size());
+      unfinished(state.stage, task.micro_batch) = static_cast<int>(state.stages.size());
     }
-    if (fixed_) ready_.erase(key(task));
+    if (fixed_) ready_[static_cast<std::size_t>(key(task))] = 0;
     const double duration = group(g, task.stage).duration(task.op);
     result_.schedule.gpu_order[static_cast<std::size_t>(g)].push_back(task);
     Event event{now + duration, sequence_++, true, g, kNone, task, {}};
@@ -454,8 +465,8 @@ class Engine {
 
   // Takes the first task of `ready` as an op on the group led by g.
   void start_first(int g, Ready& ready, Op op, double now) {
-    const auto [m, s] = *ready.begin();
-    ready.erase(ready.begin());
+    const auto [m, s] = ready.top();
+    ready.pop();
     start_compute(g, {op, s, m}, now);
   }
 
@@ -471,7 +482,7 @@ class Engine {
     const bool room = state.in_flight < state.max_in_flight;
     const bool entry =
         room && !state.ready_entry.empty() &&
-        (state.ready_forward.empty() || *state.ready_entry.begin() < *state.ready_forward.begin());
+        (state.ready_forward.empty() || state.ready_entry.top() < state.ready_forward.top());
     if (entry || !state.ready_forward.empty()) {
       start_first(g, entry ? state.ready_entry : state.ready_forward, Op::kForward, now);
       return;
@@ -490,7 +501,7 @@ class Engine {
     const auto& sequence = sequences_[static_cast<std::size_t>(g)];
     if (state.next >= sequence.size()) return;
     const ComputeTask& task = sequence[state.next];
-    if (!ready_.count(key(task))) return;
+    if (ready_[static_cast<std::size_t>(key(task))] == 0) return;
     ++state.next;
     start_compute(g, task, now);
   }
@@ -505,17 +516,16 @@ class Engine {
   // scan of every group. O(touched log touched + started x log channels); the first dispatch
   // looks at every group.
   void dispatch(double now) {
-    std::vector<int> candidates;
     if (first_dispatch_) {
-      candidates = leaders_;
+      candidates_ = leaders_;
       first_dispatch_ = false;
     } else {
       std::sort(touched_.begin(), touched_.end());
       touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
-      candidates.swap(touched_);
+      candidates_.swap(touched_);  // both keep their buffers
     }
     touched_.clear();
-    for (const int g : candidates) {
+    for (const int g : candidates_) {
       if (gpu(g).busy) continue;
       if (fixed_) {
         try_start_fixed(g, now);
@@ -523,19 +533,22 @@ class Engine {
         try_start_list(g, now);
       }
     }
-    for (auto it = pending_.begin(); it != pending_.end(); it = pending_.erase(it)) {
-      ChannelState& state = channels_[static_cast<std::size_t>(it->second)];
-      const Transfer t = *state.queue.begin();
-      state.queue.erase(state.queue.begin());
-      start_transfer(it->second, t, now);
+    std::sort(pending_.begin(), pending_.end());
+    pending_.erase(std::unique(pending_.begin(), pending_.end()), pending_.end());
+    for (const auto& [channel, c] : pending_) {
+      ChannelState& state = channels_[static_cast<std::size_t>(c)];
+      const Transfer t = state.queue.top();
+      state.queue.pop();
+      start_transfer(c, t, now);
     }
+    pending_.clear();
   }
 
   void enqueue_transfer(const Channel& channel, TransferKind kind, int s, int m, double now) {
     const int c = channel_index(channel);
     ChannelState& state = channels_[static_cast<std::size_t>(c)];
-    state.queue.insert(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
-    if (!state.busy) pending_.emplace(channel, c);
+    state.queue.push(Transfer{now, kind == TransferKind::kActivation ? 1 : 0, m, s});
+    if (!state.busy) pending_.emplace_back(channel, c);
   }
 
   // A compute task ended on its group: it stops holding memory for the micro-batch once every
@@ -546,11 +559,8 @@ class Engine {
       set_outstanding(g, state.outstanding_ms - work_ms(g, task.stage));
     }
     if (task.op != graph_.last_backward_op()) return;
-    const auto it = state.unfinished.find(task.micro_batch);
-    if (it != state.unfinished.end() && --it->second == 0) {
-      state.unfinished.erase(it);
-      --state.in_flight;
-    }
+    int& due = unfinished(state.stage, task.micro_batch);
+    if (due > 0 && --due == 0) --state.in_flight;
   }
 
   // What a finished task releases are its data successors in the task graph (spec 3, 9.3): a
@@ -562,7 +572,7 @@ class Engine {
     if (!event.is_compute) {
       ChannelState& channel = channels_[static_cast<std::size_t>(event.channel)];
       channel.busy = false;
-      if (!channel.queue.empty()) pending_.emplace(channel.channel, event.channel);
+      if (!channel.queue.empty()) pending_.emplace_back(channel.channel, event.channel);
       make_ready(graph_.compute_task(graph_.data_successor(graph_.id(event.transfer))));
       return;
     }
@@ -597,9 +607,10 @@ class Engine {
   std::vector<simulate::StageExecution> exec_;
   std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> replica_;
+  std::vector<std::vector<int>> unfinished_;  // per device's first stage and micro-batch
   std::vector<std::vector<ComputeTask>> sequences_;
-  std::set<long> ready_;
-  std::vector<ChannelState> channels_;                    // in order of first use
+  std::vector<char> ready_;             // fixed policies: per compute task id, whether it is ready
+  std::vector<ChannelState> channels_;  // in order of first use
   std::unordered_map<std::uint64_t, int> channel_index_;  // (from, to) -> index in channels_
   std::vector<int> leaders_;  // the groups' leaders, ascending: the compute resources in use
   std::vector<std::vector<int>> stage_leaders_;  // per stage: Stage::leaders()
@@ -610,9 +621,11 @@ class Engine {
   std::vector<MinTree> outstanding_;
   std::vector<std::vector<std::pair<int, std::size_t>>> leaders_by_node_;
   std::vector<std::vector<std::pair<int, std::size_t>>> tree_slots_;
-  // The channels that are idle and have a transfer queued (with their indexes), in channel order.
-  std::set<std::pair<Channel, int>> pending_;
-  std::vector<int> touched_;  // leaders that became idle or got a ready task since a dispatch
+  // The channels that are idle and have a transfer queued (with their indexes), taken in channel
+  // order at a dispatch (sorted there, repeats dropped).
+  std::vector<std::pair<Channel, int>> pending_;
+  std::vector<int> touched_;     // leaders that became idle or got a ready task since a dispatch
+  std::vector<int> candidates_;  // the groups a dispatch looks at (a buffer kept between them)
   bool first_dispatch_ = true;
   std::priority_queue<Event> events_;
   long sequence_ = 0;
