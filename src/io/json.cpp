@@ -378,39 +378,50 @@ bool verbatim(const std::string& text) {
 
 }  // namespace
 
+void append_json_integer(std::string& text, std::int64_t value) { text += std::to_string(value); }
+
+void append_json_number(std::string& text, double value) {
+  if (!std::isfinite(value)) {
+    text += "null";
+    return;
+  }
+  // The serializer's own digits (serializer::dump_float: Grisu2 into a 64-byte buffer).
+  std::array<char, 64> digits{};
+  const char* end = nlohmann::detail::to_chars(digits.data(), digits.data() + digits.size(), value);
+  text.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
+}
+
+void append_json_string(std::string& text, const std::string& value) {
+  if (!verbatim(value)) {
+    append_indented(text, dump_json(nlohmann::ordered_json(value)), "");
+    return;
+  }
+  text += '"';
+  text += value;
+  text += '"';
+}
+
 void append_json(std::string& text, const nlohmann::ordered_json& value, const char* newline) {
   using Type = nlohmann::ordered_json::value_t;
   switch (value.type()) {
     case Type::number_integer:
-      text += std::to_string(value.get<std::int64_t>());
+      append_json_integer(text, value.get<std::int64_t>());
       return;
     case Type::number_unsigned:
       text += std::to_string(value.get<std::uint64_t>());
       return;
-    case Type::number_float: {
-      const double x = value.get<double>();
-      if (!std::isfinite(x)) break;  // null
-      // The serializer's own digits (serializer::dump_float: Grisu2 into a 64-byte buffer).
-      std::array<char, 64> digits{};
-      const char* end = nlohmann::detail::to_chars(digits.data(), digits.data() + digits.size(), x);
-      text.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
+    case Type::number_float:
+      append_json_number(text, value.get<double>());
       return;
-    }
-    case Type::string: {
-      const auto& string = value.get_ref<const std::string&>();
-      if (!verbatim(string)) break;
-      text += '"';
-      text += string;
-      text += '"';
+    case Type::string:
+      append_json_string(text, value.get_ref<const std::string&>());
       return;
-    }
     case Type::boolean:
       text += value.get<bool>() ? "true" : "false";
       return;
     default:
-      break;
+      append_indented(text, dump_json(value), newline);
   }
-  append_indented(text, dump_json(value), newline);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 
 #include "pipeplan/error.hpp"
@@ -224,6 +225,28 @@ ordered_json plan_to_json(const Plan& plan, const model::Model& model,
   return plan_document(plan, model, topology, true);
 }
 
+namespace {
+
+// A schedule element's member value as the DOM's dump writes it, without making its JSON value
+// (most members are integers, times and GPU ids: millions of them at 16,384 GPUs). O(size).
+template <class Value>
+void append_member(std::string& text, const Value& value) {
+  if constexpr (std::is_same_v<Value, ordered_json>) {
+    io::append_json(text, value, "\n        ");  // member values nest at depth 4
+  } else if constexpr (std::is_integral_v<Value>) {
+    io::append_json_integer(text, value);
+  } else if constexpr (std::is_floating_point_v<Value>) {
+    io::append_json_number(text, value);
+  } else if constexpr (std::is_same_v<Value, std::string>) {
+    io::append_json_string(text, value);
+  } else {
+    static_assert(std::is_same_v<Value, const char*>, "a member is JSON, a number or a string");
+    io::append_json_string(text, std::string(value));
+  }
+}
+
+}  // namespace
+
 std::string plan_json_text(const Plan& plan, const model::Model& model,
                            const topology::Topology& topology) {
   // The document without the schedule's arrays, then each array written element by element
@@ -259,12 +282,12 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
       text += first ? "\n      {" : ",\n      {";
       first = false;
       bool first_member = true;
-      entries.members(e, [&](const char* key, const ordered_json& value) {
+      entries.members(e, [&](const char* key, const auto& value) {
         text += first_member ? "\n        \"" : ",\n        \"";
         first_member = false;
         text += key;
         text += "\": ";
-        io::append_json(text, value, "\n        ");
+        append_member(text, value);
       });
       text += "\n      }";
     }

@@ -105,7 +105,8 @@ std::string appended(const nlohmann::ordered_json& value) {
   return text.substr(1);
 }
 
-// The direct writing of scalars is the serializer's, byte for byte: seeded doubles over every
+// The direct writing of scalars (append_json, and the typed writers a plan's schedule uses) is
+// the serializer's, byte for byte: seeded doubles over every
 // magnitude (bit patterns, so subnormals, huge values and integers too), the special values,
 // integers at their limits, strings that need escaping or are not ASCII, and values it leaves
 // to the serializer (arrays and objects, indented).
@@ -139,7 +140,18 @@ TEST(JsonTest, AppendJsonWritesWhatDumpJsonWrites) {
   values.emplace_back(nlohmann::ordered_json::array({"g0", "g1"}));
   values.emplace_back(nlohmann::ordered_json{{"a", 1.5}, {"b", nullptr}});
   for (const nlohmann::ordered_json& value : values) {
-    ASSERT_EQ(appended(value), indented_dump(value, "\n    ")) << value.dump();
+    const std::string expected = indented_dump(value, "\n    ");
+    ASSERT_EQ(appended(value), expected) << value.dump();
+    // The typed writers, which skip the JSON value, write the same.
+    std::string typed;
+    if (value.is_number_float()) append_json_number(typed, value.get<double>());
+    if (value.is_number_integer() && !value.is_number_unsigned()) {
+      append_json_integer(typed, value.get<std::int64_t>());
+    }
+    if (value.is_string()) append_json_string(typed, value.get<std::string>());
+    if (!typed.empty()) {
+      ASSERT_EQ(typed, expected) << value.dump();
+    }
   }
 }
 

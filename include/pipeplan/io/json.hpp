@@ -63,6 +63,11 @@ std::string dump_json(const nlohmann::ordered_json& value, int indent = 2);
 /// finite numbers, booleans and plain ASCII strings written directly, without a serializer.
 /// O(size).
 void append_json(std::string& text, const nlohmann::ordered_json& value, const char* newline);
+/// `append_json` of an integer, a double (`null` when not finite) or a string, without making
+/// its JSON value: the same bytes.
+void append_json_integer(std::string& text, std::int64_t value);
+void append_json_number(std::string& text, double value);
+void append_json_string(std::string& text, const std::string& value);
 
 /// `text` in double quotes, non-printable bytes escaped, cut to about 40 bytes.
 std::string quote_for_message(std::string_view text);
