@@ -1,14 +1,20 @@
 // spp's schedule choice (spec 9.5): the chosen stages under every policy that can run them, and
-// under `--schedule auto` the same devices with several stages each. Every candidate is a whole
-// plan made by `try_finish_plan` (scheduled, replayed, checked against memory), so the choice is
-// by the execution model's own iteration time.
+// under `--schedule auto` the same devices with several stages each. Every candidate is
+// scheduled, replayed and checked against memory (`try_candidate_plan`, on parallel threads
+// where the caller is not on one already), so the choice is by the execution model's own
+// iteration time; the one kept is completed.
 
 #include "pipeplan/planners/schedule_choice.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <optional>
 
+#include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/planners/parallel.hpp"
 #include "pipeplan/schedule/fixed_orders.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
@@ -155,42 +161,31 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
   return std::move(*finished.plan);
 }
 
-Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy) {
-  std::vector<std::string> tried;
-  Request whole = request;  // the same, with whole backwards
-  whole.split_backward = SplitBackward::kNever;
-  // The fastest candidate so far, strictly faster than `plan`, and the request it was made
-  // with (completed once, at the end).
-  std::optional<Plan> faster;
-  const Request* faster_request = nullptr;
-  auto consider = [&](const std::vector<Stage>& stages, schedule::Policy candidate, int V,
-                      bool split = true) {
+namespace {
+
+// One schedule `fastest_schedule` tries: stages, the policy, their stages per device, and
+// whether the backward may split (the request's own choice) or stays whole.
+struct ScheduleOption {
+  std::vector<Stage> stages;
+  schedule::Policy policy;
+  int V;
+  bool split;
+};
+
+// The options of `fastest_schedule` in the order they are tried (ties keep the earlier): the
+// chosen stages with the other kind of backward, under every other policy, then (`--schedule
+// auto`) the devices with 2, 3 and 4 stages each. Each one the policy can run. O(K (L + S V)).
+std::vector<ScheduleOption> schedule_options(const Request& request, const Plan& plan,
+                                             schedule::Policy policy) {
+  std::vector<ScheduleOption> options;
+  auto add = [&](std::vector<Stage> stages, schedule::Policy candidate, int V, bool split = true) {
     if (schedule::policy_refusal(candidate, stages, request.micro_batches)) return;
-    const Request& asked = split ? request : whole;
-    Candidate made =
-        try_candidate_plan(plan.planner, Partition{plan.gpu_order, stages}, asked, candidate);
-    std::string label = std::string(schedule::policy_name(candidate));
-    if (V > 1) label += " with " + std::to_string(V) + " stages per device";
-    if (!split) label += " without a split backward";
-    if (!made.sketch) {
-      tried.push_back(label + ": does not fit");
-      return;
-    }
-    const double ms = made.sketch->timeline.iteration_ms;
-    tried.push_back(label + ": " + io::format_ms(ms));
-    // Strictly faster: a tie within the execution model's tolerance keeps the earlier.
-    const double best = faster ? faster->timeline.iteration_ms : plan.timeline.iteration_ms;
-    if (ms < best && !simulate::times_equal(ms, best)) {
-      faster = std::move(made.sketch);
-      faster_request = &asked;
-    }
+    options.push_back({std::move(stages), candidate, V, split});
   };
-  const std::vector<Stage> chosen = plan.stages;
+  const std::vector<Stage>& chosen = plan.stages;
   const bool own = policy == schedule::Policy::kList || request.schedule_auto;
   // A split backward is a choice too: the stages with the other kind of backward than `plan`'s.
-  if (uses_split_backward(request, policy)) {
-    consider(chosen, policy, 1, !plan.schedule.split_backward);
-  }
+  if (uses_split_backward(request, policy)) add(chosen, policy, 1, !plan.schedule.split_backward);
   if (own) {
     // On one stage per device interleaved-1f1b is 1f1b, and zb-h1 without a split is too.
     for (const schedule::Policy candidate : schedule::all_policies()) {
@@ -198,7 +193,7 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
           candidate == policy || candidate == schedule::Policy::kInterleaved1F1B ||
           (candidate == schedule::Policy::kZbH1 && !uses_split_backward(request, candidate)) ||
           (candidate == schedule::Policy::kLoopedBfs && !request.schedule_auto);
-      if (!same) consider(chosen, candidate, 1);
+      if (!same) add(chosen, candidate, 1);
     }
   }
   if (request.schedule_auto && virtual_stages(chosen) == 1) {
@@ -206,18 +201,92 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
       for (const schedule::Policy candidate : schedule::all_policies()) {
         if (schedule::policy_row(candidate).device_stages == schedule::DeviceStages::kOne) continue;
         if (candidate == schedule::Policy::kZbV && V != 2) continue;
-        const std::vector<Stage> variant = virtual_variant(request.model, chosen, V, candidate);
-        if (!variant.empty()) consider(variant, candidate, V);
+        std::vector<Stage> variant = virtual_variant(request.model, chosen, V, candidate);
+        if (!variant.empty()) add(std::move(variant), candidate, V);
       }
     }
   }
+  return options;
+}
+
+// Candidates farther than this above the fastest so far cannot be the fastest (the choice's
+// tolerance, times_equal, is 1e-9 relative): their plans are dropped as soon as one is seen.
+constexpr double kKeepMargin = 1e-6;
+
+// Every option's iteration time (nothing where it does not fit), made on parallel threads
+// (for_each_index); the candidates that can still be the fastest below `incumbent_ms` are kept
+// in `kept`, the others dropped as soon as a faster one is seen, so that at most a few plans
+// are held at once. O(K) candidates.
+std::vector<std::optional<double>> time_options(const Request& request, const Plan& plan,
+                                                const std::vector<ScheduleOption>& options,
+                                                std::vector<std::optional<Plan>>& kept) {
+  Request whole = request;  // the same, with whole backwards
+  whole.split_backward = SplitBackward::kNever;
+  const double incumbent_ms = plan.timeline.iteration_ms;
+  std::vector<std::optional<double>> times(options.size());
+  kept.assign(options.size(), std::nullopt);
+  std::mutex mutex;
+  double fastest = incumbent_ms;
+  auto may_win = [&](double ms) {
+    return ms < incumbent_ms && !simulate::times_equal(ms, incumbent_ms) &&
+           ms <= fastest * (1 + kKeepMargin);
+  };
+  const auto failures = for_each_index(options.size(), [&](std::size_t x) {
+    const ScheduleOption& option = options[x];
+    Candidate made = try_candidate_plan(plan.planner, Partition{plan.gpu_order, option.stages},
+                                        option.split ? request : whole, option.policy);
+    if (!made.sketch) return;
+    const double ms = made.sketch->timeline.iteration_ms;
+    const std::lock_guard<std::mutex> lock(mutex);
+    times[x] = ms;
+    fastest = std::min(fastest, ms);
+    if (may_win(ms)) kept[x] = std::move(made.sketch);
+    for (std::optional<Plan>& other : kept) {
+      if (other && !may_win(other->timeline.iteration_ms)) other.reset();
+    }
+  });
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+  return times;
+}
+
+}  // namespace
+
+Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy) {
+  const std::vector<ScheduleOption> options = schedule_options(request, plan, policy);
+  std::vector<std::optional<Plan>> kept;
+  const std::vector<std::optional<double>> times = time_options(request, plan, options, kept);
+  // The choice, as if the options were tried one after another: strictly faster only (a tie
+  // within the execution model's tolerance keeps the earlier).
+  std::vector<std::string> tried;
+  std::optional<std::size_t> faster;
+  double best = plan.timeline.iteration_ms;
+  for (std::size_t x = 0; x < options.size(); ++x) {
+    const ScheduleOption& option = options[x];
+    std::string label = std::string(schedule::policy_name(option.policy));
+    if (option.V > 1) label += " with " + std::to_string(option.V) + " stages per device";
+    if (!option.split) label += " without a split backward";
+    if (!times[x]) {
+      tried.push_back(label + ": does not fit");
+      continue;
+    }
+    tried.push_back(label + ": " + io::format_ms(*times[x]));
+    if (*times[x] < best && !simulate::times_equal(*times[x], best)) {
+      faster = x;
+      best = *times[x];
+    }
+  }
   if (faster) {
-    Plan kept = complete_plan(std::move(*faster), *faster_request);
-    kept.notes = std::move(plan.notes);
-    kept.warnings = std::move(plan.warnings);
-    kept.phase_ms = std::move(plan.phase_ms);
-    kept.micro_batch_size = plan.micro_batch_size;
-    plan = std::move(kept);
+    Request asked = request;
+    if (!options[*faster].split) asked.split_backward = SplitBackward::kNever;
+    if (!kept[*faster]) throw InternalError("the fastest schedule's plan was not kept");
+    Plan chosen = complete_plan(std::move(*kept[*faster]), asked);
+    chosen.notes = std::move(plan.notes);
+    chosen.warnings = std::move(plan.warnings);
+    chosen.phase_ms = std::move(plan.phase_ms);
+    chosen.micro_batch_size = plan.micro_batch_size;
+    plan = std::move(chosen);
   }
   if (!tried.empty()) plan.notes.push_back("schedules tried: " + io::format_list(tried));
   return plan;

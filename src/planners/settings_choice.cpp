@@ -7,54 +7,23 @@
 #include "pipeplan/planners/settings_choice.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <deque>
 #include <exception>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/parallel.hpp"
 #include "pipeplan/planners/schedule_choice.hpp"
 #include "pipeplan/schedule/policy.hpp"
 
 namespace pipeplan::planners {
 namespace {
-
-// Most threads `for_each_index` starts: each candidate's plan can hold a few hundred MB at 16,384
-// GPUs (docs/performance.md) and starts threads of its own (spp's orders).
-constexpr unsigned kMaxSettingsThreads = 4;
-
-// body(x) for every x below n, on up to kMaxSettingsThreads threads (the hardware's), each x
-// writing only its own results, so what the caller reads does not depend on the threads or
-// their interleaving. Returns each index's exception (null where none), for the caller to
-// rethrow in index order.
-template <class Body>
-std::vector<std::exception_ptr> for_each_index(std::size_t n, const Body& body) {
-  std::vector<std::exception_ptr> failures(n);
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t x = next++; x < n; x = next++) {
-      try {
-        body(x);
-      } catch (...) {
-        failures[x] = std::current_exception();
-      }
-    }
-  };
-  const std::size_t threads = std::min<std::size_t>(
-      {n, std::max(1U, std::thread::hardware_concurrency()), kMaxSettingsThreads});
-  std::vector<std::thread> workers;
-  for (std::size_t w = 1; w < threads; ++w) workers.emplace_back(work);
-  work();
-  for (std::thread& worker : workers) worker.join();
-  return failures;
-}
 
 // Spec 4's equality of times: `a` is strictly below `b` beyond 1e-9 relative plus 1e-9 ms.
 bool strictly_faster(double a, double b) { return a < b - 1e-9 * std::abs(b) - 1e-9; }
@@ -223,17 +192,10 @@ struct Variants {
   std::optional<Beyond> beyond;
 };
 
-// The candidate `made` (of `request`) completed and replacing `tried.plan` where strictly
-// faster, its notes saying so (`what`, then the time). O(1) besides the notes and the
-// completion.
-void adopt_if_faster(Candidate made, const Request& request, const std::string& what,
-                     Variants& tried) {
+// `adopted` replaces `tried.plan`, its notes saying so (`what`, then the time). O(1) besides
+// the notes.
+void adopt(Plan adopted, const std::string& what, Variants& tried) {
   Plan& plan = tried.plan;
-  if (!made.sketch ||
-      !strictly_faster(made.sketch->timeline.iteration_ms, plan.timeline.iteration_ms)) {
-    return;
-  }
-  Plan adopted = complete_plan(std::move(*made.sketch), request);
   // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
   // (GCC bug 105329), as in megatron_variants.
   std::string note = what;
@@ -243,6 +205,17 @@ void adopt_if_faster(Candidate made, const Request& request, const std::string& 
   adopted.notes.push_back(std::move(note));
   adopted.phase_ms = std::move(plan.phase_ms);
   plan = std::move(adopted);
+}
+
+// The candidate `made` (of `request`) completed and adopted where strictly faster. O(1) besides
+// the completion.
+void adopt_if_faster(Candidate made, const Request& request, const std::string& what,
+                     Variants& tried) {
+  if (!made.sketch ||
+      !strictly_faster(made.sketch->timeline.iteration_ms, tried.plan.timeline.iteration_ms)) {
+    return;
+  }
+  adopt(complete_plan(std::move(*made.sketch), request), what, tried);
 }
 
 // One Megatron-LM configuration `fixed` planned under `policy`, adopted where strictly faster
@@ -298,9 +271,13 @@ void try_beyond_search(const Request& request, Variants& tried) {
   }
   const Variants::Beyond& beyond = *tried.beyond;  // adopting changes the plan, not this
   try {
-    adopt_if_faster(
-        try_candidate_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks),
-        request, beyond.what, tried);
+    // Planned whole at once: its screen says it is likely kept.
+    Finished made =
+        try_finish_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks);
+    if (made.plan &&
+        strictly_faster(made.plan->timeline.iteration_ms, tried.plan.timeline.iteration_ms)) {
+      adopt(std::move(*made.plan), beyond.what, tried);
+    }
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
   }

@@ -15,6 +15,7 @@
 #include "../support/examples.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
+#include "pipeplan/planners/parallel.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/check.hpp"
@@ -205,6 +206,50 @@ TEST(ScheduleChoiceTest, AutoIsNeverSlowerThanAMegatronConfigurationUnderAnyPoli
     }
   }
   EXPECT_GT(compared, 20);
+}
+
+// The schedule choice tries its options on parallel threads at the top and on the calling
+// thread inside another parallel body (the settings search's): the same plan, byte for byte,
+// with the same notes, over Megatron-LM configurations under the list and 1F1B schedules, some
+// of which `--schedule auto` changes.
+TEST(ScheduleChoiceTest, TheChoiceIsTheSameOnOneThreadOrSeveral) {
+  const model::Model model =
+      model::read_model(load(source_dir() / "examples/models/llm/gpt3-13b-mb8.json"));
+  const topology::Topology topology = topology::read_topology(
+      load(source_dir() / "examples/topologies/llm/dgx-a100-40gb-2x8.json"), model.profile_device);
+  Request automatic{model, topology, static_cast<int>(*model.micro_batches)};
+  automatic.schedule_auto = true;
+  int changed = 0;
+  for (const int t : {1, 2, 4}) {
+    for (const int p : {2, 4}) {
+      for (const schedule::Policy policy : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
+        Request request = automatic;
+        request.schedule_auto = false;
+        request.tensor_parallel = {t};
+        request.pipeline_parallel = p;
+        Plan megatron;
+        try {
+          megatron = make_plan("megatron", request, policy);
+        } catch (const Error&) {  // a configuration that does not fit
+          continue;
+        }
+        const Plan parallel = fastest_schedule(automatic, megatron, policy);
+        std::optional<Plan> serial;
+        const auto failures = for_each_index(
+            1, [&](std::size_t) { serial = fastest_schedule(automatic, megatron, policy); });
+        ASSERT_FALSE(failures.front());
+        ASSERT_TRUE(serial);
+        const std::string text = report::plan_json_text(parallel, model, topology);
+        EXPECT_EQ(report::plan_json_text(*serial, model, topology), text);
+        EXPECT_EQ(serial->notes, parallel.notes);
+        if (text != report::plan_json_text(megatron, model, topology)) {
+          ++changed;
+          expect_checks(parallel, model, topology);
+        }
+      }
+    }
+  }
+  EXPECT_GT(changed, 2);
 }
 
 // More stages per device than the layers allow: "no plan" (exit 4) naming --virtual-stages.

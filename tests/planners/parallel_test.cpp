@@ -1,0 +1,68 @@
+// for_each_index: every index once, its own exception kept in index order, and a nested call
+// runs on the calling thread alone.
+
+#include "pipeplan/planners/parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pipeplan::planners {
+namespace {
+
+TEST(ParallelTest, EveryIndexOnceAndEachFailureAtItsIndex) {
+  constexpr std::size_t n = 200;
+  std::vector<int> ran(n, 0);
+  const auto failures = for_each_index(n, [&](std::size_t x) {
+    ran[x] += 1;
+    if (x % 7 == 3) throw std::runtime_error("index " + std::to_string(x));
+  });
+  ASSERT_EQ(failures.size(), n);
+  for (std::size_t x = 0; x < n; ++x) {
+    EXPECT_EQ(ran[x], 1) << x;
+    ASSERT_EQ(failures[x] != nullptr, x % 7 == 3) << x;
+    if (!failures[x]) continue;
+    try {
+      std::rethrow_exception(failures[x]);
+    } catch (const std::runtime_error& error) {
+      EXPECT_EQ(std::string(error.what()), "index " + std::to_string(x));
+    }
+  }
+  EXPECT_TRUE(for_each_index(0, [](std::size_t) { FAIL(); }).empty());
+}
+
+TEST(ParallelTest, ANestedCallRunsOnTheCallingThread) {
+  std::mutex mutex;
+  std::vector<bool> alone;
+  const auto failures = for_each_index(4, [&](std::size_t) {
+    const std::thread::id outer = std::this_thread::get_id();
+    std::set<std::thread::id> inner;
+    std::mutex inner_mutex;
+    (void)for_each_index(8, [&](std::size_t) {
+      const std::lock_guard<std::mutex> lock(inner_mutex);
+      inner.insert(std::this_thread::get_id());
+    });
+    const std::lock_guard<std::mutex> lock(mutex);
+    alone.push_back(inner.size() == 1 && *inner.begin() == outer);
+  });
+  for (const auto& failure : failures) EXPECT_FALSE(failure);
+  EXPECT_EQ(alone, std::vector<bool>(4, true));
+  // Outside any body again: a later call may use threads (the flag was restored).
+  std::set<std::thread::id> threads;
+  std::mutex threads_mutex;
+  (void)for_each_index(64, [&](std::size_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::lock_guard<std::mutex> lock(threads_mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(threads.size() > 1, std::thread::hardware_concurrency() > 1);
+}
+
+}  // namespace
+}  // namespace pipeplan::planners
