@@ -371,7 +371,7 @@ void append_indented(std::string& text, const std::string& dumped, const char* n
 // Whether dump_json writes `text` between quotes as it is: printable ASCII without a quote or
 // a backslash (it escapes control characters, quotes and backslashes, and checks UTF-8 beyond
 // ASCII). O(size).
-bool verbatim(const std::string& text) {
+bool verbatim(std::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; });
 }
@@ -391,9 +391,9 @@ void append_json_number(std::string& text, double value) {
   text.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
 }
 
-void append_json_string(std::string& text, const std::string& value) {
+void append_json_string(std::string& text, std::string_view value) {
   if (!verbatim(value)) {
-    append_indented(text, dump_json(nlohmann::ordered_json(value)), "");
+    append_indented(text, dump_json(nlohmann::ordered_json(std::string(value))), "");
     return;
   }
   text += '"';

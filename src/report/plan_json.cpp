@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 
@@ -233,15 +234,14 @@ template <class Value>
 void append_member(std::string& text, const Value& value) {
   if constexpr (std::is_same_v<Value, ordered_json>) {
     io::append_json(text, value, "\n        ");  // member values nest at depth 4
-  } else if constexpr (std::is_integral_v<Value>) {
-    io::append_json_integer(text, value);
+  } else if constexpr (std::is_integral_v<Value> && !std::is_same_v<Value, bool>) {
+    io::append_json_integer(text, value);  // a bool would print as 1: it takes the JSON path
   } else if constexpr (std::is_floating_point_v<Value>) {
     io::append_json_number(text, value);
-  } else if constexpr (std::is_same_v<Value, std::string>) {
-    io::append_json_string(text, value);
   } else {
-    static_assert(std::is_same_v<Value, const char*>, "a member is JSON, a number or a string");
-    io::append_json_string(text, std::string(value));
+    static_assert(std::is_convertible_v<Value, std::string_view>,
+                  "a member is JSON, an integer, a number or a string");
+    io::append_json_string(text, value);
   }
 }
 

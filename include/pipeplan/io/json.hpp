@@ -67,7 +67,7 @@ void append_json(std::string& text, const nlohmann::ordered_json& value, const c
 /// its JSON value: the same bytes.
 void append_json_integer(std::string& text, std::int64_t value);
 void append_json_number(std::string& text, double value);
-void append_json_string(std::string& text, const std::string& value);
+void append_json_string(std::string& text, std::string_view value);
 
 /// `text` in double quotes, non-printable bytes escaped, cut to about 40 bytes.
 std::string quote_for_message(std::string_view text);
