@@ -191,8 +191,9 @@ class Table:
 
 def composition(plan_json):
     """Where the estimate's time goes on the plan's first GPU, in ms: its forwards and
-    backwards (compute), the tensor-parallel all-reduces and context-parallel ring steps
-    inside them (the rest of its busy time) and its stages' data-parallel all-reduces (which
+    backwards (compute), the tensor-parallel all-reduces, context-parallel ring steps and
+    fully sharded gathers inside them (the rest of its busy time) and its stages'
+    data-parallel all-reduces (none when fully sharded; they
     may overlap other chunks' compute under interleaving). A replica of a stage is its
     tensor-parallel group times the plan's context-parallel degree (spec 10)."""
     gpu = plan_json["gpus"][0]
@@ -336,7 +337,8 @@ def write(output, data, tables, source_keys, notes, cp_available):
         if table.parts:
             lines += ["", "What each estimate holds on the plan's first GPU (seconds): its"
                       " compute (forwards and backwards), its tensor-parallel all-reduces and"
-                      " exposed context-parallel ring steps (in series with that compute in the"
+                      " exposed context-parallel ring steps and fully sharded all-gathers and"
+                      " reduce-scatters (in series with that compute in the"
                       " model: the rest of its busy time) and its data-parallel"
                       " all-reduces (after each chunk's last backward); the last column is"
                       " the measured time over the modelled compute:", "",

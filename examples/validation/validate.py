@@ -195,7 +195,9 @@ def escape(text):
 def batch_options(run):
     """The options every plan of a run takes: its global batch and optimizer sharding."""
     options = ["--global-batch", str(run["global_batch"])]
-    if run.get("shard_optimizer"):
+    if run.get("optimizer"):
+        options += ["--optimizer", run["optimizer"]]
+    elif run.get("shard_optimizer"):
         options.append("--shard-optimizer")
     return options
 
@@ -238,7 +240,8 @@ def plan_both(binary, work, run, system, topo, options, script="validate.py", wi
 def settings(plan_json):
     """`, sharded, SP on, selective on`: the settings spp chose (a sharded optimizer, and the
     description's flags the plan records where they differ from the model file's)."""
-    text = ", sharded" if plan_json.get("optimizer") == "sharded" else ""
+    optimizer = plan_json.get("optimizer", "replicated")
+    text = "" if optimizer == "replicated" else ", " + optimizer
     for key, name in (("sequence_parallel", "SP"), ("selective_recompute", "selective")):
         if key in plan_json:
             text += ", %s %s" % (name, "on" if plan_json[key] else "off")

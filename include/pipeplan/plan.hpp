@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,9 +59,9 @@ struct Stage {
         gpus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * size);
     return {first, first + static_cast<std::ptrdiff_t>(size)};
   }
-  /// Whether the stage has a gradient AllReduce: more than one replica, or a context-parallel
-  /// group (whose ranks reduce their gradients together, spec 10.3).
-  [[nodiscard]] bool reduces_gradients() const { return replicas() > 1 || context_parallel > 1; }
+  /// Data-parallel and context-parallel ranks that hold a copy of the stage's weights: `r c`
+  /// (a sharded optimizer's shards, spec 8.3 and 10.3).
+  [[nodiscard]] int shards() const { return replicas() * std::max(context_parallel, 1); }
   /// Whether the stage uses a field of spec 8.2 (then the plan is written as v2).
   [[nodiscard]] bool uses_v2_fields() const { return tensor_parallel != 1 || recompute; }
   friend bool operator==(const Stage&, const Stage&) = default;
@@ -81,9 +82,39 @@ struct Stage {
   return most;
 }
 
-/// Where the optimizer state lives (spec 8.2): whole on every replica, or divided among a
-/// stage's replicas (ZeRO-1 style).
-enum class Optimizer : std::uint8_t { kReplicated, kSharded };
+/// Where the optimizer state lives (spec 8.2): whole on every replica, divided among a stage's
+/// replicas (ZeRO-1 style), or, with the weights and gradients too, fully sharded (ZeRO-3, torch
+/// FSDP2; docs/decisions.md "A fully sharded data-parallel stage").
+enum class Optimizer : std::uint8_t { kReplicated, kSharded, kFullySharded };
+
+/// plan.json's `optimizer`: `replicated`, `sharded` or `fully-sharded`.
+[[nodiscard]] inline const char* optimizer_name(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kSharded:
+      return "sharded";
+    case Optimizer::kFullySharded:
+      return "fully-sharded";
+    case Optimizer::kReplicated:
+      break;
+  }
+  return "replicated";
+}
+
+/// The optimizer `optimizer_name` calls `name`; empty for any other text.
+[[nodiscard]] inline std::optional<Optimizer> parse_optimizer(std::string_view name) {
+  for (const Optimizer o :
+       {Optimizer::kReplicated, Optimizer::kSharded, Optimizer::kFullySharded}) {
+    if (name == optimizer_name(o)) return o;
+  }
+  return std::nullopt;
+}
+
+/// Whether a stage has a gradient AllReduce at the end of the iteration (spec 3, 8.3, 10.3): more
+/// than one replica, or a context-parallel group, unless its data parallelism is fully sharded
+/// (its gradients are reduce-scattered with each backward instead).
+[[nodiscard]] inline bool reduces_gradients(const Stage& stage, Optimizer optimizer) {
+  return optimizer != Optimizer::kFullySharded && stage.shards() > 1;
+}
 
 /// What a compute task computes: the forward, the whole backward, or (spec 9.2, a split
 /// backward) the backward's input-gradient half `I` or its weight-gradient half `W`. A plan

@@ -419,8 +419,9 @@ def summary(result: Json) -> str:
 def check_runnable(plan: Any, path: str) -> None:
     """run executes v1 plans (spec sections 1-7) and v2 plans with update tasks (spec 8.3): a
     stage with a tensor-parallel degree above 1 or with recomputation (spec 8.2), update tasks
-    with a sharded optimizer, the v3 plans of spec 9.2 (a split backward, stages that share
-    GPUs) and context parallelism (spec 10.2) are refused with one line naming the field."""
+    with a sharded optimizer, a fully sharded plan, the v3 plans of spec 9.2 (a split backward,
+    stages that share GPUs) and context parallelism (spec 10.2) are refused with one line naming
+    the field."""
     if not isinstance(plan, dict):
         return
     if plan.get("split_backward", False) is not False:
@@ -448,6 +449,10 @@ def check_runnable(plan: Any, path: str) -> None:
         if stage.get("recompute", False) is not False:
             raise InputError(f"{path}: /stages/{i}/recompute: run executes plans without "
                              f"recomputation, and stage {i} recomputes its forward")
+    if plan.get("optimizer") == "fully-sharded":
+        raise InputError(f"{path}: /optimizer: run all-reduces each stage's gradients at the end "
+                         f"of the iteration, and the plan is fully sharded (each layer's weights "
+                         f"gathered and its gradients reduce-scattered as it computes)")
     schedule = plan.get("schedule")
     updates = schedule.get("updates") if isinstance(schedule, dict) else None
     if plan.get("optimizer", "replicated") != "replicated" and updates:

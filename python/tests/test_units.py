@@ -318,6 +318,16 @@ class CommandLineTest(unittest.TestCase):
         run.check_runnable(dict(plan, schedule={}), "p.json")
         run.check_runnable(dict(plan, optimizer="replicated"), "p.json")
 
+    def test_fully_sharded_plans_are_refused(self):
+        plan = {"optimizer": "fully-sharded", "stages": [{"tensor_parallel": 1}], "schedule": {}}
+        with self.assertRaises(common.InputError) as caught:
+            run.check_runnable(plan, "p.json")
+        self.assertEqual(str(caught.exception),
+                         "p.json: /optimizer: run all-reduces each stage's gradients at the end "
+                         "of the iteration, and the plan is fully sharded (each layer's weights "
+                         "gathered and its gradients reduce-scattered as it computes)")
+        self.assertEqual(caught.exception.code, 3)
+
 
 class OrderCheckTest(unittest.TestCase):
     """Issue 34: an order that would fail once running is refused before any rank starts."""

@@ -62,9 +62,11 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                        "stage's replicas); the same as --optimizer sharded");
   command
       .add_option("--optimizer", options.optimizer,
-                  "replicated, sharded (ZeRO-1, Megatron-LM's distributed optimizer), or auto "
-                  "(spp's default for models with spec 8 fields: the faster; others: replicated)")
-      ->check(CLI::IsMember({"replicated", "sharded", "auto"}))
+                  "replicated, sharded (ZeRO-1, Megatron-LM's distributed optimizer), "
+                  "fully-sharded (ZeRO-3, torch FSDP2: weights, gradients and optimizer state "
+                  "divided among a stage's replicas), or auto (spp's default for models with "
+                  "spec 8 fields: the faster of replicated and sharded; others: replicated)")
+      ->check(CLI::IsMember({"replicated", "sharded", "fully-sharded", "auto"}))
       ->excludes(shard);
   command
       .add_option("--sequence-parallel", options.sequence_parallel,
@@ -144,9 +146,10 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
       {"--selective-recompute", options.selective_recompute}};
   for (const auto& [option, value] : choosable) {
     if (value != "auto") continue;
-    throw UsageError(std::string(option) + " auto: only the spp planner chooses it; the " +
-                     std::string(planner) + " planner takes " +
-                     (option == "--optimizer" ? "replicated or sharded" : "on or off"));
+    throw UsageError(
+        std::string(option) + " auto: only the spp planner chooses it; the " +
+        std::string(planner) + " planner takes " +
+        (option == "--optimizer" ? "replicated, sharded or fully-sharded" : "on or off"));
   }
 }
 
@@ -172,8 +175,9 @@ void apply_planning_options(const PlanningOptions& options, planners::Request& r
                         : *options.recompute == "always" ? planners::Recompute::kAlways
                                                          : planners::Recompute::kAuto;
   }
-  if (options.shard_optimizer || options.optimizer == "sharded") {
-    request.optimizer = Optimizer::kSharded;
+  if (options.shard_optimizer) request.optimizer = Optimizer::kSharded;
+  if (options.optimizer && *options.optimizer != "auto") {
+    request.optimizer = *parse_optimizer(*options.optimizer);
   }
   request.optimizer_fixed =
       options.shard_optimizer || (options.optimizer && *options.optimizer != "auto");

@@ -498,6 +498,16 @@ double sharded_factor(const Model& model) {
   return model.sharded_memory_factor.value_or(std::max(0.0, model.parameter_memory_factor - 2));
 }
 
+FactorSplit factor_split(const Model& model) {
+  const double phi = model.parameter_memory_factor;
+  const double unsharded = phi - sharded_factor(model);
+  FactorSplit split;
+  split.weights = std::min(1.0, unsharded);
+  split.gradients = unsharded - split.weights;
+  split.optimizer = phi - unsharded;
+  return split;
+}
+
 bool has_updates(const Model& model) {
   return std::any_of(model.layers.begin(), model.layers.end(),
                      [](const Layer& layer) { return largest(layer, update_ms_at) > 0; });
@@ -593,7 +603,9 @@ StageCost stage_cost(const Model& model, int first, int last, int t) {
     const Layer& layer = model.layers[static_cast<std::size_t>(l)];
     cost.forward_ms += forward_ms_at(layer, t);
     cost.backward_ms += backward_ms_at(layer, t);
-    cost.parameter_bytes += parameter_bytes_at(layer, t);
+    const double parameters = parameter_bytes_at(layer, t);
+    cost.parameter_bytes += parameters;
+    cost.max_parameter_bytes = std::max(cost.max_parameter_bytes, parameters);
     const double stash = stash_bytes_at(layer, t);
     cost.stash_bytes += stash;
     cost.max_stash_bytes = std::max(cost.max_stash_bytes, stash);

@@ -48,8 +48,41 @@ struct DegreeColumns {
   std::vector<double> forward_allreduce_bytes, backward_allreduce_bytes;  // count x bytes
   std::vector<double> forward_allreduces, backward_allreduces;            // counts
   std::vector<int> listing;  // layers with tensor_parallel that list t
-  // stash_max[k][l]: the largest per-GPU stash of layers l..l+2^k-1 (a sparse table).
-  std::vector<std::vector<double>> stash_max;
+  // stash_max[k][l]: the largest per-GPU stash of layers l..l+2^k-1 (a sparse table); likewise
+  // parameter_max for the parameters (full sharding's gathered copies).
+  std::vector<std::vector<double>> stash_max, parameter_max;
+};
+
+// The sparse table of `values` for O(1) range maxima: row k holds the maxima of 2^k
+// consecutive values. O(n log n).
+std::vector<std::vector<double>> range_max_table(std::vector<double> values) {
+  const std::size_t n = values.size();
+  std::vector<std::vector<double>> table{std::move(values)};
+  for (std::size_t width = 1; 2 * width <= n; width *= 2) {
+    const std::vector<double>& previous = table.back();
+    std::vector<double> next(n - 2 * width + 1);
+    for (std::size_t l = 0; l < next.size(); ++l)
+      next[l] = std::max(previous[l], previous[l + width]);
+    table.push_back(std::move(next));
+  }
+  return table;
+}
+
+// The largest of values [i, j) of a `range_max_table`, O(1).
+double range_max(const std::vector<std::vector<double>>& table, int i, int j) {
+  const auto width = static_cast<std::size_t>(j - i);
+  std::size_t k = 0;
+  while ((std::size_t{2} << k) <= width) ++k;
+  const auto& row = table[k];
+  return std::max(row[static_cast<std::size_t>(i)],
+                  row[static_cast<std::size_t>(j) - (std::size_t{1} << k)]);
+}
+
+// Which range-maximum tables to build (each O(L log L) per degree instead of O(L)): the stashes
+// for recomputation, the parameters for full sharding.
+struct MaxTables {
+  bool stash = false;
+  bool parameters = false;
 };
 
 // Everything the DP sums over layer ranges, per candidate degree.
@@ -61,7 +94,7 @@ struct Sums {
   std::vector<DegreeColumns> degrees;
 };
 
-DegreeColumns degree_columns(const model::Model& model, int t, bool with_stash_max) {
+DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables) {
   const std::size_t n = model.layers.size();
   DegreeColumns c;
   c.t = t;
@@ -71,7 +104,7 @@ DegreeColumns degree_columns(const model::Model& model, int t, bool with_stash_m
     column->assign(n + 1, 0);
   }
   c.listing.assign(n + 1, 0);
-  std::vector<double> stash(n, 0);
+  std::vector<double> stash(n, 0), parameters(n, 0);
   for (std::size_t l = 0; l < n; ++l) {
     const model::Layer& layer = model.layers[l];
     const bool lists =
@@ -82,7 +115,8 @@ DegreeColumns degree_columns(const model::Model& model, int t, bool with_stash_m
     const int at = (t == 1 || lists || !layer.tensor_parallel) ? t : 1;
     c.forward[l + 1] = c.forward[l] + model::forward_ms_at(layer, at);
     c.backward[l + 1] = c.backward[l] + model::backward_ms_at(layer, at);
-    c.parameters[l + 1] = c.parameters[l] + model::parameter_bytes_at(layer, at);
+    parameters[l] = model::parameter_bytes_at(layer, at);
+    c.parameters[l + 1] = c.parameters[l] + parameters[l];
     stash[l] = model::stash_bytes_at(layer, at);
     c.stash[l + 1] = c.stash[l] + stash[l];
     c.update[l + 1] = c.update[l] + model::update_ms_at(layer, at);
@@ -95,21 +129,12 @@ DegreeColumns degree_columns(const model::Model& model, int t, bool with_stash_m
     c.backward_allreduce_bytes[l + 1] =
         c.backward_allreduce_bytes[l] + backward_count * model::allreduce_bytes(layer);
   }
-  if (!with_stash_max) return c;
-  c.stash_max.push_back(stash);
-  for (std::size_t width = 1; 2 * width <= n; width *= 2) {
-    const std::vector<double>& previous = c.stash_max.back();
-    std::vector<double> next(n - 2 * width + 1);
-    for (std::size_t l = 0; l < next.size(); ++l)
-      next[l] = std::max(previous[l], previous[l + width]);
-    c.stash_max.push_back(std::move(next));
-  }
+  if (tables.stash) c.stash_max = range_max_table(std::move(stash));
+  if (tables.parameters) c.parameter_max = range_max_table(std::move(parameters));
   return c;
 }
 
-// `with_stash_max`: build the range-maximum tables of the stashes (only recomputation needs them:
-// O(L log L) per degree instead of O(L)).
-Sums make_sums(const model::Model& model, const std::vector<int>& degrees, bool with_stash_max) {
+Sums make_sums(const model::Model& model, const std::vector<int>& degrees, MaxTables tables) {
   const std::size_t n = model.layers.size();
   Sums sums;
   sums.with_split.assign(n + 1, 0);
@@ -132,18 +157,8 @@ Sums make_sums(const model::Model& model, const std::vector<int>& degrees, bool 
     sums.least_time[l + 1] = sums.least_time[l] + time;
     sums.least_work[l + 1] = sums.least_work[l] + work;
   }
-  for (const int t : degrees) sums.degrees.push_back(degree_columns(model, t, with_stash_max));
+  for (const int t : degrees) sums.degrees.push_back(degree_columns(model, t, tables));
   return sums;
-}
-
-// The largest per-GPU stash of layers [i, j) at one degree, O(1).
-double stash_max(const DegreeColumns& c, int i, int j) {
-  const auto width = static_cast<std::size_t>(j - i);
-  std::size_t k = 0;
-  while ((std::size_t{2} << k) <= width) ++k;
-  const auto& row = c.stash_max[k];
-  return std::max(row[static_cast<std::size_t>(i)],
-                  row[static_cast<std::size_t>(j) - (std::size_t{1} << k)]);
 }
 
 // Whether layers [i, j) may run at the degree of `c` (model::stage_allows_degree, O(1)).
@@ -161,7 +176,8 @@ struct StageSums {
   double forward = 0, backward = 0, parameters = 0, stash = 0, update = 0;
   double forward_allreduce_bytes = 0, backward_allreduce_bytes = 0;
   double forward_allreduces = 0, backward_allreduces = 0;
-  double inputs = 0, largest_stash = 0;
+  double inputs = 0, largest_stash = 0, largest_parameters = 0;
+  int layers = 0;
 };
 
 StageSums stage_sums(const Sums& sums, const DegreeColumns& c, int i, int j) {
@@ -177,7 +193,9 @@ StageSums stage_sums(const Sums& sums, const DegreeColumns& c, int i, int j) {
   x.forward_allreduces = c.forward_allreduces[b] - c.forward_allreduces[a];
   x.backward_allreduces = c.backward_allreduces[b] - c.backward_allreduces[a];
   x.inputs = sums.inputs[b] - sums.inputs[a];
-  if (!c.stash_max.empty()) x.largest_stash = stash_max(c, i, j);
+  if (!c.stash_max.empty()) x.largest_stash = range_max(c.stash_max, i, j);
+  if (!c.parameter_max.empty()) x.largest_parameters = range_max(c.parameter_max, i, j);
+  x.layers = j - i;
   return x;
 }
 
@@ -326,27 +344,44 @@ struct Terms {
   double backward = 0;       // B on the fastest group
 };
 
-// How the optimizer's state is held (spec 8.3).
+// How the optimizer's state is held (spec 8.3; full sharding: docs/decisions.md).
 struct MemoryRule {
   double factor = 4;          // phi
   double sharded_factor = 2;  // phi_sh
   bool sharded = false;
   double reserve = 0;  // the framework reserve (Model::reserve_bytes), once per GPU
+  bool fully = false;  // everything sharded, and each layer's weights gathered
+  double working = 3;  // fully: the working copies per byte of the largest layer
 };
 
 MemoryRule memory_rule(const model::Model& model, Optimizer optimizer) {
-  return {model.parameter_memory_factor, model::sharded_factor(model),
-          optimizer == Optimizer::kSharded, model.reserve_bytes};
+  const model::FactorSplit split = model::factor_split(model);
+  return {model.parameter_memory_factor,         model::sharded_factor(model),
+          optimizer == Optimizer::kSharded,      model.reserve_bytes,
+          optimizer == Optimizer::kFullySharded, 2 * split.weights + split.gradients};
+}
+
+// A stage's static bytes per GPU over `r` replicas, as simulate::execution counts them.
+double static_bytes_of(const StageSums& x, const MemoryRule& rule, double r) {
+  if (rule.sharded)
+    return x.parameters * (rule.factor - rule.sharded_factor + rule.sharded_factor / r);
+  if (rule.fully && r > 1)
+    return rule.factor * x.parameters / r + rule.working * x.largest_parameters;
+  return rule.factor * x.parameters;
+}
+
+// Full sharding: one all-gather of the stage's weights over a data-parallel ring of `r` GPUs, one
+// latency per layer (simulate::execution gathers layer by layer). 0 otherwise.
+double gather_ms(const StageSums& x, const MemoryRule& rule, double r, const Ring& ring) {
+  if (!rule.fully || r < 2) return 0;
+  return (r - 1) / r * x.parameters / ring.bandwidth * 1e3 + x.layers * (r - 1) * ring.latency_ms;
 }
 
 // Whether the stage fits, and with how many micro-batches in flight; sets `fits` and
 // `memory_rounds` of `t`.
 void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
                   const MemoryRule& rule, const ScheduleModel& schedule) {
-  const double r = run.groups_count;
-  const double static_bytes =
-      rule.sharded ? x.parameters * (rule.factor - rule.sharded_factor + rule.sharded_factor / r)
-                   : rule.factor * x.parameters;
+  const double static_bytes = static_bytes_of(x, rule, run.groups_count);
   const double transient = recompute ? x.largest_stash : 0;
   const double stash = recompute ? x.inputs : x.stash;
   const long per_replica = run.most_micro_batches;
@@ -360,14 +395,29 @@ void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
                         : 0;
 }
 
+// The slowest of a run's data-parallel rings: the smallest bandwidth and the largest latency.
+Ring slowest_data_parallel_ring(const Run& run) {
+  if (run.t == 1) return {run.ring_bandwidth, run.ring_latency_ms};
+  Ring slowest;
+  for (const Ring& ring : run.rings) {
+    slowest.bandwidth = std::min(slowest.bandwidth, ring.bandwidth);
+    slowest.latency_ms = std::max(slowest.latency_ms, ring.latency_ms);
+  }
+  return slowest;
+}
+
 Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const MemoryRule& rule,
                   const ScheduleModel& schedule) {
   Terms t;
   memory_terms(t, x, run, recompute, rule, schedule);
   if (!t.fits) return t;
   const double F = x.forward, B = x.backward;
-  const double update_divisor = rule.sharded ? run.groups_count : 1;
-  if (run.t == 1 && !recompute) {
+  const double update_divisor = rule.sharded || rule.fully ? run.groups_count : 1;
+  // Full sharding overlaps each layer's gathers with its compute; the DP takes the stage's sums
+  // (a lower bound of the per-layer maxima simulate::execution adds up) and has no AllReduce.
+  const double gather =
+      rule.fully ? gather_ms(x, rule, run.groups_count, slowest_data_parallel_ring(run)) : 0;
+  if (run.t == 1 && !recompute && !rule.fully) {
     // Section 3's stage: every group is one GPU and its work is proportional to 1 / speed.
     t.latency = (F + B) / run.fastest;
     t.load = (F + B) * run.time_per_work;
@@ -382,9 +432,11 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
   t.backward = std::numeric_limits<double>::infinity();
   double slowest = std::numeric_limits<double>::infinity();
   for (const auto& [group, count] : run.classes) {
-    const double forward = F / group.speed + group.per_byte * x.forward_allreduce_bytes +
+    const double forward = std::max(F / group.speed, gather) +
+                           group.per_byte * x.forward_allreduce_bytes +
                            group.per_call * x.forward_allreduces;
-    double backward = B / group.speed + group.per_byte * x.backward_allreduce_bytes +
+    double backward = std::max(B / group.speed, 2 * gather) +
+                      group.per_byte * x.backward_allreduce_bytes +
                       group.per_call * x.backward_allreduces;
     if (recompute) backward += forward;
     t.latency = std::min(t.latency, forward + backward);
@@ -393,7 +445,9 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
     slowest = std::min(slowest, group.speed);
   }
   double allreduce = 0;
-  if (run.t == 1) {
+  if (rule.fully) {
+    // Reduce-scattered with each backward: no AllReduce.
+  } else if (run.t == 1) {
     allreduce = simulate::ring_allreduce_ms(run.replicas, x.parameters, run.ring_bandwidth,
                                             run.ring_latency_ms);
   } else {
@@ -534,7 +588,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
   }
   std::sort(degrees.begin(), degrees.end());
   degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
-  const Sums sums = make_sums(model, degrees, recompute);
+  const Sums sums = make_sums(model, degrees, {recompute, optimizer == Optimizer::kFullySharded});
   return objective_with(model, sums, degrees, topology, stages, micro_batches, schedule, optimizer);
 }
 
@@ -658,7 +712,9 @@ class Pass {
         grid_(grid),
         schedule_(schedule),
         choices_(choices),
-        sums_(make_sums(model, choices.degrees, choices.may_recompute || choices.must_recompute)),
+        sums_(make_sums(model, choices.degrees,
+                        {choices.may_recompute || choices.must_recompute,
+                         choices.optimizer == Optimizer::kFullySharded})),
         prefix_(model),
         rule_(memory_rule(model, choices.optimizer)),
         recompute_(recompute_options(choices)),
@@ -1000,7 +1056,9 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
                           const StageChoices& choices) {
   const int C = static_cast<int>(grid.cuts.size()) - 1;
   const LayerSums prefix(model);
-  const Sums sums = make_sums(model, choices.degrees, choices.must_recompute);
+  const Sums sums =
+      make_sums(model, choices.degrees,
+                {choices.must_recompute, choices.optimizer == Optimizer::kFullySharded});
   auto work_at = [&](int ci) {
     const auto l = static_cast<std::size_t>(grid.cuts[static_cast<std::size_t>(ci)]);
     return prefix.forward[l] + prefix.backward[l];
@@ -1061,7 +1119,10 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
   if (degrees.empty()) return -1;
   const MemoryRule rule = memory_rule(model, optimizer);
   memory -= rule.reserve;  // what a GPU holds besides its framework reserve
-  const double factor = rule.sharded ? rule.factor - rule.sharded_factor : rule.factor;
+  // Full sharding divides everything among the replicas: no stage count is necessary.
+  const double factor = rule.fully     ? 0
+                        : rule.sharded ? rule.factor - rule.sharded_factor
+                                       : rule.factor;
   int stages = 1;
   double filled = 0;
   for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {

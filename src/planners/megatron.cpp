@@ -214,7 +214,7 @@ bool fits(const Request& request, const std::vector<Stage>& stages, const Execut
     const long stashes = peak_stashes(stages, static_cast<int>(s), request.micro_batches, policy);
     const auto& e = exec[s];
     for (const auto& group : e.groups) {
-      if (simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.reserve_bytes,
+      if (simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.device_bytes(),
                                   e.stash_bytes, group.capacity_bytes, stashes) < stashes) {
         return false;
       }
@@ -245,7 +245,7 @@ double estimate_of(const Request& request, const Executions& exec) {
     const auto wanted = static_cast<long>(std::ceil(share));
     for (const simulate::GroupExecution& group : e.groups) {
       const long slots =
-          simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.reserve_bytes,
+          simulate::max_in_flight(e.static_bytes + e.transient_bytes + e.device_bytes(),
                                   e.stash_bytes, group.capacity_bytes, wanted);
       if (slots < 1) return std::numeric_limits<double>::infinity();
       if (slots < wanted) {

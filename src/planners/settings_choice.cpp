@@ -55,8 +55,7 @@ std::string candidate_text(const SettingsCandidate& candidate, const model::Mode
         candidate.settings.selective_recompute.value_or(file.selective_recompute) ? "on" : "off";
     text += ", ";
   }
-  text += candidate.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
-  return text + " optimizer";
+  return text + optimizer_name(candidate.optimizer) + " optimizer";
 }
 
 // The flags of `candidate` that differ from the model file's, as the plan records them.

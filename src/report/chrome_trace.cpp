@@ -171,7 +171,8 @@ class TraceWriter {
       thread(kComputeThread, "compute");
       int tid = kFirstChannelThread;
       if (group.stages.size() == 1) {
-        if (plan_.stages[static_cast<std::size_t>(group.stages.front())].reduces_gradients()) {
+        if (reduces_gradients(plan_.stages[static_cast<std::size_t>(group.stages.front())],
+                              plan_.optimizer)) {
           thread(kAllReduceThread, "AllReduce");
         }
       } else {
@@ -213,7 +214,7 @@ class TraceWriter {
 
   // Whether stage `s` of a shared device has an AllReduce or optimizer steps. O(U).
   bool has_stage_thread(int s) const {
-    if (plan_.stages[static_cast<std::size_t>(s)].reduces_gradients()) return true;
+    if (reduces_gradients(plan_.stages[static_cast<std::size_t>(s)], plan_.optimizer)) return true;
     return std::any_of(plan_.timeline.updates.begin(), plan_.timeline.updates.end(),
                        [s](const TimedUpdate& e) { return e.stage == s; });
   }
@@ -411,7 +412,7 @@ class TraceWriter {
     other["schedule_policy"] = plan_.schedule_policy;
     other["micro_batches"] = std::to_string(view_.micro_batches);
     other["iteration"] = io::format_ms(plan_.timeline.iteration_ms);
-    if (v2_) other["optimizer"] = plan_.optimizer == Optimizer::kSharded ? "sharded" : "replicated";
+    if (v2_) other["optimizer"] = optimizer_name(plan_.optimizer);
     if (plan_.schedule.split_backward) other["split_backward"] = true;
     if (shared_) other["virtual_stages"] = virtual_stages(plan_.stages);
     return other;

@@ -565,10 +565,49 @@ void deepspeed_precision(const model::TransformerConfig& config, ordered_json& o
 
 // What Megatron-LM's process needs in its environment, as `NAME=value`: tensor or context
 // parallelism on GPUs before Blackwell needs one CUDA connection (Megatron-LM's validate_args
-// asserts it for `tensor_model_parallel_size > 1 or context_parallel_size > 1`).
-std::vector<std::string> megatron_environment(const FrameworkShape& shape) {
+// asserts it for `tensor_model_parallel_size > 1 or context_parallel_size > 1`), except under
+// torch FSDP2, which asserts the opposite and only warns about the combination.
+std::vector<std::string> megatron_environment(const FrameworkShape& shape, Optimizer optimizer) {
+  if (optimizer == Optimizer::kFullySharded) return {};
   if (shape.tensor > 1 || shape.context > 1) return {"CUDA_DEVICE_MAX_CONNECTIONS=1"};
   return {};
+}
+
+// A fully sharded plan runs in Megatron-LM as torch FSDP2 (`--use-torch-fsdp2`), whose
+// validate_args (000c4ac) asserts pipeline size 1, no distributed optimizer, no gradient
+// accumulation fusion, a torch_dist or torch_dcp checkpoint format, untied embedding and output
+// weights and no fp16. Refuses (exit 3) what it cannot run; adds the flags it needs.
+void megatron_fsdp_arguments(const PlanView& view, const FrameworkShape& shape,
+                             std::vector<std::string>& arguments, std::vector<std::string>& notes) {
+  if (view.plan.optimizer != Optimizer::kFullySharded) return;
+  if (shape.pipeline > 1) {
+    throw InputError(plan_file(view), "/optimizer",
+                     "the plan is fully sharded, which Megatron-LM runs as torch FSDP2, and "
+                     "Megatron-LM refuses --use-torch-fsdp2 with pipeline parallelism: make the "
+                     "plan with --pipeline-parallel 1, or with --optimizer sharded");
+  }
+  if (view.transformer && view.transformer->dtype == hardware::DType::kFp16) {
+    throw InputError(
+        plan_file(view), "/transformer/dtype",
+        "the model trains in fp16, and Megatron-LM refuses --use-torch-fsdp2 with "
+        "fp16: describe the model with --dtype bf16, or plan with --optimizer sharded");
+  }
+  if (view.transformer && view.transformer->ffn == model::Ffn::kGelu) {
+    throw InputError(plan_file(view), "/transformer/ffn",
+                     "the model ties its embedding and output weights (Megatron-LM's GPT), and "
+                     "Megatron-LM's --use-torch-fsdp2 requires "
+                     "--untie-embeddings-and-output-weights: plan with --optimizer sharded");
+  }
+  arguments.insert(arguments.end(), {"--use-torch-fsdp2", "--no-gradient-accumulation-fusion",
+                                     "--ckpt-format", "torch_dist"});
+  if (!view.transformer) {
+    arguments.emplace_back("--untie-embeddings-and-output-weights");
+    notes.emplace_back(
+        "Megatron-LM's --use-torch-fsdp2 requires untied embedding and output weights: the "
+        "model's profile must have been measured so");
+  }
+  notes.emplace_back(
+      "torch FSDP2 needs PyTorch 2.4 or later, and CUDA_DEVICE_MAX_CONNECTIONS other than 1");
 }
 
 }  // namespace
@@ -662,6 +701,7 @@ ordered_json megatron_json(const PlanView& view) {
   }
   const char* recompute = megatron_recompute_arguments(view, arguments, notes);
   if (plan.optimizer == Optimizer::kSharded) arguments.emplace_back("--use-distributed-optimizer");
+  megatron_fsdp_arguments(view, shape, arguments, notes);
   if (auto note = megatron_schedule_note(plan, shape)) notes.push_back(std::move(*note));
 
   Launch launch = launch_of(view, shape);
@@ -686,8 +726,9 @@ ordered_json megatron_json(const PlanView& view) {
   out["global_batch_size"] = global ? ordered_json(*global) : ordered_json(nullptr);
   out["recompute"] = recompute;
   out["distributed_optimizer"] = plan.optimizer == Optimizer::kSharded;
+  if (plan.optimizer == Optimizer::kFullySharded) out["torch_fsdp2"] = true;
   out["arguments"] = arguments;
-  out["environment"] = megatron_environment(shape);
+  out["environment"] = megatron_environment(shape, plan.optimizer);
   out["command_line"] = io::format_list(words, " ");
   out["rank_order"] = std::move(launch.ranks);
   out["launch"] = std::move(launch.launch);
@@ -699,6 +740,13 @@ ordered_json deepspeed_json(const PlanView& view) {
   const Plan& plan = view.plan;
   refuse_split_backward(view, "DeepSpeed");
   refuse_shared_gpus(view, "DeepSpeed");
+  if (plan.optimizer == Optimizer::kFullySharded) {
+    // deepspeed/runtime/pipe/engine.py asserts `zero_optimization_stage() < 2` ("ZeRO-2 and
+    // ZeRO-3 are incompatible with pipeline parallelism").
+    throw InputError(plan_file(view), "/optimizer",
+                     "the plan is fully sharded (ZeRO-3), and DeepSpeed's pipeline engine runs "
+                     "ZeRO stage 0 or 1 only: make the plan with --optimizer sharded");
+  }
   const FrameworkShape shape = framework_shape(view, "DeepSpeed");
   std::vector<std::string> notes;
   ordered_json parts = ordered_json::array();

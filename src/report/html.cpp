@@ -102,14 +102,15 @@ std::string stages_table(const PlanView& view) {
       }
       update = "<td class=\"n\">" + update + "</td>";
     }
-    out += "<tr><td>" + std::to_string(s) + "</td><td>" + xml_escape(layer_text(view, stage)) +
-           "</td><td>" + std::to_string(stage.gpus.size()) + ": " + gpus + "</td>" + degrees +
-           "<td class=\"n\">" + format_ms(f.forward_ms) + "</td><td class=\"n\">" +
-           format_ms(f.backward_ms) + "</td><td class=\"n\">" +
-           (s + 1 < plan.stages.size() ? format_bytes(f.boundary_bytes) : std::string("-")) +
-           "</td><td class=\"n\">" + format_bytes(f.parameter_bytes) + "</td><td class=\"n\">" +
-           (stage.reduces_gradients() ? format_ms(f.allreduce_ms) : std::string("-")) + "</td>" +
-           update + "</tr>\n";
+    out +=
+        "<tr><td>" + std::to_string(s) + "</td><td>" + xml_escape(layer_text(view, stage)) +
+        "</td><td>" + std::to_string(stage.gpus.size()) + ": " + gpus + "</td>" + degrees +
+        "<td class=\"n\">" + format_ms(f.forward_ms) + "</td><td class=\"n\">" +
+        format_ms(f.backward_ms) + "</td><td class=\"n\">" +
+        (s + 1 < plan.stages.size() ? format_bytes(f.boundary_bytes) : std::string("-")) +
+        "</td><td class=\"n\">" + format_bytes(f.parameter_bytes) + "</td><td class=\"n\">" +
+        (reduces_gradients(stage, plan.optimizer) ? format_ms(f.allreduce_ms) : std::string("-")) +
+        "</td>" + update + "</tr>\n";
   }
   out +=
       "</table>\n<p>Forward and backward are per micro-batch at speed 1.0; boundary is what "
@@ -121,8 +122,10 @@ std::string stages_table(const PlanView& view) {
         "the chart's row names. Forward, backward and parameters are per GPU at the stage's "
         "degree, without tensor-parallel all-reduces and recomputation (the chart's strips "
         "show their shares of each task); the optimizer is " +
-        std::string(plan.optimizer == Optimizer::kSharded ? "sharded among replicas"
-                                                          : "replicated") +
+        std::string(plan.optimizer == Optimizer::kSharded        ? "sharded among replicas"
+                    : plan.optimizer == Optimizer::kFullySharded ? "fully sharded among replicas, "
+                                                                   "with the weights and gradients"
+                                                                 : "replicated") +
         ".</p>\n";
   }
   if (plan.schedule.split_backward) {

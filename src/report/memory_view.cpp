@@ -13,16 +13,6 @@
 
 namespace pipeplan::report {
 
-FactorSplit factor_split(const model::Model& model) {
-  const double phi = model.parameter_memory_factor;
-  const double unsharded = phi - model::sharded_factor(model);
-  FactorSplit split;
-  split.weights = std::min(1.0, unsharded);
-  split.gradients = unsharded - split.weights;
-  split.optimizer = phi - unsharded;
-  return split;
-}
-
 namespace {
 
 // The stages of the device that `stage` belongs to: those listed for its first GPU.
@@ -30,8 +20,7 @@ const std::vector<int>& device_stages(const Plan& plan, const Stage& stage) {
   return plan.timeline.gpus[static_cast<std::size_t>(stage.gpus.front())].stages;
 }
 
-StageMemory stage_memory(const Plan& plan, const model::Model& model,
-                         const topology::Topology& topology,
+StageMemory stage_memory(const Plan& plan, const topology::Topology& topology,
                          const std::vector<simulate::StageExecution>& exec, int s) {
   const Stage& stage = plan.stages[static_cast<std::size_t>(s)];
   StageMemory out;
@@ -43,20 +32,23 @@ StageMemory stage_memory(const Plan& plan, const model::Model& model,
   }
   out.peak = plan.timeline.gpus[static_cast<std::size_t>(out.gpu)].peak_memory_bytes;
   out.capacity = topology.gpu(out.gpu).memory_bytes;
-  const FactorSplit split = factor_split(model);
   double static_bytes = 0;
   const std::vector<int>& stages = device_stages(plan, stage);
   for (const int d : stages) {
     const simulate::StageExecution& e = exec[static_cast<std::size_t>(d)];
     static_bytes += e.static_bytes;
-    out.weights += split.weights * e.parameter_bytes;
-    out.gradients += split.gradients * e.parameter_bytes;
+    out.weights += e.weight_bytes;
+    out.gradients += e.gradient_bytes;
   }
   // The optimizer state is the rest of the static bytes, so that the parts add up to the
   // execution figure exactly (sharded or not).
   out.optimizer = static_bytes - out.weights - out.gradients;
-  out.reserve = exec[static_cast<std::size_t>(s)].reserve_bytes;
-  out.activations = std::max(0.0, out.peak - static_bytes - out.reserve);
+  // Full sharding's working copies: once per device, like the reserve.
+  const simulate::StageExecution& own = exec[static_cast<std::size_t>(s)];
+  out.weights += own.working_weight_bytes;
+  out.gradients += own.working_gradient_bytes;
+  out.reserve = own.reserve_bytes;
+  out.activations = std::max(0.0, out.peak - static_bytes - own.device_bytes());
   out.stash_bytes = exec[static_cast<std::size_t>(s)].stash_bytes;
   return out;
 }
@@ -79,7 +71,7 @@ std::vector<StageMemory> memory_breakdown(const Plan& plan, const model::Model& 
   std::vector<StageMemory> out;
   out.reserve(plan.stages.size());
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    out.push_back(stage_memory(plan, model, topology, exec, static_cast<int>(s)));
+    out.push_back(stage_memory(plan, topology, exec, static_cast<int>(s)));
   }
   return out;
 }

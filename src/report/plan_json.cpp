@@ -31,10 +31,6 @@ const char* kind_name(TransferKind kind) {
   return kind == TransferKind::kActivation ? "activation" : "gradient";
 }
 
-const char* optimizer_name(Optimizer optimizer) {
-  return optimizer == Optimizer::kSharded ? "sharded" : "replicated";
-}
-
 }  // namespace
 
 bool plan_uses_v2_fields(const Plan& plan) {
@@ -368,13 +364,12 @@ void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& 
     stated.context_parallel = static_cast<int>(c->as_integer(1, model::kMaxContextParallelDegree));
   }
   if (auto optimizer = plan.optional("optimizer")) {
-    const std::string text = optimizer->as_string();
-    if (text == "sharded") {
-      stated.optimizer = Optimizer::kSharded;
-    } else if (text != "replicated") {
-      optimizer->fail("must be \"replicated\" or \"sharded\", got " +
+    const std::optional<Optimizer> parsed = parse_optimizer(optimizer->as_string());
+    if (!parsed) {
+      optimizer->fail("must be \"replicated\", \"sharded\" or \"fully-sharded\", got " +
                       io::describe_value(optimizer->json()));
     }
+    stated.optimizer = *parsed;
   }
   if (auto planner = plan.optional("planner")) stated.planner = planner->as_string();
   if (auto policy = plan.optional("schedule_policy")) stated.schedule_policy = policy->as_string();

@@ -55,13 +55,14 @@ PlanView make_view(const Plan& plan, const model::Model& model, const topology::
     }
     groups.push_back(std::move(figures));
   }
-  // The framework reserve, once per used GPU (0 for profiles: the figures stay bit for bit).
+  // The framework reserve and full sharding's working copies, once per used GPU (0 for
+  // profiles: the figures stay bit for bit).
   std::vector<bool> reserved(static_cast<std::size_t>(topology.size()), false);
-  for (const Stage& stage : plan.stages) {
-    for (int g : stage.gpus) {
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    for (int g : plan.stages[s].gpus) {
       if (reserved[static_cast<std::size_t>(g)]) continue;
       reserved[static_cast<std::size_t>(g)] = true;
-      memory.static_bytes[static_cast<std::size_t>(g)] += model.reserve_bytes;
+      memory.static_bytes[static_cast<std::size_t>(g)] += exec[s].device_bytes();
     }
   }
   view.memory = std::move(memory);

@@ -41,7 +41,8 @@ struct Node {
 std::vector<Node> global_order(const PlanView& view) {
   const Plan& plan = view.plan;
   const Timeline& timeline = plan.timeline;
-  const simulate::TaskGraph graph(plan.stages, view.micro_batches, plan.schedule.split_backward);
+  const simulate::TaskGraph graph(plan.stages, view.micro_batches, plan.schedule.split_backward,
+                                  plan.optimizer);
   const auto T = static_cast<std::size_t>(graph.size());
   // Every task of the graph as a node: its kind, its timeline entry and its start.
   constexpr std::size_t kMissing = static_cast<std::size_t>(-1);

@@ -74,6 +74,7 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
                     std::to_string(plan.schedule.micro_batches) + " micro-batches, planner " +
                     plan.planner + ", schedule " + plan.schedule_policy;
   if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
+  if (plan.optimizer == Optimizer::kFullySharded) out += ", fully sharded (FSDP)";
   // The description's flags the planner set otherwise than the model file (settings_choice.hpp).
   if (plan.sequence_parallel) {
     out += std::string(", sequence parallelism ") + (*plan.sequence_parallel ? "on" : "off");
@@ -107,7 +108,7 @@ std::string plan_summary(const Plan& plan, const model::Model& model,
       out += " (" + shape + ")";
     }
     out += " [" + gpu_list(stage, topology) + "], F+B " + format_ms(e.forward_ms + e.backward_ms);
-    if (stage.reduces_gradients()) out += ", allreduce " + format_ms(e.allreduce_ms);
+    if (reduces_gradients(stage, plan.optimizer)) out += ", allreduce " + format_ms(e.allreduce_ms);
   }
   out += "\n  iteration " + format_ms(plan.timeline.iteration_ms) + ": " +
          ratio(plan.timeline.iteration_ms, plan.bounds.partition_ms) + " the partition bound (" +

@@ -118,7 +118,7 @@ class Engine {
         fixed_(policy_row(policy).fixed),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
-        graph_(stages, M_, split),
+        graph_(stages, M_, split, optimizer),
         exec_(simulate::execution(model, topology, stages, optimizer)) {
     gpus_.resize(static_cast<std::size_t>(topology.size()));
     for (const Device& device : devices(stages)) add_device(device);
@@ -234,7 +234,7 @@ class Engine {
     }
     fixed += transient;
     const int first = device.stages.front();
-    fixed += exec_[static_cast<std::size_t>(first)].reserve_bytes;  // once per device
+    fixed += exec_[static_cast<std::size_t>(first)].device_bytes();  // once per device
     for (std::size_t i = 0; i < device.leaders.size(); ++i) {
       Gpu& gpu = gpus_[static_cast<std::size_t>(device.leaders[i])];
       gpu.stage = first;

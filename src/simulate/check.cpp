@@ -46,7 +46,7 @@ class StructureCheck {
     }
     compute_entries();
     // The count matches S M: numbering is now bounded.
-    graph_ = TaskGraph(stated_.stages, M_, stated_.split_backward);
+    graph_ = TaskGraph(stated_.stages, M_, stated_.split_backward, stated_.optimizer);
     index_.entry.assign(static_cast<std::size_t>(graph_->chain_count()), kNoEntry);
     compute_once();
     transfer_entries();
@@ -397,9 +397,11 @@ class StructureCheck {
       }
       const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
       if (!graph.has_allreduce(e.stage)) {
-        fail(at, "stage " + std::to_string(e.stage) +
-                     (stage.tensor_parallel == 1 ? " has one GPU" : " has one replica") +
-                     " and no AllReduce");
+        const char* why = stage.shards() > 1 ? " is fully sharded (its gradients are reduce-"
+                                               "scattered in each backward)"
+                          : stage.tensor_parallel == 1 ? " has one GPU"
+                                                       : " has one replica";
+        fail(at, "stage " + std::to_string(e.stage) + why + " and no AllReduce");
       }
       std::size_t& slot = index_.allreduce_entry[static_cast<std::size_t>(e.stage)];
       if (slot != kNoEntry) fail(at, "second AllReduce of stage " + std::to_string(e.stage));
@@ -665,7 +667,8 @@ class ModelCheck {
 
   // Starts equal to the replay of the orders.
   void starts(const Timeline& timeline) const {
-    const TaskGraph graph(stated_.stages, stated_.micro_batches, stated_.split_backward);
+    const TaskGraph graph(stated_.stages, stated_.micro_batches, stated_.split_backward,
+                          stated_.optimizer);
     std::vector<double> start(static_cast<std::size_t>(graph.chain_count()), 0);
     for (const auto& e : timeline.compute)
       start[static_cast<std::size_t>(graph.id(e.task))] = e.start_ms;

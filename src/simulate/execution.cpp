@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "pipeplan/simulate/simulator.hpp"
@@ -87,27 +88,49 @@ void group_resources(const topology::Topology& topology, GroupExecution& group) 
   }
 }
 
-// The compute of a group of a context-parallel stage (spec 10.3), layer by layer: each layer with
-// an exchange takes `max(compute, steps)` in each direction, `c - 1` ring steps of
-// `lambda + x / beta` in its forward and `2 (c - 1)` in its backward (its `I` when split); the
-// tensor-parallel all-reduces come on top (already in `group`). `divided` holds the per-GPU values
-// at `c` (model::at_context_degree). O(layers of the stage x degrees).
-void context_parallel_compute(const model::Model& divided, const Stage& stage, const Ring& ring,
-                              GroupExecution& group) {
+// What a group's layers overlap their compute with: the context ring's steps (spec 10.3) and,
+// with full sharding, each layer's all-gathers and reduce-scatter over the data-parallel rings
+// (docs/decisions.md "A fully sharded data-parallel stage").
+struct LayerComm {
+  Ring context;             // the context ring (c > 1)
+  Ring gather;              // the slowest data-parallel ring (fully sharded, n > 1)
+  double gather_ranks = 1;  // n = r c: the ranks a layer's weights are sharded over
+};
+
+// One all-gather (or reduce-scatter) of `bytes` per GPU over a ring of `n` GPUs: half a ring
+// all-reduce, `(n-1)/n * bytes / beta + (n-1) lambda`; 0 for n = 1.
+double gather_ms(double n, double bytes, const Ring& ring) {
+  if (n < 2 || bytes <= 0) return 0;
+  return (n - 1) / n * bytes / ring.bandwidth * 1e3 + (n - 1) * ring.latency_ms;
+}
+
+// The compute of a group layer by layer, for a context-parallel or fully sharded stage: each layer
+// takes the longest of its compute and what overlaps it, in each direction. Context parallelism:
+// `c - 1` ring steps of `lambda + x / beta` in its forward and `2 (c - 1)` in its backward (its `I`
+// when split). Full sharding: an all-gather of its weights in its forward, an all-gather and a
+// reduce-scatter of its gradients in its backward (the all-gather in its `I`, the reduce-scatter in
+// its `W` when split). The tensor-parallel all-reduces come on top (already in `group`); a
+// recomputing stage adds its forward again (group_execution). `divided` holds the per-GPU values at
+// `c` (model::at_context_degree). O(layers of the stage x degrees).
+void layered_compute(const model::Model& divided, const Stage& stage, const LayerComm& comm,
+                     GroupExecution& group) {
   const int t = stage.tensor_parallel;
   const double steps = stage.context_parallel - 1;
   const double v = group.speed;
   double forward = 0, backward = 0, input = 0, weight = 0;
   for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
     const model::Layer& layer = divided.layers[static_cast<std::size_t>(l)];
-    const double bytes = model::ring_step_bytes(layer, t, stage.context_parallel);
-    const double step = bytes > 0 ? ring.latency_ms + bytes / ring.bandwidth * 1e3 : 0;
+    const double bytes = steps > 0 ? model::ring_step_bytes(layer, t, stage.context_parallel) : 0;
+    const double step =
+        bytes > 0 ? comm.context.latency_ms + bytes / comm.context.bandwidth * 1e3 : 0;
+    const double gather =
+        gather_ms(comm.gather_ranks, model::parameter_bytes_at(layer, t), comm.gather);
     const double b = model::backward_ms_at(layer, t) / v;
     const double w = model::backward_weight_ms_at(layer, t) / v;
-    forward += std::max(model::forward_ms_at(layer, t) / v, steps * step);
-    backward += std::max(b, 2 * steps * step);
-    input += std::max(b - w, 2 * steps * step);
-    weight += w;
+    forward += std::max({model::forward_ms_at(layer, t) / v, steps * step, gather});
+    backward += std::max({b, 2 * steps * step, 2 * gather});
+    input += std::max({b - w, 2 * steps * step, gather});
+    weight += std::max(w, gather);
   }
   group.forward_ms = forward + group.forward_allreduce_ms;
   group.backward_ms = backward + group.backward_allreduce_ms;
@@ -117,13 +140,14 @@ void context_parallel_compute(const model::Model& divided, const Stage& stage, c
 
 GroupExecution group_execution(const topology::Topology& topology, const model::Model& divided,
                                const Stage& stage, int i, const model::StageCost& cost,
-                               bool updates, double update_divisor) {
+                               bool updates, double update_divisor, LayerComm comm) {
   GroupExecution group;
   group.gpus = stage.group(i);
   group.leader = group.gpus.front();
   group_resources(topology, group);
   const int t = stage.tensor_parallel;
   const bool context = stage.context_parallel > 1;
+  const bool layered = context || comm.gather_ranks > 1;
   const Ring ring = context ? slowest_ring(topology, group_rings(group.gpus, t, false))
                             : ring_of(topology, group.gpus);
   group.forward_allreduce_ms =
@@ -131,9 +155,9 @@ GroupExecution group_execution(const topology::Topology& topology, const model::
   group.backward_allreduce_ms =
       tensor_parallel_ms(t, cost.backward_allreduce_bytes, cost.backward_allreduces, ring);
   const double v = group.speed;
-  if (context) {
-    context_parallel_compute(divided, stage,
-                             slowest_ring(topology, group_rings(group.gpus, t, true)), group);
+  if (layered) {
+    if (context) comm.context = slowest_ring(topology, group_rings(group.gpus, t, true));
+    layered_compute(divided, stage, comm, group);
   } else {
     group.forward_ms = cost.forward_ms / v + group.forward_allreduce_ms;
     group.backward_ms = cost.backward_ms / v + group.backward_allreduce_ms;
@@ -145,20 +169,28 @@ GroupExecution group_execution(const topology::Topology& topology, const model::
     group.recompute_ms = group.forward_ms;
     group.backward_ms += group.forward_ms;
     group.backward_allreduce_ms += group.forward_allreduce_ms;
-    if (context) group.input_ms += group.forward_ms;
+    if (layered) group.input_ms += group.forward_ms;
     work += cost.forward_ms;
   }
-  if (!context) group.input_ms = group.backward_ms - group.weight_ms;
-  group.work_ms = context ? group.forward_ms + group.backward_ms
+  if (!layered) group.input_ms = group.backward_ms - group.weight_ms;
+  group.work_ms = layered ? group.forward_ms + group.backward_ms
                           : work / v + group.forward_allreduce_ms + group.backward_allreduce_ms;
   if (updates) group.update_ms = cost.update_ms / v / update_divisor;
   return group;
 }
 
-// The data-parallel AllReduce of a stage (spec 8.3 and 10.3): t rings in parallel, ring i through
-// the i-th GPU of every tensor-parallel group of every replica, in group order (the data- and
-// context-parallel ranks together), each carrying W_s; the longest ring's time; 0 when a ring
-// has one GPU.
+// The data-parallel rings of a stage (spec 8.3 and 10.3): t rings, ring i through the i-th GPU of
+// every tensor-parallel group of every replica, in group order (the data- and context-parallel
+// ranks together). O(r c t).
+std::vector<std::vector<int>> data_parallel_rings(const Stage& stage) {
+  const auto t = static_cast<std::size_t>(stage.tensor_parallel);
+  std::vector<std::vector<int>> rings(t);
+  for (std::size_t k = 0; k < stage.gpus.size(); ++k) rings[k % t].push_back(stage.gpus[k]);
+  return rings;
+}
+
+// The data-parallel AllReduce of a stage (spec 8.3 and 10.3): its rings in parallel, each
+// carrying W_s; the longest ring's time; 0 when a ring has one GPU.
 double data_parallel_allreduce_ms(const topology::Topology& topology, const Stage& stage,
                                   double bytes) {
   const int t = stage.tensor_parallel;
@@ -166,15 +198,51 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
   if (members < 2) return 0;
   if (t == 1) return allreduce_ms(topology, stage.gpus, bytes);
   double longest = 0;
-  for (int i = 0; i < t; ++i) {
-    std::vector<int> ring;
-    ring.reserve(members);
-    for (std::size_t k = 0; k < members; ++k) {
-      ring.push_back(stage.gpus[k * static_cast<std::size_t>(t) + static_cast<std::size_t>(i)]);
-    }
+  for (const std::vector<int>& ring : data_parallel_rings(stage)) {
     longest = std::max(longest, allreduce_ms(topology, ring, bytes));
   }
   return longest;
+}
+
+// The static bytes of a stage and their weights' and gradients' parts (spec 8.3 and 10.3; full
+// sharding: docs/decisions.md). Replicated: `phi W_s`. Sharded: the optimizer state divided
+// among the `n = r c` shards. Fully sharded (n > 1): everything divided among them; the working
+// copies of FSDP's per-layer units are the device's (`device_working_copies`).
+void static_memory(const model::Model& model, const model::StageCost& cost, Optimizer optimizer,
+                   int shards, StageExecution& e) {
+  const double phi = model.parameter_memory_factor;
+  const model::FactorSplit split = model::factor_split(model);
+  double W = cost.parameter_bytes;
+  if (optimizer == Optimizer::kSharded) {
+    const double phi_sharded = model::sharded_factor(model);
+    e.static_bytes = W * (phi - phi_sharded + phi_sharded / shards);
+  } else if (optimizer == Optimizer::kFullySharded && shards > 1) {
+    W /= shards;
+    e.static_bytes = phi * W;
+  } else {
+    e.static_bytes = phi * W;
+  }
+  e.weight_bytes = split.weights * W;
+  e.gradient_bytes = split.gradients * W;
+}
+
+// Full sharding's working copies, once per device (the stages of one GPU list): the largest layer
+// among its fully sharded stages (n > 1), its weights gathered twice (the layer computing and
+// the next, prefetched: one layer computes at a time on a device) and its gradients unsharded
+// once before their reduce-scatter. O(S log S) list comparisons.
+void device_working_copies(const model::Model& model, const std::vector<Stage>& stages,
+                           const std::vector<double>& largest, std::vector<StageExecution>& out) {
+  std::map<std::vector<int>, double> per_device;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    double& most = per_device[stages[s].gpus];
+    if (stages[s].shards() > 1) most = std::max(most, largest[s]);
+  }
+  const model::FactorSplit split = model::factor_split(model);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const double bytes = per_device[stages[s].gpus];
+    out[s].working_weight_bytes = 2 * split.weights * bytes;
+    out[s].working_gradient_bytes = split.gradients * bytes;
+  }
 }
 
 }  // namespace
@@ -182,8 +250,6 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
 std::vector<StageExecution> execution(const model::Model& model, const topology::Topology& topology,
                                       const std::vector<Stage>& stages, Optimizer optimizer) {
   const bool updates = model::has_updates(model);
-  const double phi = model.parameter_memory_factor;
-  const double phi_sharded = model::sharded_factor(model);
   const int c = context_parallel(stages);
   // Per-GPU values at the plan's context-parallel degree (spec 10.1); the model itself at c = 1
   // (not copied: replays in searches call this often).
@@ -192,6 +258,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
   const model::Model& divided = divided_at_c ? *divided_at_c : model;
   std::vector<StageExecution> out;
   out.reserve(stages.size());
+  std::vector<double> largest;  // fully sharded: each stage's largest layer, per GPU
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     const int t = stage.tensor_parallel;
@@ -206,11 +273,9 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
       e.boundary_bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;
       e.transfer_bytes = e.boundary_bytes / (c * std::min(t, stages[s + 1].tensor_parallel));
     }
-    const bool sharded = optimizer == Optimizer::kSharded;
     // A sharded optimizer divides its shard among the data- and context-parallel ranks (10.3).
-    const int shards = r * c;
-    e.static_bytes = sharded ? cost.parameter_bytes * (phi - phi_sharded + phi_sharded / shards)
-                             : phi * cost.parameter_bytes;
+    const int shards = stage.shards();
+    static_memory(model, cost, optimizer, shards, e);
     e.reserve_bytes = model.reserve_bytes;
     if (stage.recompute) {
       e.stash_bytes = cost.recompute_input_bytes;
@@ -219,13 +284,23 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
       e.stash_bytes = cost.stash_bytes;
     }
     e.weight_stash_bytes = cost.weight_stash_bytes;
-    e.allreduce_ms = data_parallel_allreduce_ms(topology, stage, cost.parameter_bytes);
-    const double divisor = sharded ? static_cast<double>(shards) : 1.0;
+    LayerComm comm;
+    if (optimizer == Optimizer::kFullySharded) largest.push_back(cost.max_parameter_bytes);
+    if (optimizer == Optimizer::kFullySharded && shards > 1) {
+      comm.gather = slowest_ring(topology, data_parallel_rings(stage));
+      comm.gather_ranks = shards;
+      e.gather_ms = gather_ms(shards, cost.parameter_bytes, comm.gather);
+    } else {
+      e.allreduce_ms = data_parallel_allreduce_ms(topology, stage, cost.parameter_bytes);
+    }
+    const double divisor = optimizer == Optimizer::kReplicated ? 1.0 : static_cast<double>(shards);
     for (int i = 0; i < r; ++i) {
-      e.groups.push_back(group_execution(topology, divided, stage, i, cost, updates, divisor));
+      e.groups.push_back(
+          group_execution(topology, divided, stage, i, cost, updates, divisor, comm));
     }
     out.push_back(std::move(e));
   }
+  if (optimizer == Optimizer::kFullySharded) device_working_copies(model, stages, largest, out);
   return out;
 }
 

@@ -530,8 +530,9 @@ void peak_memory(const Replay& r, Timeline& timeline) {
     const std::vector<int>& stages = timeline.gpus[g].stages;
     double static_bytes = 0;
     for (const int s : stages) static_bytes += r.exec[static_cast<std::size_t>(s)].static_bytes;
-    // The framework reserve, once per device (0 for profiles: the sums stay bit for bit).
-    static_bytes += r.exec[static_cast<std::size_t>(stages.front())].reserve_bytes;
+    // The framework reserve and full sharding's working copies, once per device (0 for
+    // profiles: the sums stay bit for bit).
+    static_bytes += r.exec[static_cast<std::size_t>(stages.front())].device_bytes();
     timeline.gpus[g].peak_memory_bytes =
         static_bytes + device_peak(r, stages, allocations[g], releases[g]);
   }
@@ -696,7 +697,7 @@ Timeline replay(const model::Model& model, const topology::Topology& topology,
   reject_missing(schedule, S, N);
   Replay r{topology,
            schedule,
-           TaskGraph(stages, schedule.micro_batches, schedule.split_backward),
+           TaskGraph(stages, schedule.micro_batches, schedule.split_backward, optimizer),
            execution(model, topology, stages, optimizer),
            {},
            {},

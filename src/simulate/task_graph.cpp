@@ -28,7 +28,8 @@ TaskGraph::TaskGraph(int stages, int micro_batches)
     // Stages without GPUs: each on a device of its own.
     : TaskGraph(std::vector<Stage>(static_cast<std::size_t>(std::max(stages, 0))), micro_batches) {}
 
-TaskGraph::TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool split_backward)
+TaskGraph::TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool split_backward,
+                     Optimizer optimizer)
     : stages_(static_cast<int>(stages.size())),
       micro_batches_(micro_batches),
       per_(split_backward ? 3 : 2) {
@@ -36,7 +37,7 @@ TaskGraph::TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool s
   replicated_.assign(stages.size(), 0);
   boundary_.assign(stages.size(), kNone);
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    replicated_[s] = stages[s].reduces_gradients() ? 1 : 0;
+    replicated_[s] = reduces_gradients(stages[s], optimizer) ? 1 : 0;
     if (s + 1 < stages.size() && (stages[s].gpus != stages[s + 1].gpus || stages[s].gpus.empty())) {
       boundary_[s] = remote_boundaries_++;
       boundary_stage_.push_back(static_cast<int>(s));

@@ -80,7 +80,8 @@ TEST(ContextParallelPlanning, MegatronPlacesTensorThenContextThenDataRanks) {
     EXPECT_EQ(plan.stages[s].gpus, (std::vector<int>{first, first + 1, first + 2, first + 3}));
     EXPECT_EQ(plan.stages[s].context_parallel, 2);
     EXPECT_EQ(plan.stages[s].replicas(), 1);
-    EXPECT_TRUE(plan.stages[s].reduces_gradients());  // over its two context-parallel ranks
+    EXPECT_TRUE(
+        reduces_gradients(plan.stages[s], plan.optimizer));  // over its two context-parallel ranks
   }
   EXPECT_EQ(plan.timeline.allreduces.size(), 2U);
   expect_checks(plan, model, topology);

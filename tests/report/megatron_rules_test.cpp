@@ -38,6 +38,7 @@ const std::map<std::string, bool>& megatron_lm_flags() {
       {"--attention-backend", true},
       {"--attention-dropout", true},
       {"--bf16", false},
+      {"--ckpt-format", true},
       {"--context-parallel-size", true},
       {"--disable-bias-linear", false},
       {"--ffn-hidden-size", true},
@@ -54,6 +55,7 @@ const std::map<std::string, bool>& megatron_lm_flags() {
       {"--num-attention-heads", true},
       {"--num-layers", true},
       {"--num-query-groups", true},
+      {"--no-gradient-accumulation-fusion", false},
       {"--num-virtual-stages-per-pipeline-rank", true},
       {"--pipeline-model-parallel-layout", true},
       {"--pipeline-model-parallel-size", true},
@@ -68,6 +70,7 @@ const std::map<std::string, bool>& megatron_lm_flags() {
       {"--tensor-model-parallel-size", true},
       {"--untie-embeddings-and-output-weights", false},
       {"--use-distributed-optimizer", false},
+      {"--use-torch-fsdp2", false},
   };
   return flags;
 }
@@ -76,6 +79,7 @@ const std::map<std::string, bool>& megatron_lm_flags() {
 const std::map<std::string, std::set<std::string>>& megatron_lm_choices() {
   static const std::map<std::string, std::set<std::string>> choices = {
       {"--attention-backend", {"flash", "fused", "unfused", "local", "auto"}},
+      {"--ckpt-format", {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor"}},
       {"--fp8-format", {"e4m3", "hybrid"}},
       {"--normalization", {"LayerNorm", "RMSNorm"}},
       {"--position-embedding-type", {"learned_absolute", "rope", "mrope", "relative", "none"}},
@@ -182,6 +186,26 @@ std::string megatron_lm_refusal(const ordered_json& out) {
   const auto environment = out.at("environment").get<std::vector<std::string>>();
   const bool one_connection =
       std::count(environment.begin(), environment.end(), "CUDA_DEVICE_MAX_CONNECTIONS=1") == 1;
+  if (has("--use-torch-fsdp2")) {
+    if (p != 1) return "--use-torch-fsdp2 is not supported with pipeline parallelism";
+    if (has("--use-distributed-optimizer")) {
+      return "--use-torch-fsdp2 is not supported with MCore's distributed optimizer";
+    }
+    if (!has("--no-gradient-accumulation-fusion")) {
+      return "--use-torch-fsdp2 is not supported with gradient accumulation fusion";
+    }
+    const std::string format = has("--ckpt-format") ? given.at("--ckpt-format") : "torch_dist";
+    if (format != "torch_dist" && format != "torch_dcp") {
+      return "--use-torch-fsdp2 requires --ckpt-format torch_dist or torch_dcp";
+    }
+    if (!has("--untie-embeddings-and-output-weights")) {
+      return "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights";
+    }
+    if (has("--fp16")) return "--use-torch-fsdp2 not supported with fp16 yet";
+    if (one_connection)
+      return "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS value large than one";
+    return "";  // tensor or context parallelism beside FSDP2: a warning only
+  }
   if ((t > 1 || c > 1) && !one_connection) return "CUDA_DEVICE_MAX_CONNECTIONS must be 1";
   return "";
 }
@@ -217,6 +241,32 @@ TEST(MegatronLmRulesTest, TheCheckerRefusesWhatMegatronLmRefuses) {
     selective["arguments"].push_back(word);
   EXPECT_EQ(megatron_lm_refusal(selective),
             "recompute method is not yet supported for selective recomputing granularity");
+  // torch FSDP2: pipeline size 1, its flags, and not one CUDA connection.
+  const ordered_json fsdp = {
+      {"world_size", 8},
+      {"arguments",
+       {"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "1", "--num-layers",
+        "4", "--seq-length", "8", "--max-position-embeddings", "8", "--bf16",
+        "--untie-embeddings-and-output-weights", "--use-torch-fsdp2",
+        "--no-gradient-accumulation-fusion", "--ckpt-format", "torch_dist"}},
+      {"environment", ordered_json::array()}};
+  EXPECT_EQ(megatron_lm_refusal(fsdp), "");
+  ordered_json piped = fsdp;
+  piped["arguments"][3] = "2";
+  EXPECT_EQ(megatron_lm_refusal(piped),
+            "--use-torch-fsdp2 is not supported with pipeline parallelism");
+  ordered_json fused = fsdp;
+  fused["arguments"].erase(fused["arguments"].begin() + 13);
+  EXPECT_EQ(megatron_lm_refusal(fused),
+            "--use-torch-fsdp2 is not supported with gradient accumulation fusion");
+  ordered_json connected = fsdp;
+  connected["environment"] = {"CUDA_DEVICE_MAX_CONNECTIONS=1"};
+  EXPECT_EQ(megatron_lm_refusal(connected),
+            "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS value large than one");
+  ordered_json distributed = fsdp;
+  distributed["arguments"].push_back("--use-distributed-optimizer");
+  EXPECT_EQ(megatron_lm_refusal(distributed),
+            "--use-torch-fsdp2 is not supported with MCore's distributed optimizer");
 }
 
 // A Llama-shaped model (grouped-query attention, SwiGLU) small enough to plan quickly.
@@ -239,9 +289,10 @@ model::Model llama_shaped(int layers, bool selective) {
 
 // Every configuration of 8 GPUs the megatron planner makes of 6 and 8 decoders (t, p, V, c, the
 // embedding and loss as layers, recomputation, optimizer) exports arguments Megatron-LM accepts.
-// The megatron planner's plan of configuration `k` of a grid of 96 on 8 GPUs (t 1 or 2, p 1, 2
+// The megatron planner's plan of configuration `k` of a grid of 192 on 8 GPUs (t 1 or 2, p 1, 2
 // or 4, V 1 or 2, c 1 or 2, the embedding and loss as layers or not, full recomputation or none;
-// a sharded optimizer at t 2), exported; nothing where the planner refuses it.
+// a sharded optimizer at t 2 in the first half, fully sharded in the second), exported; nothing
+// where the planner or the export refuses it.
 std::optional<ordered_json> grid_export(const model::Model& model,
                                         const topology::Topology& topology, int k) {
   constexpr int kPipelines[] = {1, 2, 4};
@@ -253,7 +304,9 @@ std::optional<ordered_json> grid_export(const model::Model& model,
   request.context_parallel = {1 + k / 12 % 2};
   request.account_for_embedding = request.account_for_loss = k / 24 % 2 == 1;
   request.recompute = k / 48 % 2 == 1 ? planners::Recompute::kAlways : planners::Recompute::kNever;
-  request.optimizer = t == 2 ? Optimizer::kSharded : Optimizer::kReplicated;
+  request.optimizer = k / 96 % 2 == 1 ? Optimizer::kFullySharded
+                      : t == 2        ? Optimizer::kSharded
+                                      : Optimizer::kReplicated;
   try {
     return megatron_json(make_view(planners::make_plan("megatron", request), model, topology));
   } catch (const Error&) {
@@ -267,7 +320,7 @@ TEST(MegatronLmRulesTest, EveryMegatronPlanExportsArgumentsMegatronLmAccepts) {
   std::set<std::string> seen;
   for (const auto& [layers, selective] : {std::pair{6, false}, {8, true}, {8, false}}) {
     const model::Model model = llama_shaped(layers, selective);
-    for (int k = 0; k < 96; ++k) {
+    for (int k = 0; k < 192; ++k) {
       const std::optional<ordered_json> out = grid_export(model, topology, k);
       if (!out) continue;
       EXPECT_EQ(megatron_lm_refusal(*out), "") << out->at("command_line");
@@ -281,8 +334,45 @@ TEST(MegatronLmRulesTest, EveryMegatronPlanExportsArgumentsMegatronLmAccepts) {
   for (const char* flag :
        {"--pipeline-model-parallel-layout", "--num-virtual-stages-per-pipeline-rank",
         "--context-parallel-size", "--sequence-parallel", "--group-query-attention", "selective",
-        "full", "--use-distributed-optimizer", "--grad-reduce-in-bf16"}) {
+        "full", "--use-distributed-optimizer", "--grad-reduce-in-bf16", "--use-torch-fsdp2"}) {
     EXPECT_EQ(seen.count(flag), 1u) << flag;
+  }
+}
+
+// A fully sharded plan: Megatron-LM runs it as torch FSDP2 without pipeline parallelism and
+// refuses it with (exit 3, naming the way out); DeepSpeed's pipeline engine refuses ZeRO-3.
+TEST(MegatronLmRulesTest, AFullyShardedPlanIsTorchFsdp2WithoutPipelineParallelism) {
+  const topology::Topology topology = testing::uniform_topology(8, 50e9, 0.002);
+  const model::Model model = llama_shaped(8, false);
+  planners::Request request{model, topology, 16};
+  request.tensor_parallel = {2};
+  request.pipeline_parallel = 1;
+  request.optimizer = Optimizer::kFullySharded;
+  const Plan flat = planners::make_plan("megatron", request);
+  const ordered_json out = megatron_json(make_view(flat, model, topology));
+  EXPECT_EQ(out.at("torch_fsdp2"), true);
+  EXPECT_EQ(out.at("distributed_optimizer"), false);
+  EXPECT_TRUE(out.at("environment").empty());
+  EXPECT_EQ(megatron_lm_refusal(out), "");
+  try {
+    (void)deepspeed_json(make_view(flat, model, topology));
+    ADD_FAILURE() << "DeepSpeed exported a fully sharded plan";
+  } catch (const InputError& error) {
+    EXPECT_EQ(static_cast<int>(error.code()), 3);
+    EXPECT_EQ(std::string(error.what()),
+              "plan: /optimizer: the plan is fully sharded (ZeRO-3), and DeepSpeed's "
+              "pipeline engine runs ZeRO stage 0 or 1 only: make the plan with --optimizer "
+              "sharded");
+  }
+  request.pipeline_parallel = 2;
+  try {
+    (void)megatron_json(make_view(planners::make_plan("megatron", request), model, topology));
+    ADD_FAILURE() << "Megatron-LM exported a fully sharded pipeline";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "plan: /optimizer: the plan is fully sharded, which Megatron-LM runs as torch "
+              "FSDP2, and Megatron-LM refuses --use-torch-fsdp2 with pipeline parallelism: make "
+              "the plan with --pipeline-parallel 1, or with --optimizer sharded");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../support/builders.hpp"
+#include "../support/plan_mutation.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -327,15 +328,7 @@ struct V2PlanFile : ::testing::Test {
   nlohmann::ordered_json json = report::plan_to_json(plan, model, topology);
 
   std::string error_of(const std::function<void(nlohmann::ordered_json&)>& mutate) {
-    nlohmann::ordered_json copy = json;
-    mutate(copy);
-    try {
-      io::Source source = io::source_from_text("plan.json", io::dump_json(copy));
-      check_plan(report::read_plan(source, topology), model, topology);
-    } catch (const InputError& error) {
-      return error.what();
-    }
-    return "no error";
+    return mutated_plan_error(json, model, topology, mutate);
   }
 };
 
@@ -359,7 +352,8 @@ TEST_F(V2PlanFile, EachV2MutationHasItsOwnMessage) {
             "plan.json: /stages/0/gpus: lists 2 GPUs, not a multiple of the stage's "
             "tensor_parallel (3): each replica is a group of t GPUs");
   EXPECT_EQ(error_of([](auto& j) { j["optimizer"] = "zero"; }),
-            "plan.json: /optimizer: must be \"replicated\" or \"sharded\", got \"zero\"");
+            "plan.json: /optimizer: must be \"replicated\", \"sharded\" or \"fully-sharded\", "
+            "got \"zero\"");
   EXPECT_EQ(error_of([](auto& j) {
               // Without its optimizer steps the plan ends with its last other task.
               j["schedule"].erase("updates");

@@ -143,6 +143,18 @@ bool uses_v2_fields(const Model& model);
 /// `sharded_memory_factor`, or its default `max(0, parameter_memory_factor - 2)`.
 double sharded_factor(const Model& model);
 
+/// The parts of `parameter_memory_factor` per parameter byte: the weights (1), the gradients
+/// (the unsharded rest, `phi - phi_sh - 1`) and the optimizer state (`phi_sh`). A factor below 1
+/// is all weights.
+struct FactorSplit {
+  double weights = 1;
+  double gradients = 1;
+  double optimizer = 2;
+};
+
+/// `parameter_memory_factor` split as `FactorSplit` says. O(1).
+FactorSplit factor_split(const Model& model);
+
 /// Whether the model uses any field of spec 9.1 or 10.1 (then it is written with schema v3).
 bool uses_v3_fields(const Model& model);
 
@@ -210,6 +222,7 @@ struct StageCost {
   double forward_ms = 0;                 ///< Sum of `forward_ms_at`, ms.
   double backward_ms = 0;                ///< Sum of `backward_ms_at`, ms.
   double parameter_bytes = 0;            ///< W_s: sum of `parameter_bytes_at`, bytes.
+  double max_parameter_bytes = 0;        ///< Largest `parameter_bytes_at` of one layer, bytes.
   double stash_bytes = 0;                ///< Y_s: sum of `stash_bytes_at`, bytes.
   double max_stash_bytes = 0;            ///< Largest `stash_bytes_at` of one layer, bytes.
   double update_ms = 0;                  ///< Sum of `update_ms_at`, ms.

@@ -15,17 +15,9 @@
 
 namespace pipeplan::report {
 
-/// The parts of `parameter_memory_factor` per parameter byte, for a stage with `r` replicas:
-/// the weights (1), the gradients (the unsharded rest, `phi - phi_sh - 1`) and the optimizer
-/// state (`phi_sh`, divided by `r` with a sharded optimizer). A factor below 1 is all weights.
-struct FactorSplit {
-  double weights = 1;
-  double gradients = 1;
-  double optimizer = 2;
-};
-
-/// `parameter_memory_factor` split as `FactorSplit` says. O(1).
-FactorSplit factor_split(const model::Model& model);
+/// The split of `parameter_memory_factor` the breakdown uses (model::factor_split).
+using model::factor_split;
+using model::FactorSplit;
 
 /// One stage's peak on its fullest GPU. `weights + gradients + optimizer` is the static bytes
 /// of every stage of that GPU's device (spec 8.3), `activations` what its micro-batches hold

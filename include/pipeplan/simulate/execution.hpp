@@ -56,22 +56,39 @@ struct GroupExecution {
 
 /// One stage as the execution model runs it.
 struct StageExecution {
-  double forward_ms = 0;          ///< F_s: per-GPU forward sum at the stage's degree, speed 1.0.
-  double backward_ms = 0;         ///< B_s, likewise.
-  double parameter_bytes = 0;     ///< W_s: per-GPU parameter bytes at the stage's degree.
-  double boundary_bytes = 0;      ///< A_s: activation bytes after the stage; 0 for the last.
-  double transfer_bytes = 0;      ///< What one boundary transfer carries between leaders:
-                                  ///< A_s / (c min(t_s, t_{s+1})); 0 for the last stage.
-  double static_bytes = 0;        ///< Held by each of its GPUs throughout.
-  double reserve_bytes = 0;       ///< The model's framework reserve: held by each GPU of its
-                                  ///< device throughout, once however many stages it serves.
+  double forward_ms = 0;            ///< F_s: per-GPU forward sum at the stage's degree, speed 1.0.
+  double backward_ms = 0;           ///< B_s, likewise.
+  double parameter_bytes = 0;       ///< W_s: per-GPU parameter bytes at the stage's degree.
+  double boundary_bytes = 0;        ///< A_s: activation bytes after the stage; 0 for the last.
+  double transfer_bytes = 0;        ///< What one boundary transfer carries between leaders:
+                                    ///< A_s / (c min(t_s, t_{s+1})); 0 for the last stage.
+  double static_bytes = 0;          ///< Held by each of its GPUs throughout.
+  double weight_bytes = 0;          ///< The weights' part of static_bytes.
+  double gradient_bytes = 0;        ///< The gradients' part of static_bytes; the rest is the
+                                    ///< optimizer state.
+  double reserve_bytes = 0;         ///< The model's framework reserve: held by each GPU of its
+                                    ///< device throughout, once however many stages it serves.
+  double working_weight_bytes = 0;  ///< Fully sharded (n > 1): the gathered weights of the
+                                    ///< largest layer of its device, twice (the layer
+                                    ///< computing and the next, prefetched); like the
+                                    ///< reserve, once per device. Else 0.
+  double working_gradient_bytes = 0;  ///< Likewise its unsharded gradients, once.
+
+  /// What each GPU of its device holds once, however many stages it serves: the reserve and
+  /// full sharding's working copies.
+  [[nodiscard]] double device_bytes() const {
+    return reserve_bytes + working_weight_bytes + working_gradient_bytes;
+  }
   double stash_bytes = 0;         ///< Held per micro-batch in flight, from F start to B end.
   double transient_bytes = 0;     ///< Held during each B (or I) only (recomputation's one-layer
                                   ///< stash).
   double weight_stash_bytes = 0;  ///< Yw_s: held per micro-batch from the end of its I to the
                                   ///< end of its W (spec 9.3; a split backward only).
   double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel over the
-                                  ///< data- and context-parallel ranks); 0: r c = 1.
+                                  ///< data- and context-parallel ranks); 0: r c = 1, or fully
+                                  ///< sharded.
+  double gather_ms = 0;           ///< Fully sharded: one all-gather of all its weights over
+                                  ///< those rings (a reduce-scatter takes as long); else 0.
   std::vector<GroupExecution> groups;  ///< In replica order.
 };
 

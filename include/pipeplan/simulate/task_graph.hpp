@@ -31,8 +31,8 @@ struct TransferEnds {
 /// * then transfers across every boundary `s = 0..S-2` whose two stages are on different
 ///   devices (a boundary inside a device has none, spec 9.3), numbered `b = 0, 1, ...` in stage
 ///   order: the activation is `c S M + 2 (b M + m)`, the gradient one more;
-/// * then one AllReduce slot per stage (a stage with one replica has no AllReduce; its slot
-///   stays unused);
+/// * then one AllReduce slot per stage (a stage with one replica, or a fully sharded one, has no
+///   AllReduce; its slot stays unused);
 /// * then one optimizer-step slot per stage, standing for the update tasks `U(s, group)` of all
 ///   its groups (spec 8.3; unused when no layer has an update time).
 ///
@@ -67,10 +67,12 @@ class TaskGraph {
   /// a split backward. Throws `ScheduleError` when `stages < 1`, `micro_batches < 1`, or the
   /// tasks do not fit an `int` (planners::check_limits keeps plans far below that).
   TaskGraph(int stages, int micro_batches);
-  /// The graph of `stages` (their replica counts decide which have an AllReduce; two adjacent
-  /// stages with the same `gpus` share a device, so their boundary has no transfer), with or
-  /// without a split backward, as above. O(S).
-  TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool split_backward = false);
+  /// The graph of `stages` (their replica counts and `optimizer` decide which have an
+  /// AllReduce, `pipeplan::reduces_gradients`; two adjacent stages with the same `gpus` share a
+  /// device, so their boundary has no transfer), with or without a split backward, as above.
+  /// O(S).
+  TaskGraph(const std::vector<Stage>& stages, int micro_batches, bool split_backward = false,
+            Optimizer optimizer = Optimizer::kReplicated);
 
   [[nodiscard]] int stages() const { return stages_; }                ///< S.
   [[nodiscard]] int micro_batches() const { return micro_batches_; }  ///< M.
@@ -117,7 +119,7 @@ class TaskGraph {
   [[nodiscard]] int allreduce(int stage) const { return chain_count() + stage; }
   /// The id of stage `s`'s optimizer-step slot (its groups' update tasks).
   [[nodiscard]] int update(int stage) const { return chain_count() + stages_ + stage; }
-  /// Whether stage `s` has an AllReduce: it has more than one replica (spec 3, 8.2).
+  /// Whether stage `s` has an AllReduce (`pipeplan::reduces_gradients`).
   [[nodiscard]] bool has_allreduce(int stage) const {
     return replicated_[static_cast<std::size_t>(stage)] != 0;
   }
