@@ -500,6 +500,11 @@ std::optional<double> one_replica_ms(const Request& request, const Partition& sh
   if (request.optimizer == Optimizer::kSharded) {
     model.parameter_memory_factor -= model::sharded_factor(model) - shard;
     model.sharded_memory_factor = shard;
+  } else if (request.optimizer == Optimizer::kFullySharded) {
+    // Everything divided among the replicas; the replica alone is planned replicated, without
+    // the working copies and the gathers, which only add to the whole plan (still a bound).
+    model.sharded_memory_factor = shard;
+    model.parameter_memory_factor /= r;
   }
   for (model::Layer& layer : model.layers) {
     layer.update_ms = 0;
@@ -509,6 +514,7 @@ std::optional<double> one_replica_ms(const Request& request, const Partition& sh
   for (Stage& stage : one.stages) stage.gpus = stage.group(0);
   Request replica = with_inputs(request, model, request.topology);
   replica.micro_batches = request.micro_batches / r;
+  if (replica.optimizer == Optimizer::kFullySharded) replica.optimizer = Optimizer::kReplicated;
   const Finished made = try_finish_plan("spp", one, replica, policy);
   if (!made.plan) return std::nullopt;
   // The last forward or backward: a replica of a context-parallel stage has an AllReduce of its

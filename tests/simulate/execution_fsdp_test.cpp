@@ -13,6 +13,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/planners/settings_choice.hpp"
 #include "pipeplan/report/memory_view.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/simulate/check.hpp"
@@ -218,6 +219,25 @@ TEST(FullySharded, PlannersFindWhatFitsOnlyFullySharded) {
   EXPECT_EQ(plan.optimizer, Optimizer::kFullySharded);
   for (const GpuUsage& gpu : plan.timeline.gpus) EXPECT_LE(gpu.peak_memory_bytes, 30e6);
   expect_checks(plan, model, topology);
+}
+
+// spp screens Megatron-LM's configurations on one replica (planners::one_replica_ms): fully
+// sharded, the replica's GPUs hold the state divided by r, so a configuration that fits only
+// fully sharded is screened, and the screen stays a lower bound of the whole plan.
+TEST(FullySharded, TheOneReplicaScreenDividesTheState) {
+  const model::Model model = make_model(std::vector<L>(8, L{1, 2, 1e3, 2e6, 1e3}));
+  const topology::Topology topology = uniform_topology(4, 1e9, 0.5, {}, 30e6);
+  planners::Request request{model, topology, 8};
+  request.optimizer = Optimizer::kFullySharded;
+  request.optimizer_fixed = true;
+  const planners::Partition shape{{0, 1, 2, 3}, {Stage{0, 7, {0, 1, 2, 3}}}};
+  const std::optional<double> screen =
+      planners::one_replica_ms(request, shape, schedule::Policy::kOneFOneB);
+  ASSERT_TRUE(screen.has_value());
+  const Plan whole = planners::finish_plan("test", shape, request, schedule::Policy::kOneFOneB);
+  EXPECT_LE(*screen, whole.timeline.iteration_ms);
+  // Two micro-batches of F + B = 8 + 16 ms on the replica alone, with no gathers: 48 ms.
+  EXPECT_DOUBLE_EQ(*screen, 48);
 }
 
 }  // namespace

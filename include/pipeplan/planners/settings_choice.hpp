@@ -59,7 +59,8 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
 
 /// The end of the last backward of `shape` (a Megatron-LM configuration: r identical replicas)
 /// under `policy`, from replica 0's pipeline alone with its `M / r` micro-batches, each GPU's
-/// static bytes as on r replicas and no optimizer step. On a cluster of identical nodes and a
+/// static bytes as on r replicas (fully sharded: divided by r, without FSDP's working copies and
+/// gathers, which only add) and no optimizer step. On a cluster of identical nodes and a
 /// fixed policy this is exactly where the whole plan's last backward ends (the replicas run the
 /// same pipeline until their AllReduces), so a lower bound of its iteration: spp screens
 /// Megatron-LM's configurations with it before planning them whole. nullopt for one replica, `r`
