@@ -370,13 +370,6 @@ double static_bytes_of(const StageSums& x, const MemoryRule& rule, double r) {
   return rule.factor * x.parameters;
 }
 
-// Full sharding: one all-gather of the stage's weights over a data-parallel ring of `r` GPUs, one
-// latency per layer (simulate::execution gathers layer by layer). 0 otherwise.
-double gather_ms(const StageSums& x, const MemoryRule& rule, double r, const Ring& ring) {
-  if (!rule.fully || r < 2) return 0;
-  return (r - 1) / r * x.parameters / ring.bandwidth * 1e3 + x.layers * (r - 1) * ring.latency_ms;
-}
-
 // Whether the stage fits, and with how many micro-batches in flight; sets `fits` and
 // `memory_rounds` of `t`.
 void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
@@ -415,8 +408,12 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
   const double update_divisor = rule.sharded || rule.fully ? run.groups_count : 1;
   // Full sharding overlaps each layer's gathers with its compute; the DP takes the stage's sums
   // (a lower bound of the per-layer maxima simulate::execution adds up) and has no AllReduce.
-  const double gather =
-      rule.fully ? gather_ms(x, rule, run.groups_count, slowest_data_parallel_ring(run)) : 0;
+  double gather = 0;  // its layers' all-gathers, one latency per layer as execution counts them
+  if (rule.fully) {
+    const Ring ring = slowest_data_parallel_ring(run);
+    gather = simulate::ring_all_gather_ms(run.groups_count, x.parameters, ring.bandwidth,
+                                          ring.latency_ms, x.layers);
+  }
   if (run.t == 1 && !recompute && !rule.fully) {
     // Section 3's stage: every group is one GPU and its work is proportional to 1 / speed.
     t.latency = (F + B) / run.fastest;
@@ -444,13 +441,11 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
     t.load = std::max(t.load, static_cast<double>(count) * (forward + backward));
     slowest = std::min(slowest, group.speed);
   }
-  double allreduce = 0;
-  if (rule.fully) {
-    // Reduce-scattered with each backward: no AllReduce.
-  } else if (run.t == 1) {
+  double allreduce = 0;  // none when fully sharded: reduce-scattered with each backward
+  if (!rule.fully && run.t == 1) {
     allreduce = simulate::ring_allreduce_ms(run.replicas, x.parameters, run.ring_bandwidth,
                                             run.ring_latency_ms);
-  } else {
+  } else if (!rule.fully) {
     for (const Ring& ring : run.rings) {
       allreduce = std::max(allreduce, simulate::ring_allreduce_ms(run.groups_count, x.parameters,
                                                                   ring.bandwidth, ring.latency_ms));

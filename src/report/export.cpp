@@ -114,6 +114,14 @@ std::string stages_text(const std::vector<int>& stages) {
   return (stages.size() == 1 ? "stage " : "stages ") + stage_list(stages);
 }
 
+std::string plan_file(const PlanView& view) {
+  return view.plan_file.empty() ? std::string("plan") : view.plan_file;
+}
+
+std::string model_file(const PlanView& view) {
+  return view.model_file.empty() ? std::string("model") : view.model_file;
+}
+
 const std::string& gpu_id(const PlanView& view, int gpu) {
   return view.gpu_ids[static_cast<std::size_t>(gpu)];
 }
@@ -193,8 +201,7 @@ void refuse_context_parallel(const PlanView& view, ExportFormat format) {
   const char* name = format == ExportFormat::kDeepSpeed ? "DeepSpeed"
                      : format == ExportFormat::kRanks   ? "the ranks export"
                                                         : "torch.distributed.pipelining";
-  throw InputError(view.plan_file.empty() ? std::string("plan") : view.plan_file,
-                   "/context_parallel",
+  throw InputError(detail::plan_file(view), "/context_parallel",
                    "the plan splits each sequence over " + std::to_string(c) +
                        " GPUs (context parallelism), which " + name +
                        " does not run: make the plan with --context-parallel 1");

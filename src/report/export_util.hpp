@@ -29,6 +29,10 @@ std::string stage_list(const std::vector<int>& stages, const char* separator = "
 // `stage 1` for one stage, `stages 0, 2` for the stages of a device (spec 9.2).
 std::string stages_text(const std::vector<int>& stages);
 
+// The plan's and the model's file names for messages: `plan` and `model` when the view has none.
+std::string plan_file(const PlanView& view);
+std::string model_file(const PlanView& view);
+
 // The name of GPU `gpu` of the view.
 const std::string& gpu_id(const PlanView& view, int gpu);
 

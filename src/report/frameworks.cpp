@@ -28,11 +28,9 @@
 namespace pipeplan::report {
 namespace {
 
+using detail::model_file;
+using detail::plan_file;
 using nlohmann::ordered_json;
-
-std::string plan_file(const PlanView& view) {
-  return view.plan_file.empty() ? std::string("plan") : view.plan_file;
-}
 
 // `1 replica`, `2 replicas`.
 std::string count_of(int n, const std::string& noun) {
@@ -346,8 +344,7 @@ void refuse_shared_gpus(const PlanView& view, const std::string& framework) {
 // bf16) would need more memory than the plan counts.
 void refuse_bf16_optimizer(const PlanView& view) {
   if (!view.transformer || view.transformer->optimizer_dtype == hardware::DType::kFp32) return;
-  throw InputError(view.model_file.empty() ? std::string("model") : view.model_file,
-                   "/transformer/optimizer_dtype",
+  throw InputError(model_file(view), "/transformer/optimizer_dtype",
                    "the model's optimizer keeps bf16 moments and no master weights, and "
                    "Megatron-LM's keeps master weights (--main-params-dtype fp32 or fp16): "
                    "describe the model with --optimizer-dtype fp32");
@@ -588,12 +585,12 @@ void megatron_fsdp_arguments(const PlanView& view, const FrameworkShape& shape,
   }
   if (view.transformer && view.transformer->dtype == hardware::DType::kFp16) {
     throw InputError(
-        plan_file(view), "/transformer/dtype",
+        model_file(view), "/transformer/dtype",
         "the model trains in fp16, and Megatron-LM refuses --use-torch-fsdp2 with "
         "fp16: describe the model with --dtype bf16, or plan with --optimizer sharded");
   }
   if (view.transformer && view.transformer->ffn == model::Ffn::kGelu) {
-    throw InputError(plan_file(view), "/transformer/ffn",
+    throw InputError(model_file(view), "/transformer/ffn",
                      "the model ties its embedding and output weights (Megatron-LM's GPT), and "
                      "Megatron-LM's --use-torch-fsdp2 requires "
                      "--untie-embeddings-and-output-weights: plan with --optimizer sharded");

@@ -368,7 +368,7 @@ ordered_json ranks_json(const PlanView& view) { return RanksWriter(view).write()
 
 ordered_json torch_split_json(const PlanView& view) {
   const Plan& plan = view.plan;
-  const std::string file = view.model_file.empty() ? std::string("model") : view.model_file;
+  const std::string file = detail::model_file(view);
   if (!view.layer_names) {
     throw InputError(file, "", "torch-split needs the model's layer names, and no model was given");
   }

@@ -7,10 +7,13 @@
 // 0), the static bytes are `phi * W_s`, and so on.
 //
 // Context parallelism (spec 10.3) divides the per-GPU values (model::at_context_degree, once per
-// call) and adds ring steps layer by layer (`context_parallel_compute`).
+// call) and adds ring steps layer by layer (`layered_compute`); full sharding (docs/decisions.md)
+// adds each layer's all-gathers and reduce-scatter there too, and its working copies once per
+// device (`device_working_copies`).
 //
 // Complexity: O(layers x degrees) per stage for the sums (model::stage_cost), O(r c t) for its
-// groups and rings, O(L x degrees) more for the divided model when c > 1.
+// groups and rings, O(L x degrees) more for the divided model when c > 1, O(S log S) GPU-list
+// comparisons for the devices when fully sharded.
 
 #include "pipeplan/simulate/execution.hpp"
 
@@ -97,11 +100,10 @@ struct LayerComm {
   double gather_ranks = 1;  // n = r c: the ranks a layer's weights are sharded over
 };
 
-// One all-gather (or reduce-scatter) of `bytes` per GPU over a ring of `n` GPUs: half a ring
-// all-reduce, `(n-1)/n * bytes / beta + (n-1) lambda`; 0 for n = 1.
+// One all-gather (or reduce-scatter) of a layer's `bytes` per GPU over a ring of `n` GPUs; 0 for
+// a layer without parameters (nothing to gather).
 double gather_ms(double n, double bytes, const Ring& ring) {
-  if (n < 2 || bytes <= 0) return 0;
-  return (n - 1) / n * bytes / ring.bandwidth * 1e3 + (n - 1) * ring.latency_ms;
+  return bytes > 0 ? ring_all_gather_ms(n, bytes, ring.bandwidth, ring.latency_ms) : 0;
 }
 
 // The compute of a group layer by layer, for a context-parallel or fully sharded stage: each layer
@@ -206,19 +208,17 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
 
 // The static bytes of a stage and their weights' and gradients' parts (spec 8.3 and 10.3; full
 // sharding: docs/decisions.md). Replicated: `phi W_s`. Sharded: the optimizer state divided
-// among the `n = r c` shards. Fully sharded (n > 1): everything divided among them; the working
-// copies of FSDP's per-layer units are the device's (`device_working_copies`).
+// among the `n = r c` shards. Fully sharded: everything divided among them (nothing when n = 1);
+// the working copies of FSDP's per-layer units are the device's (`device_working_copies`).
 void static_memory(const model::Model& model, const model::StageCost& cost, Optimizer optimizer,
                    int shards, StageExecution& e) {
   const double phi = model.parameter_memory_factor;
   const model::FactorSplit split = model::factor_split(model);
-  double W = cost.parameter_bytes;
+  const double W =
+      optimizer == Optimizer::kFullySharded ? cost.parameter_bytes / shards : cost.parameter_bytes;
   if (optimizer == Optimizer::kSharded) {
     const double phi_sharded = model::sharded_factor(model);
     e.static_bytes = W * (phi - phi_sharded + phi_sharded / shards);
-  } else if (optimizer == Optimizer::kFullySharded && shards > 1) {
-    W /= shards;
-    e.static_bytes = phi * W;
   } else {
     e.static_bytes = phi * W;
   }

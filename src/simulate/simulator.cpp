@@ -587,6 +587,12 @@ double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double la
   return 2 * (rr - 1) / rr * bytes / beta_bytes_per_s * 1e3 + 2 * (rr - 1) * lambda_ms;
 }
 
+double ring_all_gather_ms(double n, double bytes, double beta_bytes_per_s, double lambda_ms,
+                          double count) {
+  if (n <= 1) return 0;
+  return (n - 1) / n * bytes / beta_bytes_per_s * 1e3 + (n - 1) * lambda_ms * count;
+}
+
 namespace {
 
 // The context-parallel rules of spec 10.2 for stage `s`: a degree of at least 1, the same for

@@ -64,6 +64,12 @@ StageProfile stage_profile(const model::Model& model, const std::vector<Stage>& 
 /// and largest ring latency `lambda_ms`: `2 (r-1)/r * bytes / beta + 2 (r-1) * lambda`.
 double ring_allreduce_ms(int r, double bytes, double beta_bytes_per_s, double lambda_ms);
 
+/// `count` ring all-gathers (or reduce-scatters) over `n` GPUs moving `bytes` per GPU in all,
+/// half of `ring_allreduce_ms`: `(n-1)/n * bytes / beta + (n-1) * lambda * count`; 0 for n <= 1
+/// (full sharding's per-layer collectives, docs/decisions.md).
+double ring_all_gather_ms(double n, double bytes, double beta_bytes_per_s, double lambda_ms,
+                          double count = 1);
+
 /// Ring AllReduce time over `gpus` in ring order for `bytes` (spec section 3):
 /// `2 (r-1)/r * bytes / beta + 2 (r-1) * lambda`; 0 for a single GPU. O(r).
 double allreduce_ms(const topology::Topology& topology, const std::vector<int>& gpus, double bytes);
