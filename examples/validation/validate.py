@@ -35,9 +35,10 @@ PROSE = os.path.join(ROOT, "examples", "prose", "prose.py")
 BEGIN = "<!-- validate.py: begin (generated; edit examples/validation/, not this part) -->"
 END = "<!-- validate.py: end -->"
 
-# Published recomputation -> the megatron planner's --recompute. Selective recomputation is a
-# property of the model (the description's selective_recompute), not of the stage.
-RECOMPUTE = {"full": "always", "selective": "never", "none": "never"}
+# Published recomputation -> the megatron planner's --recompute. Selective recomputation,
+# Megatron-LM's or torchtitan's per operator ("selective-op"), is a property of the model (the
+# description's selective_recompute or per_op_recompute), not of the stage.
+RECOMPUTE = {"full": "always", "selective": "never", "selective-op": "never", "none": "never"}
 
 
 def team(run_id):

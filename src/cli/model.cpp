@@ -30,6 +30,7 @@ struct TransformerOptions {
   std::string dtype = "bf16";
   std::string gpu = "A100-80GB";
   bool sequence_parallel = false, selective_recompute = false, flash_attention = false;
+  bool per_op_recompute = false;
   std::vector<int> degrees;
   std::string kernel_overhead_us;
   std::string matmul_ceiling;
@@ -101,6 +102,7 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.gpu = options.gpu;
   config.sequence_parallel = options.sequence_parallel;
   config.selective_recompute = options.selective_recompute;
+  config.per_op_recompute = options.per_op_recompute;
   if (!options.dropout.empty()) config.dropout = options.dropout == "on";
   config.gradient_dtype = *hardware::parse_dtype(options.gradient_dtype);  // CLI11 checked it
   config.optimizer_dtype = *hardware::parse_dtype(options.optimizer_dtype);
@@ -155,6 +157,9 @@ void add_training_options(CLI::App& transformer, TransformerOptions& options) {
                        "Megatron sequence parallelism (norms and dropouts split too)");
   transformer.add_flag("--selective-recompute", options.selective_recompute,
                        "Recompute the attention core in the backward instead of storing it");
+  transformer.add_flag("--per-op-recompute", options.per_op_recompute,
+                       "torchtitan's per-operator checkpointing: keep the fused attention's and "
+                       "every second matmul's outputs, recompute the rest in the backward");
   transformer.add_flag("--flash-attention", options.flash_attention,
                        "Fused attention (no sequence x sequence tensors)");
   transformer

@@ -68,6 +68,7 @@ TransformerConfig read_description(const io::Node& node) {
                                  "gpu",
                                  "sequence_parallel",
                                  "selective_recompute",
+                                 "per_op_recompute",
                                  "flash_attention",
                                  "dropout",
                                  "degrees",
@@ -116,6 +117,7 @@ TransformerConfig read_description(const io::Node& node) {
   if (auto flag = object.optional("selective_recompute")) {
     config.selective_recompute = flag->as_bool();
   }
+  if (auto flag = object.optional("per_op_recompute")) config.per_op_recompute = flag->as_bool();
   if (auto flag = object.optional("flash_attention")) config.flash_attention = flag->as_bool();
   if (auto flag = object.optional("dropout")) config.dropout = flag->as_bool();
   if (auto overhead = object.optional("kernel_overhead_us")) {
@@ -168,6 +170,8 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["gpu"] = config.gpu;
   out["sequence_parallel"] = config.sequence_parallel;
   out["selective_recompute"] = config.selective_recompute;
+  // Written only when on, so that a description without it reads as before.
+  if (config.per_op_recompute) out["per_op_recompute"] = true;
   out["flash_attention"] = config.flash_attention;
   // Written only when off, so that a description without it reads as before (dropout on).
   if (!config.dropout) out["dropout"] = false;

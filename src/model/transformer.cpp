@@ -58,7 +58,7 @@ struct Shape {
   bool biases;          // GeLU: biases on every linear layer
   bool positions;       // GeLU: a learned position table
   double norm_vectors;  // 2 for LayerNorm (scale and shift), 1 for RMSNorm (scale)
-  bool sp, flash, selective, dropout;
+  bool sp, flash, selective, per_op, dropout;
 };
 
 Shape shape_of(const TransformerConfig& config, int t) {
@@ -82,6 +82,7 @@ Shape shape_of(const TransformerConfig& config, int t) {
   x.sp = config.sequence_parallel;
   x.flash = config.flash_attention;
   x.selective = config.selective_recompute;
+  x.per_op = config.per_op_recompute;
   x.dropout = config.dropout;
   return x;
 }
@@ -138,30 +139,67 @@ std::vector<Op> decoder_weight_gemms(const Shape& x) {
           gemm(tokens, x.h, up / x.t, x.vb), gemm(tokens, x.f / x.t, x.h, x.vb)};
 }
 
-std::vector<Op> decoder_ops(const Shape& x) {
+// A norm over the rows outside the tensor-parallel regions: reads and writes them.
+Op norm_op(const Shape& x) {
   const double tokens = x.b * x.s;
-  const double rows = x.sp ? tokens / x.t : tokens;  // rows of the norms, dropouts, residuals
+  const double rows = x.sp ? tokens / x.t : tokens;
+  return memory_op(2 * x.vb * rows * x.h);
+}
+
+// Dropout (with its 1-byte mask) and the residual add: reads two tensors and writes one.
+Op residual_op(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const double rows = x.sp ? tokens / x.t : tokens;
+  return memory_op((3 * x.vb + (x.dropout ? 1 : 0)) * rows * x.h);
+}
+
+// GeLU, SwiGLU or squared ReLU over the MLP's hidden values.
+Op activation_op(const Shape& x) {
   const double up = x.gated ? 2 * x.f : x.f;
-  // The residual add reads two tensors and writes one; dropout before it writes its 1-byte mask.
-  const double residual = (3 * x.vb + (x.dropout ? 1 : 0)) * rows * x.h;
+  const double tokens = x.b * x.s;
+  return memory_op(x.vb * (up + x.f) / x.t * tokens);
+}
+
+std::vector<Op> decoder_ops(const Shape& x) {
   const std::vector<Op> weighted = decoder_weight_gemms(x);
   std::vector<Op> ops = {
-      memory_op(2 * x.vb * rows * x.h),  // input norm
-      weighted[0],                       // QKV (column-parallel)
+      norm_op(x),   // input norm
+      weighted[0],  // QKV (column-parallel)
   };
   std::vector<Op> core = attention_core_ops(x);
   ops.insert(ops.end(), core.begin(), core.end());
   std::vector<Op> rest = {
-      weighted[1],                                  // projection (row-parallel)
-      memory_op(residual),                          // dropout and residual
-      memory_op(2 * x.vb * rows * x.h),             // post-attention norm
-      weighted[2],                                  // MLP up (column-parallel)
-      memory_op(x.vb * (up + x.f) / x.t * tokens),  // GeLU, SwiGLU or squared ReLU
-      weighted[3],                                  // MLP down (row-parallel)
-      memory_op(residual),                          // dropout and residual
+      weighted[1],       // projection (row-parallel)
+      residual_op(x),    // dropout and residual
+      norm_op(x),        // post-attention norm
+      weighted[2],       // MLP up (column-parallel)
+      activation_op(x),  // GeLU, SwiGLU or squared ReLU
+      weighted[3],       // MLP down (row-parallel)
+      residual_op(x),    // dropout and residual
   };
   ops.insert(ops.end(), rest.begin(), rest.end());
   return ops;
+}
+
+// What torchtitan's per-operator checkpointing runs again in a decoder's backward: every
+// operation of the forward but the fused attention and the matrix multiplications whose outputs
+// it keeps. Its policy keeps the output of every second `mm` in the block's forward order
+// (torchtitan, `_apply_ac_to_transformer_block`: "Saves output of all compute ops, except every
+// second mm"), here Q, K, V, projection, then SwiGLU's gate, up, down (kept: Q, V, gate, down)
+// or squared ReLU's up, down (kept: Q, V, up). So K, the projection and SwiGLU's up or squared
+// ReLU's down are recomputed, with the norms, the activation and the residual adds.
+std::vector<Op> per_op_recomputed_ops(const Shape& x) {
+  const double tokens = x.b * x.s;
+  const Op mlp = x.gated ? gemm(tokens, x.h, x.f / x.t, x.vb)   // SwiGLU's up (w3)
+                         : gemm(tokens, x.f / x.t, x.h, x.vb);  // squared ReLU's down
+  return {norm_op(x),
+          gemm(tokens, x.h, x.g * x.d / x.t, x.vb),  // K
+          decoder_weight_gemms(x)[1],                // projection
+          residual_op(x),
+          norm_op(x),
+          activation_op(x),
+          mlp,
+          residual_op(x)};
 }
 
 std::vector<Op> embedding_ops(const Shape& x) {
@@ -179,8 +217,7 @@ Op logits_gemm(const Shape& x) { return gemm(x.b * x.s, x.h, x.v / x.t, x.vb); }
 
 std::vector<Op> output_ops(const Shape& x) {
   const double tokens = x.b * x.s;
-  const double rows = x.sp ? tokens / x.t : tokens;
-  return {memory_op(2 * x.vb * rows * x.h),             // final norm
+  return {norm_op(x),                                   // final norm
           logits_gemm(x),                               // logits (vocabulary-parallel)
           memory_op((x.vb + 8) * tokens * x.v / x.t)};  // softmax cross-entropy in fp32
 }
@@ -365,6 +402,30 @@ std::optional<TransformerProblem> complete_degrees(TransformerConfig& config,
   return std::nullopt;
 }
 
+// Per-operator checkpointing is torchtitan's policy for its bias-free blocks with fused
+// attention, and one recomputation policy excludes the other.
+std::optional<TransformerProblem> check_per_op_recompute(const TransformerConfig& config,
+                                                         FieldSpelling spelling) {
+  if (!config.per_op_recompute) return std::nullopt;
+  const auto problem = [](std::string message) {
+    return TransformerProblem{"per_op_recompute", std::move(message)};
+  };
+  if (config.selective_recompute) {
+    return problem("excludes " + field_name("selective_recompute", spelling) +
+                   ": the two are different recomputation policies; choose one");
+  }
+  if (!config.flash_attention) {
+    return problem("needs " + field_name("flash_attention", spelling) +
+                   ": the policy keeps the fused attention's output and recomputes nothing of it");
+  }
+  if (config.ffn == Ffn::kGelu) {
+    return problem("needs a layer without biases (" + field_name("ffn", spelling) +
+                   " swiglu or relu2): the policy counts matrix multiplications without bias, "
+                   "and every linear layer of a gelu model has one");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transformer_config(
@@ -418,6 +479,7 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
                              std::string(hardware::dtype_name(config.dtype)));
     }
   }
+  if (auto problem = check_per_op_recompute(config, spelling)) return {config, problem};
   if (config.name.empty()) {
     config.name =
         "transformer-L" + std::to_string(config.layers) + "-h" + std::to_string(config.hidden);
@@ -464,8 +526,22 @@ double decoder_parameters(const TransformerConfig& config, int t) {
   return split / x.t + 2 * x.h + 4 * x.h;
 }
 
+// The stash under torchtitan's per-operator checkpointing (per_op_recomputed_ops says what it
+// keeps): the layer's input, the kept outputs of Q, V, the MLP's first matrix (gate or up) and
+// the fused attention (with its fp32 log-sum-exp), and SwiGLU's down projection, whose output on
+// each GPU of a tensor-parallel group is the whole partial sum before its reduction. With
+// sequence parallelism at t > 1 the policy also keeps the two reduce-scatters' outputs.
+double per_op_stash_bytes(const Shape& x) {
+  const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
+  const double replicated = x.vb * sbh * (x.sp && x.t > 1 ? 3 : 1);
+  const double split = x.vb * sbh * (2 + x.g / x.a) + x.vb * sbf + 4 * x.a * x.s * x.b;
+  const double whole = x.gated ? x.vb * sbh : 0;
+  return (x.sp ? replicated / x.t : replicated) + split / x.t + whole;
+}
+
 double decoder_stash_bytes(const TransformerConfig& config, int t) {
   const Shape x = shape_of(config, t);
+  if (x.per_op) return per_op_stash_bytes(x);
   const double sbh = x.s * x.b * x.h, sbf = x.s * x.b * x.f;
   // Outside the tensor-parallel regions: the two norms' inputs, the inputs of QKV and of the
   // MLP, and the two dropout masks (1 byte each, without dropout none). Split by t only with
@@ -542,6 +618,7 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       if (x.selective && !x.flash) {
         costs.backward_ms += ms_of(gpu, config, attention_core_ops(x));
       }
+      if (x.per_op) costs.backward_ms += ms_of(gpu, config, per_op_recomputed_ops(x));
       parameters = decoder_parameters(config, t);
       costs.stash_bytes = decoder_stash_bytes(config, t);
       costs.backward_weight_ms = ms_of(gpu, config, decoder_weight_gemms(x));

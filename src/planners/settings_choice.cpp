@@ -96,6 +96,11 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request) {
     return out;
   }
   const model::TransformerConfig& file = *model.transformer;
+  if (file.per_op_recompute && request.selective_recompute.value_or(false)) {
+    throw UsageError(
+        "--selective-recompute on: the model recomputes per operator (its description's "
+        "per_op_recompute), and the two recomputation policies exclude each other");
+  }
   const std::vector<int> degrees = candidate_degrees(request);
   const bool splits = !degrees.empty() && degrees.back() > 1;
   const std::vector<bool> sp_values =

@@ -517,6 +517,19 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
                   text(config.vocab) + ")");
 }
 
+// torchtitan's per-operator checkpointing is a torch.utils.checkpoint policy that `framework`
+// has no setting for (Megatron-LM's selective recomputation keeps other tensors; DeepSpeed's
+// pipeline checkpoints whole layers): refused (exit 3), since the plan's times and memory are
+// those of the policy.
+void refuse_per_op_recompute(const PlanView& view, const std::string& framework) {
+  if (!view.transformer || !view.transformer->per_op_recompute) return;
+  throw InputError(model_file(view), "/transformer/per_op_recompute",
+                   "the model recomputes per operator (torchtitan's selective activation "
+                   "checkpointing), which " +
+                       framework +
+                       " has no setting for: describe the model without --per-op-recompute");
+}
+
 // Megatron-LM's recomputation arguments: full recomputation of every layer when some stage of
 // the plan recomputes (a note when not all do), else selective recomputation of the attention
 // core when the description assumed it. Returns the export's `recompute` field.
@@ -662,6 +675,7 @@ ordered_json megatron_json(const PlanView& view) {
   refuse_split_backward(view, "Megatron-LM");
   refuse_zero_bubble(view, "Megatron-LM");
   refuse_bf16_optimizer(view);
+  refuse_per_op_recompute(view, "Megatron-LM");
   const FrameworkShape shape = framework_shape(view, "Megatron-LM");
   if (shape.virtual_stages > 1) check_megatron_interleaving(view, shape);
   std::vector<std::string> notes;
@@ -737,6 +751,7 @@ ordered_json deepspeed_json(const PlanView& view) {
   const Plan& plan = view.plan;
   refuse_split_backward(view, "DeepSpeed");
   refuse_shared_gpus(view, "DeepSpeed");
+  refuse_per_op_recompute(view, "DeepSpeed");
   if (plan.optimizer == Optimizer::kFullySharded) {
     // deepspeed/runtime/pipe/engine.py asserts `zero_optimization_stage() < 2` ("ZeRO-2 and
     // ZeRO-3 are incompatible with pipeline parallelism").

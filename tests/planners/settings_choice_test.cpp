@@ -124,6 +124,33 @@ TEST(SettingsChoice, FixedFlagsNeedATransformerDescription) {
   }
 }
 
+// A model recomputing per operator (torchtitan's policy) is never given Megatron-LM's selective
+// recomputation: `auto` does not try it (fused attention), and `on` is a usage error.
+TEST(SettingsChoice, PerOperatorRecomputationExcludesSelective) {
+  model::TransformerConfig config = *described(true).transformer;
+  config.ffn = model::Ffn::kSwiglu;
+  config.ffn_hidden = 0;
+  config.per_op_recompute = true;
+  auto [completed, problem] = model::complete_transformer_config(config);
+  ASSERT_TRUE(problem.empty()) << problem;
+  model::Model model = model::transformer_model(completed);
+  model.micro_batches = kMicroBatches;
+  const topology::Topology topology = four_gpus();
+  Request request = choosing(model, topology);
+  EXPECT_EQ(candidate_flags(request), (std::vector<std::string>{"00R", "00S", "10S"}));
+  request.selective_recompute = true;
+  try {
+    static_cast<void>(settings_candidates(request));
+    FAIL() << "expected a usage error";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--selective-recompute on: the model recomputes per operator (its description's "
+                 "per_op_recompute), and the two recomputation policies exclude each other");
+  }
+  request.selective_recompute = false;
+  EXPECT_EQ(candidate_flags(request), (std::vector<std::string>{"00R", "00S", "10S"}));
+}
+
 // The plan read back as `simulate` reads it: the model regenerated with the flags the plan
 // records (report::model_for_plan), the replay's time the plan's.
 void expect_replays(const Plan& plan, const model::Model& file_model,

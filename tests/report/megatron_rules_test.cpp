@@ -388,5 +388,31 @@ TEST(MegatronLmRulesTest, AFullyShardedPlanIsTorchFsdp2WithoutPipelineParallelis
       "the plan with --pipeline-parallel 1, or with --optimizer sharded");
 }
 
+// torchtitan's per-operator checkpointing has no Megatron-LM or DeepSpeed setting: both exports
+// refuse a plan of such a model (exit 3, naming the model's field), whatever the plan recomputes.
+TEST(MegatronLmRulesTest, PerOperatorCheckpointingIsTorchtitansOnly) {
+  const topology::Topology topology = testing::uniform_topology(8, 50e9, 0.002);
+  model::TransformerConfig config = *llama_shaped(8, false).transformer;
+  config.per_op_recompute = true;
+  const model::Model model = testing::described_model(config);
+  planners::Request request{model, topology, 16};
+  request.tensor_parallel = {2};
+  request.pipeline_parallel = 2;
+  const std::string refusal =
+      "3 model: /transformer/per_op_recompute: the model recomputes per operator (torchtitan's "
+      "selective activation checkpointing), which %s has no setting for: describe the model "
+      "without --per-op-recompute";
+  auto expected = [&](const std::string& framework) {
+    std::string text = refusal;
+    return text.replace(text.find("%s"), 2, framework);
+  };
+  for (const auto recompute : {planners::Recompute::kNever, planners::Recompute::kAlways}) {
+    request.recompute = recompute;
+    const Plan plan = planners::make_plan("megatron", request);
+    EXPECT_EQ(export_refusal(megatron_json, plan, model, topology), expected("Megatron-LM"));
+    EXPECT_EQ(export_refusal(deepspeed_json, plan, model, topology), expected("DeepSpeed"));
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan::report

@@ -45,6 +45,12 @@ struct TransformerConfig {
   bool sequence_parallel = false;    ///< Megatron sequence parallelism (Korthikanti et al.).
   bool selective_recompute = false;  ///< Recompute the attention core in the backward.
   bool flash_attention = false;      ///< Fused attention: no s x s tensors stored or moved.
+  /// torchtitan's per-operator selective activation checkpointing (`[activation_checkpoint]
+  /// mode = "selective"`, `selective_ac_option = "op"`): a decoder keeps its input and the
+  /// outputs of the fused attention and of every second matrix multiplication (Q, V, the MLP's
+  /// first; SwiGLU's down projection) and recomputes the rest in its backward. Needs
+  /// `flash_attention` and a bias-free layer; excludes `selective_recompute`.
+  bool per_op_recompute = false;
   /// Dropout after the attention, after each residual branch and on the embedding, with its
   /// 1-byte masks stored. On in a description without the key (every one written before it);
   /// Llama, Qwen, Mistral and Nemotron-4 train without it (their presets' `dropout`).
