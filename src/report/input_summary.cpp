@@ -80,10 +80,11 @@ std::string v2_summary(const model::Model& model) {
 }
 
 // For a model generated from a description, what it sets otherwise than Calculon's tables and
-// the description's old defaults: `, no dropout, bf16 gradients, GEMMs at most 80.3% of the bf16
-// peak`.
+// the description's old defaults: `, no dropout, per-operator recomputation, bf16 gradients, GEMMs
+// at most 80.3% of the bf16 peak`.
 std::string description_settings_summary(const model::TransformerConfig& config) {
   std::string line = config.dropout ? "" : ", no dropout";
+  if (config.per_op_recompute) line += ", per-operator recomputation";
   if (config.gradient_dtype != hardware::DType::kFp32) line += ", bf16 gradients";
   if (config.optimizer_dtype != hardware::DType::kFp32) line += ", bf16 optimizer state";
   if (config.matmul_ceiling >= 1) return line;

@@ -65,6 +65,30 @@ TEST_F(ModelCommandTest, WritesAPresetThatPipeplanReads) {
   EXPECT_EQ(again.err, "");
 }
 
+// torchtitan's per-operator checkpointing: the summary says so, the file carries the key, and
+// reading it back keeps the smaller stash; without fused attention the option is refused.
+TEST_F(ModelCommandTest, WritesAPerOperatorRecomputingModel) {
+  const std::string file = path("titan.json");
+  auto result = run_cli({"model", "transformer", "--preset", "llama3.1-8b", "--gpu", "H100",
+                         "--flash-attention", "--per-op-recompute", "-o", file});
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_NE(result.err.find(", no dropout, per-operator recomputation, GEMMs at most "),
+            std::string::npos)
+      << result.err;
+  const model::Model model = model::read_model(io::source_from_text("titan.json", contents(file)));
+  ASSERT_TRUE(model.transformer.has_value());
+  EXPECT_TRUE(model.transformer->per_op_recompute);
+  // 63,616 bytes per token at b = 1, s = 8,192 (docs/transformer-model.md).
+  EXPECT_EQ(model.layers[1].stash_bytes, 63616.0 * 8192);
+  auto refused = run_cli({"model", "transformer", "--preset", "llama3.1-8b", "--per-op-recompute",
+                          "-o", path("refused.json")});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err,
+            "pipeplan: error: --per-op-recompute: needs --flash-attention: the policy keeps the "
+            "fused attention's output and recomputes nothing of it\n");
+  EXPECT_FALSE(fs::exists(path("refused.json")));
+}
+
 TEST_F(ModelCommandTest, ExplicitShapeAndOverrides) {
   auto result = run_cli({"model", "transformer", "--layers", "2", "--hidden", "64", "--heads", "4",
                          "--sequence", "16", "--vocab", "100", "--degrees", "1,2", "--name", "tiny",
