@@ -69,8 +69,8 @@ def plan_row(binary, work, entry, row, system, schedules):
     spp, failure = validate.plan(binary, work, name + "-spp", model_json, topo,
                                  ["--micro-batches", str(m), "--schedule", "auto"])
     if spp:
-        free = "%.2f (%s, %s)" % (throughput(spp, m * b, gpus), validate.shape(spp),
-                                  spp["schedule_policy"])
+        free = "%.2f (%s, %s%s)" % (throughput(spp, m * b, gpus), validate.shape(spp),
+                                    spp["schedule_policy"], validate.settings(spp))
     else:
         free = "no plan"
         notes.append("%s, spp: %s" % (name, failure))

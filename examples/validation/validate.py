@@ -158,13 +158,15 @@ def kernel_floor(binary, work, name, model_json):
 
 
 def shape(plan_json):
-    """`S stages, t T, r R, b B[, N recomputed][, V per device]` of a plan, from its stages."""
+    """`S stages, t T, r R, b B[, N recomputed][, V per device]` of a plan, from its stages
+    (`1 stage, ...` for one)."""
     stages = plan_json["stages"]
     ts = sorted({stage.get("tensor_parallel", 1) for stage in stages})
     rs = sorted({len(stage["gpus"]) // stage.get("tensor_parallel", 1) for stage in stages})
     recomputed = sum(1 for stage in stages if stage.get("recompute", False))
-    text = "%d stages, t %s, r %s, b %s" % (
-        len(stages), "/".join(map(str, ts)), "/".join(map(str, rs)),
+    text = "%d %s, t %s, r %s, b %s" % (
+        len(stages), "stage" if len(stages) == 1 else "stages", "/".join(map(str, ts)),
+        "/".join(map(str, rs)),
         plan_json.get("micro_batch_size", "?"))
     if recomputed:
         text += ", %d recomputed" % recomputed

@@ -65,7 +65,8 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                   "replicated, sharded (ZeRO-1, Megatron-LM's distributed optimizer), "
                   "fully-sharded (ZeRO-3, torch FSDP2: weights, gradients and optimizer state "
                   "divided among a stage's replicas), or auto (spp's default for models with "
-                  "spec 8 fields: the faster of replicated and sharded; others: replicated)")
+                  "spec 8 fields: the faster of replicated and sharded, and for described models "
+                  "fully sharded where faster; others: replicated)")
       ->check(CLI::IsMember({"replicated", "sharded", "fully-sharded", "auto"}))
       ->excludes(shard);
   command

@@ -145,6 +145,8 @@ struct Asked {
 // strictly faster). Only the final plan's: `--schedule auto` also gives every search of the
 // recipe the choice, at about twice the cost. Profiles keep one stage per device unless asked
 // (pipeplan_torch runs one stage per GPU). O(20) schedules and replays.
+constexpr double kSharedDeviceSchedules = 23;  // fastest_schedule's at most 8 + 3 x 5
+
 Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy policy) {
   if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
     return plan;
@@ -402,6 +404,82 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   return std::move(tried.plan);
 }
 
+// Whether spp may choose full sharding for `request` (issue 33 item 8; docs/decisions.md "A
+// fully sharded data-parallel stage"): as it chooses a sharded optimizer (the optimizer left
+// open, spec 8.1 fields, sharding that matters), for a model with its transformer description (a
+// profile is run by pipeplan_torch, whose runner all-reduces), and not under `--uniform`, which
+// keeps to plans every framework runs (DeepSpeed's pipeline engine refuses ZeRO-3). O(1).
+bool may_shard_fully(const Request& request) {
+  return request.choose_settings && !request.optimizer_fixed && !request.uniform &&
+         request.optimizer != Optimizer::kFullySharded && request.model.transformer &&
+         model::uses_v2_fields(request.model) && sharding_matters(request);
+}
+
+// `request` planned fully sharded. O(1).
+Request fully_sharded(const Request& request) {
+  Request out = request;
+  out.optimizer = Optimizer::kFullySharded;
+  return out;
+}
+
+// The fastest fully sharded plan among `plan`'s stages replayed so and Megatron-LM's one-stage
+// configurations (tensor, context and data parallelism alone: what torchtitan and
+// Megatron-LM's --use-torch-fsdp2 run), the latter within `steps_left`. Nothing when none
+// fits. O(degrees) plans.
+std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& plan,
+                                          StepsLeft& steps_left) {
+  std::optional<Plan> best;
+  auto keep = [&](Candidate made) {
+    if (made.sketch && (!best || strictly_faster(made.sketch->timeline.iteration_ms,
+                                                 best->timeline.iteration_ms))) {
+      best = std::move(made.sketch);
+    }
+  };
+  if (const auto policy = schedule::parse_policy(plan.schedule_policy)) {
+    keep(
+        try_candidate_plan(plan.planner, Partition{plan.gpu_order, plan.stages}, sharded, *policy));
+  }
+  for (const Request& fixed : megatron_candidates(sharded, stage_choices(sharded))) {
+    if (fixed.pipeline_parallel.value_or(1) != 1 || megatron_refusal(fixed)) continue;
+    try {
+      const Partition shape = megatron_partition(fixed, schedule::Policy::kList);
+      if (!std::isfinite(megatron_estimate(fixed, shape.stages, sharded.optimizer))) continue;
+      const double steps = scheduling_steps(sharded.topology, shape.stages, sharded.micro_batches);
+      if (steps_left && steps > *steps_left) continue;
+      if (steps_left) *steps_left -= steps;
+      keep(try_candidate_plan(plan.planner, shape, sharded, schedule::Policy::kList));
+    } catch (const InfeasibleError&) {
+    } catch (const UsageError&) {
+    }
+  }
+  if (!best) return std::nullopt;
+  return complete_plan(std::move(*best), sharded);
+}
+
+// Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
+// schedule: the fastest fully sharded plan of `request` (the kept candidate's; the description's
+// flags it was planned with), `fastest_fully_sharded`, with its devices shared as spp's default
+// shares them (`with_devices_shared`), adopted where strictly faster than `plan`. Within its own
+// budget of kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23
+// schedules of the plan). O(degrees + 23) plans.
+Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
+                        schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
+  const Request sharded = fully_sharded(request);
+  StepsLeft budget = kMegatronVariantExtraSteps;
+  std::optional<Plan> found = fastest_fully_sharded(sharded, plan, budget);
+  if (!found) return plan;
+  if (scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
+          kSharedDeviceSchedules <=
+      *budget) {
+    found = with_devices_shared(sharded, std::move(*found), policy);
+  }
+  if (!strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) return plan;
+  Variants tried{std::move(plan), std::nullopt};
+  adopt(std::move(*found), "fully sharded optimizer faster", tried);
+  return std::move(tried.plan);
+}
+
 // Every plan's stages replayed under every other candidate's settings (a shape one search found
 // can be faster under another's: the searches are heuristic, a sharded optimizer never slower),
 // the fastest kept with `best` as the incumbent (strictly faster only). O(K^2) replays, on
@@ -454,8 +532,11 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
                                        file_model.transformer->selective_recompute))) {
     Plan plan = plan_one(request, policy);
     if (!request.choose_settings) return plan;
-    return with_megatron_variants(request, with_devices_shared(request, std::move(plan), policy),
-                                  policy);
+    return with_full_sharding(
+        request, request,
+        with_megatron_variants(request, with_devices_shared(request, std::move(plan), policy),
+                               policy),
+        policy);
   }
   std::deque<Asked> asked;
   for (const SettingsCandidate& candidate : candidates) {
@@ -488,8 +569,10 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   }
   if (!best) throw *first_refusal;
   cross_replay(asked, best, best_x, notes);
-  Plan out = with_megatron_variants(
-      asked[best_x].request, with_devices_shared(asked[best_x].request, std::move(*best), policy),
+  const Request& kept = asked[best_x].request;
+  Plan out = with_full_sharding(
+      request, kept,
+      with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),
       policy);
   record_flags(candidates[best_x], file_model, out);
   out.notes.insert(out.notes.end(), notes.begin(), notes.end());

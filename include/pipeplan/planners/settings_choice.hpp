@@ -2,9 +2,9 @@
 /// \file
 /// The settings a user would otherwise fix, chosen by the planner (issue 33 item 8,
 /// docs/transformer-model.md "Settings spp chooses"): the optimizer's sharding and, for a model
-/// with a transformer description, Megatron-LM's sequence parallelism and selective
-/// recomputation. Each candidate is a whole plan of the planner on the request so changed; the
-/// fastest is kept, the request's own settings on ties.
+/// with a transformer description, Megatron-LM's sequence parallelism, selective recomputation
+/// and full sharding (torch FSDP2). Each candidate is a whole plan of the planner on the request so
+/// changed; the fastest is kept, the request's own settings on ties.
 
 #include <functional>
 #include <optional>
@@ -48,7 +48,10 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// described model under the list policy with `choose_settings`, the kept plan's devices are
 /// then tried with 2 to 4 stages each (fastest_schedule, as `--schedule auto` on its final
 /// plan), and the three Megatron-LM configurations of the smallest estimates interleaved with
-/// every V dividing their decoders per stage; each kept only where strictly faster. The plan
+/// every V dividing their decoders per stage; then, with the optimizer left open
+/// (`!optimizer_fixed`), the fastest fully sharded plan among the kept stages and Megatron-LM's
+/// one-stage configurations, its devices shared so too (within a budget of scheduling steps);
+/// each kept only where strictly faster. The plan
 /// records the flags it was made with where they differ from the model file
 /// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time.
 /// O(K) plans and O(K^2) replays for K candidates (at most 5), each set on parallel threads
