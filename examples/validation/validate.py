@@ -196,13 +196,18 @@ def escape(text):
 
 
 def batch_options(run):
-    """The options every plan of a run takes: its global batch and optimizer sharding."""
-    options = ["--global-batch", str(run["global_batch"])]
+    """The options every plan of a run takes: its global batch."""
+    return ["--global-batch", str(run["global_batch"])]
+
+
+def optimizer_options(run):
+    """The published configuration's optimizer: fully sharded, sharded or (none) replicated.
+    spp chooses its own (issue 33 item 8)."""
     if run.get("optimizer"):
-        options += ["--optimizer", run["optimizer"]]
-    elif run.get("shard_optimizer"):
-        options.append("--shard-optimizer")
-    return options
+        return ["--optimizer", run["optimizer"]]
+    if run.get("shard_optimizer"):
+        return ["--shard-optimizer"]
+    return []
 
 
 def published_options(run):
@@ -224,13 +229,13 @@ def published_options(run):
 
 
 def plan_both(binary, work, run, system, topo, options, script="validate.py", with_spp=True):
-    """Plans a run's published configuration (`--planner megatron`, the micro-batch size
-    fixed) and lets spp plan the same GPUs freely (`--schedule auto`, the size searched;
-    skipped without `with_spp`). Returns (megatron plan, its failure, spp plan, its
-    failure); a plan is None on failure."""
+    """Plans a run's published configuration (`--planner megatron`, the micro-batch size and
+    the optimizer fixed) and lets spp plan the same GPUs freely (`--schedule auto`, the size
+    and the optimizer chosen; skipped without `with_spp`). Returns (megatron plan, its
+    failure, spp plan, its failure); a plan is None on failure."""
     print("%s: %s (megatron)" % (script, run["id"]), file=sys.stderr)
     megatron, failure = plan(binary, work, run["id"], model(run, system, True), topo,
-                             options + published_options(run))
+                             options + published_options(run) + optimizer_options(run))
     if not with_spp:
         return megatron, failure, None, ""
     print("%s: %s (spp)" % (script, run["id"]), file=sys.stderr)

@@ -459,7 +459,8 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
 // Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
 // schedule: the fastest fully sharded plan of `request` (the kept candidate's; the description's
 // flags it was planned with), `fastest_fully_sharded`, with its devices shared as spp's default
-// shares them (`with_devices_shared`), adopted where strictly faster than `plan`. Within its own
+// shares them and its fixed policies tried (`fastest_schedule`, as `--schedule auto`), adopted
+// where strictly faster than `plan`. Within its own
 // budget of kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23
 // schedules of the plan). O(degrees + 23) plans.
 Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
@@ -472,7 +473,11 @@ Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
   if (scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
           kSharedDeviceSchedules <=
       *budget) {
-    found = with_devices_shared(sharded, std::move(*found), policy);
+    // As with_devices_shared, and under --schedule auto too: the fixed policies on the same
+    // stages as well (1F1B beats the greedy list schedule on some one-stage plans).
+    Request shared = sharded;
+    shared.schedule_auto = true;
+    found = fastest_schedule(shared, std::move(*found), policy);
   }
   if (!strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) return plan;
   Variants tried{std::move(plan), std::nullopt};
@@ -569,7 +574,14 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
   }
   if (!best) throw *first_refusal;
   cross_replay(asked, best, best_x, notes);
-  const Request& kept = asked[best_x].request;
+  // The later steps try their variants under the kept candidate's request, or where it keeps the
+  // replicated optimizer spp may shard, its sharded twin's (the same flags): sharded is never
+  // slower and never needs more memory for the same stages (spec 8.3), so more variants fit. The
+  // kept plan stays as it is unless a variant is strictly faster.
+  const bool twin = best_x == 0 && candidates.size() > 1 &&
+                    candidates[0].optimizer == Optimizer::kReplicated &&
+                    candidates[1].optimizer == Optimizer::kSharded;
+  const Request& kept = asked[twin ? 1 : best_x].request;
   Plan out = with_full_sharding(
       request, kept,
       with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),

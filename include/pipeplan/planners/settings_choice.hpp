@@ -44,7 +44,9 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// candidate is planned (an estimate that ranked them left out faster plans); a candidate that
 /// does not fit (`InfeasibleError`) is skipped, and when none fits the first's error is
 /// rethrown. Then each plan's stages are replayed under every other candidate's settings (the
-/// searches are heuristic: a shape found under one can be faster under another). For a
+/// searches are heuristic: a shape found under one can be faster under another). The steps
+/// below run under the kept candidate's request, or its sharded twin's where the replicated one
+/// is kept (sharded is never slower nor larger for the same stages, spec 8.3). For a
 /// described model under the list policy with `choose_settings`, the kept plan's devices are
 /// then tried with 2 to 4 stages each (fastest_schedule, as `--schedule auto` on its final
 /// plan), and the three Megatron-LM configurations of the smallest estimates interleaved with
