@@ -138,6 +138,9 @@ struct Asked {
   std::optional<Plan> plan;  // its planner's plan, when planned and it fits
 };
 
+// The schedules `fastest_schedule` makes of a plan under `--schedule auto`: at most 8 + 3 x 5.
+constexpr double kSharedDeviceSchedules = 23;
+
 // spp's default list schedule for a model with its transformer description (issue 33 item 8:
 // `V` and the split chosen by default, as Megatron-LM users set them): the chosen devices with
 // 2, 3 and 4 stages each under every multi-stage policy and the list scheduler, and every fixed
@@ -145,8 +148,6 @@ struct Asked {
 // strictly faster). Only the final plan's: `--schedule auto` also gives every search of the
 // recipe the choice, at about twice the cost. Profiles keep one stage per device unless asked
 // (pipeplan_torch runs one stage per GPU). O(20) schedules and replays.
-constexpr double kSharedDeviceSchedules = 23;  // fastest_schedule's at most 8 + 3 x 5
-
 Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy policy) {
   if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
     return plan;
@@ -460,9 +461,9 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
 // schedule: the fastest fully sharded plan of `request` (the kept candidate's; the description's
 // flags it was planned with), `fastest_fully_sharded`, with its devices shared as spp's default
 // shares them and its fixed policies tried (`fastest_schedule`, as `--schedule auto`), adopted
-// where strictly faster than `plan`. Within its own
-// budget of kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23
-// schedules of the plan). O(degrees + 23) plans.
+// where strictly faster than `plan`. Within its own budget of kMegatronVariantExtraSteps
+// scheduling steps (the devices shared cost about 23 schedules of the plan). O(degrees + 23)
+// plans.
 Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
                         schedule::Policy policy) {
   if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;

@@ -53,9 +53,9 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// every V dividing their decoders per stage; then, with the optimizer left open
 /// (`!optimizer_fixed`), the fastest fully sharded plan among the kept stages and Megatron-LM's
 /// one-stage configurations, its devices shared so too (within a budget of scheduling steps);
-/// each kept only where strictly faster. The plan
-/// records the flags it was made with where they differ from the model file
-/// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time.
+/// each kept only where strictly faster. The plan records the flags it was made with where they
+/// differ from the model file (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes
+/// list each candidate's time.
 /// O(K) plans and O(K^2) replays for K candidates (at most 5), each set on parallel threads
 /// (up to four) and read in order, so the result does not depend on the threads; `plan_one`
 /// must be safe to call from several threads at once (the planners share no mutable state).
