@@ -138,7 +138,9 @@ struct Asked {
   std::optional<Plan> plan;  // its planner's plan, when planned and it fits
 };
 
-// The schedules `fastest_schedule` makes of a plan under `--schedule auto`: at most 8 + 3 x 5.
+// The schedules `fastest_schedule` makes of a plan under `--schedule auto`, at most 8 + 3 x 5,
+// each counted once against a budget (those with V stages per device take up to V times the
+// plan's steps): what admits the step, not a bound on its cost.
 constexpr double kSharedDeviceSchedules = 23;
 
 // spp's default list schedule for a model with its transformer description (issue 33 item 8:
@@ -184,6 +186,16 @@ constexpr double kMegatronVariantExtraSteps = 2e7;
 
 // The scheduling steps the variants past the first seeds may still spend (nullopt: no limit).
 using StepsLeft = std::optional<double>;
+
+// Whether scheduling `stages` for `request` fits in `steps_left`, which it then spends
+// (`scheduling_steps`; always, without a limit). O(N) with a limit, else O(1).
+bool spend(StepsLeft& steps_left, const Request& request, const std::vector<Stage>& stages) {
+  if (!steps_left) return true;
+  const double steps = scheduling_steps(request.topology, stages, request.micro_batches);
+  if (steps > *steps_left) return false;
+  *steps_left -= steps;
+  return true;
+}
 
 // The variants' state: the incumbent plan, and the configuration past spp's search limit whose
 // one-replica screen is the smallest, strictly below the incumbent when it was screened (planned
@@ -238,11 +250,7 @@ void try_megatron_variant(const Request& request, const Request& fixed, schedule
   try {
     if (megatron_refusal(fixed)) return;
     const Partition shape = megatron_partition(fixed, policy);
-    if (steps_left) {
-      const double steps = scheduling_steps(request.topology, shape.stages, request.micro_batches);
-      if (steps > *steps_left) return;
-      *steps_left -= steps;
-    }
+    if (!spend(steps_left, request, shape.stages)) return;
     const double incumbent_ms = tried.plan.timeline.iteration_ms;
     const std::int64_t search_limit = plan_task_limit(tried.plan.planner);
     const bool beyond_search =
@@ -368,19 +376,32 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, V
 }
 
 // Megatron-LM's one-stage configurations (P = 1: tensor, context and data parallelism alone)
-// under the list schedule, after every other variant and within the steps left: spp's own search
-// can keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
-// c = 2, as NVIDIA's recipe runs it). O(degrees) plans of one stage.
+// among `configurations` that Megatron-LM runs and that hold one micro-batch under
+// `request.optimizer` (what cannot is not planned: a plan of every GPU is slow to refuse), in
+// order. O(K (L + N)).
+std::vector<Request> one_stage_configurations(const Request& request,
+                                              const std::vector<Request>& configurations) {
+  std::vector<Request> out;
+  for (const Request& fixed : configurations) {
+    if (fixed.pipeline_parallel.value_or(1) != 1 || megatron_refusal(fixed)) continue;
+    try {
+      const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
+      if (std::isfinite(megatron_estimate(fixed, shape.stages, request.optimizer))) {
+        out.push_back(fixed);
+      }
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
+// Megatron-LM's one-stage configurations (`one_stage_configurations`) under the list schedule,
+// after every other variant and within the steps left: spp's own search can keep pipelined
+// shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at c = 2, as NVIDIA's
+// recipe runs it). O(degrees) plans of one stage.
 void try_one_stage_megatron(const Request& request, const std::vector<Request>& configurations,
                             Variants& tried, StepsLeft& steps_left) {
-  for (const Request& fixed : configurations) {
-    if (fixed.pipeline_parallel.value_or(1) != 1) continue;
-    try {  // what cannot hold even one micro-batch is not planned (a plan of every GPU is slow)
-      const Partition shape = megatron_partition(fixed, schedule::Policy::kOneFOneB);
-      if (!std::isfinite(megatron_estimate(fixed, shape.stages, request.optimizer))) continue;
-    } catch (const Error&) {
-      continue;
-    }
+  for (const Request& fixed : one_stage_configurations(request, configurations)) {
     try_megatron_variant(request, fixed, schedule::Policy::kList,
                          variant_label("Megatron-LM's one-stage configuration faster: ", fixed, 1,
                                        schedule::Policy::kList),
@@ -416,13 +437,6 @@ bool may_shard_fully(const Request& request) {
          model::uses_v2_fields(request.model) && sharding_matters(request);
 }
 
-// `request` planned fully sharded. O(1).
-Request fully_sharded(const Request& request) {
-  Request out = request;
-  out.optimizer = Optimizer::kFullySharded;
-  return out;
-}
-
 // The fastest fully sharded plan among `plan`'s stages replayed so and Megatron-LM's one-stage
 // configurations (tensor, context and data parallelism alone: what torchtitan and
 // Megatron-LM's --use-torch-fsdp2 run), the latter within `steps_left`. Nothing when none
@@ -440,14 +454,11 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
     keep(
         try_candidate_plan(plan.planner, Partition{plan.gpu_order, plan.stages}, sharded, *policy));
   }
-  for (const Request& fixed : megatron_candidates(sharded, stage_choices(sharded))) {
-    if (fixed.pipeline_parallel.value_or(1) != 1 || megatron_refusal(fixed)) continue;
+  const std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
+  for (const Request& fixed : one_stage_configurations(sharded, configurations)) {
     try {
       const Partition shape = megatron_partition(fixed, schedule::Policy::kList);
-      if (!std::isfinite(megatron_estimate(fixed, shape.stages, sharded.optimizer))) continue;
-      const double steps = scheduling_steps(sharded.topology, shape.stages, sharded.micro_batches);
-      if (steps_left && steps > *steps_left) continue;
-      if (steps_left) *steps_left -= steps;
+      if (!spend(steps_left, sharded, shape.stages)) continue;
       keep(try_candidate_plan(plan.planner, shape, sharded, schedule::Policy::kList));
     } catch (const InfeasibleError&) {
     } catch (const UsageError&) {
@@ -467,7 +478,8 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
 Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
                         schedule::Policy policy) {
   if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
-  const Request sharded = fully_sharded(request);
+  Request sharded = request;
+  sharded.optimizer = Optimizer::kFullySharded;
   StepsLeft budget = kMegatronVariantExtraSteps;
   std::optional<Plan> found = fastest_fully_sharded(sharded, plan, budget);
   if (!found) return plan;

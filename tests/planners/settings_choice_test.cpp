@@ -518,6 +518,18 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationPastItsSearchLimit) {
             kMaxSearchTasks);
 }
 
+// torchtitan's Llama 3.1 8B runs (docs/validation.md): sequence 8,192, micro-batch 2, no
+// dropout, per-operator checkpointing, on H100.
+model::Model torchtitan_llama_8b() {
+  model::TransformerConfig config = on_h100("llama3.1-8b");
+  config.sequence = 8192;
+  config.dropout = false;
+  config.sequence_parallel = false;
+  config.per_op_recompute = true;
+  config.micro_batch_size = 2;
+  return described_model(config);
+}
+
 // Issue 33 item 8: torchtitan's Llama 3.1 8B runs (per-operator checkpointing, micro-batch 2,
 // sequence 8,192) on one node of 8 H100 of 96 GiB, 8 micro-batches. Fully sharded, each layer's
 // gradients are reduce-scattered under the next layer's backward instead of all-reduced after
@@ -527,13 +539,7 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationPastItsSearchLimit) {
 // user's fixed optimizer, `--uniform` and the same layers as a profile (no description:
 // pipeplan_torch's runner all-reduces) are never fully sharded.
 TEST(SettingsChoice, SppChoosesFullShardingWhereStrictlyFaster) {
-  model::TransformerConfig config = on_h100("llama3.1-8b");
-  config.sequence = 8192;
-  config.dropout = false;
-  config.sequence_parallel = false;
-  config.per_op_recompute = true;
-  config.micro_batch_size = 2;
-  const model::Model model = described_model(config);
+  const model::Model model = torchtitan_llama_8b();
   const topology::Topology topology = uniform_topology(8, 369e9, 0.005, {}, 96.0 * (1 << 30));
   Request request = choosing(model, topology);
   request.micro_batches = 8;
@@ -602,6 +608,32 @@ TEST(SettingsChoice, SppWithTheOptimizerOpenIsNeverSlowerThanWithItSharded) {
   const Plan fixed = make_plan("spp", sharded);
   EXPECT_LE(chosen.timeline.iteration_ms, fixed.timeline.iteration_ms * (1 + 1e-9));
   EXPECT_EQ(chosen.optimizer, Optimizer::kSharded);
+}
+
+// Issue 33 item 8 under --schedule auto: torchtitan's Llama 3.1 8B run on 128 H100 of 96 GiB (b 2,
+// 128 micro-batches), its published configuration fully sharded on one stage. The greedy list
+// schedule runs that stage at 1,651 ms where 1F1B runs it at 1,625 ms; spp's fully sharded
+// candidate gets the fixed policies too, so spp is never slower than the published plan.
+TEST(SettingsChoice, SppIsNeverSlowerThanTheFullyShardedPublishedRunUnderScheduleAuto) {
+  const model::Model model = torchtitan_llama_8b();
+  const std::string text = R"({"nodes": [{"name": "node", "count": 16, "type": "dgx-h100",
+                                          "memory": "96 GiB"}]})";
+  const topology::Topology topology =
+      topology::read_topology(io::source_from_text("topo.json", text), model.profile_device);
+  Request request = choosing(model, topology);
+  request.micro_batches = 128;
+  request.schedule_auto = true;
+  const Plan chosen = make_plan("spp", request);
+  Request published{model, topology, 128};
+  published.tensor_parallel = {1};
+  published.pipeline_parallel = 1;
+  published.data_parallel = 128;
+  published.recompute = Recompute::kNever;
+  published.optimizer = Optimizer::kFullySharded;
+  published.optimizer_fixed = true;
+  const Plan megatron = make_plan("megatron", published);
+  EXPECT_LE(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9));
+  EXPECT_EQ(chosen.optimizer, Optimizer::kFullySharded);
 }
 
 }  // namespace
