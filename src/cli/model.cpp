@@ -31,6 +31,7 @@ struct TransformerOptions {
   std::string gpu = "A100-80GB";
   bool sequence_parallel = false, selective_recompute = false, flash_attention = false;
   bool per_op_recompute = false;
+  std::string cross_entropy = "megatron";
   std::vector<int> degrees;
   std::string kernel_overhead_us;
   std::string matmul_ceiling;
@@ -103,6 +104,7 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   config.sequence_parallel = options.sequence_parallel;
   config.selective_recompute = options.selective_recompute;
   config.per_op_recompute = options.per_op_recompute;
+  config.cross_entropy = *model::parse_cross_entropy(options.cross_entropy);  // checked by CLI11
   if (!options.dropout.empty()) config.dropout = options.dropout == "on";
   config.gradient_dtype = *hardware::parse_dtype(options.gradient_dtype);  // CLI11 checked it
   config.optimizer_dtype = *hardware::parse_dtype(options.optimizer_dtype);
@@ -160,6 +162,13 @@ void add_training_options(CLI::App& transformer, TransformerOptions& options) {
   transformer.add_flag("--per-op-recompute", options.per_op_recompute,
                        "torchtitan's per-operator checkpointing: keep the fused attention's and "
                        "every second matmul's outputs, recompute the rest in the backward");
+  transformer
+      .add_option("--cross-entropy", options.cross_entropy,
+                  "The loss: megatron (Megatron-LM's vocabulary-parallel cross-entropy, its "
+                  "gradient written over the kept fp32 softmax; the default) or torch-fp32 "
+                  "(torch's cross_entropy on fp32 logits, as torchtitan: 8 more bytes per logit "
+                  "in its backward)")
+      ->check(CLI::IsMember({"megatron", "torch-fp32"}));
   transformer.add_flag("--flash-attention", options.flash_attention,
                        "Fused attention (no sequence x sequence tensors)");
   transformer

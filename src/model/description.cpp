@@ -69,6 +69,7 @@ TransformerConfig read_description(const io::Node& node) {
                                  "sequence_parallel",
                                  "selective_recompute",
                                  "per_op_recompute",
+                                 "cross_entropy",
                                  "flash_attention",
                                  "dropout",
                                  "degrees",
@@ -118,6 +119,13 @@ TransformerConfig read_description(const io::Node& node) {
     config.selective_recompute = flag->as_bool();
   }
   if (auto flag = object.optional("per_op_recompute")) config.per_op_recompute = flag->as_bool();
+  if (auto loss = object.optional("cross_entropy")) {
+    const std::optional<CrossEntropy> parsed = parse_cross_entropy(loss->as_string());
+    if (!parsed) {
+      loss->fail("must be \"megatron\" or \"torch-fp32\", got " + io::describe_value(loss->json()));
+    }
+    config.cross_entropy = *parsed;
+  }
   if (auto flag = object.optional("flash_attention")) config.flash_attention = flag->as_bool();
   if (auto flag = object.optional("dropout")) config.dropout = flag->as_bool();
   if (auto overhead = object.optional("kernel_overhead_us")) {
@@ -172,6 +180,10 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   out["selective_recompute"] = config.selective_recompute;
   // Written only when on, so that a description without it reads as before.
   if (config.per_op_recompute) out["per_op_recompute"] = true;
+  // Written only when not Megatron-LM's, so that a description without it reads as before.
+  if (config.cross_entropy != CrossEntropy::kMegatron) {
+    out["cross_entropy"] = std::string(cross_entropy_name(config.cross_entropy));
+  }
   out["flash_attention"] = config.flash_attention;
   // Written only when off, so that a description without it reads as before (dropout on).
   if (!config.dropout) out["dropout"] = false;

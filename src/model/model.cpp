@@ -105,7 +105,7 @@ TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
   io::ObjectReader object(
       node, {"degrees", "allreduce_bytes", "allreduces_forward", "allreduces_backward",
              "forward_ms", "backward_ms", "parameter_bytes", "stash_bytes", "update_ms",
-             "backward_weight_ms", "weight_stash_bytes"});
+             "backward_weight_ms", "weight_stash_bytes", "backward_working_bytes"});
   TensorParallel split;
   split.degrees = read_degrees(object.required("degrees"));
   split.allreduce_bytes = nonnegative(object.required("allreduce_bytes"));
@@ -125,6 +125,8 @@ TensorParallel read_tensor_parallel(const io::Node& node, const Layer& layer) {
       read_per_degree(object, "backward_weight_ms", n, layer.backward_weight_ms);
   const double weight_stash = layer.weight_stash_bytes.value_or(layer.stash_bytes);
   split.weight_stash_bytes = read_per_degree(object, "weight_stash_bytes", n, weight_stash);
+  split.backward_working_bytes =
+      read_per_degree(object, "backward_working_bytes", n, layer.backward_working_bytes);
   check_part_of_whole(object, split.degrees,
                       {"backward_weight_ms", "backward_ms", layer.backward_weight_ms,
                        layer.backward_ms, &split.backward_weight_ms, &split.backward_ms});
@@ -163,7 +165,7 @@ Layer read_layer(const io::Node& node) {
   io::ObjectReader object(
       node, {"name", "forward_ms", "backward_ms", "activation_bytes", "parameter_bytes",
              "stash_bytes", "update_ms", "backward_weight_ms", "weight_stash_bytes",
-             "tensor_parallel", "context_parallel"});
+             "backward_working_bytes", "tensor_parallel", "context_parallel"});
   Layer layer;
   if (auto name = object.optional("name")) layer.name = name->as_nonempty_string();
   layer.forward_ms = nonnegative(object.required("forward_ms"));
@@ -179,6 +181,9 @@ Layer read_layer(const io::Node& node) {
       read_part(object, "backward_weight_ms", "backward_ms", layer.backward_ms).value_or(0);
   layer.weight_stash_bytes =
       read_part(object, "weight_stash_bytes", "stash_bytes", layer.stash_bytes);
+  if (auto working = object.optional("backward_working_bytes")) {
+    layer.backward_working_bytes = nonnegative(*working);
+  }
   if (auto split = object.optional("tensor_parallel")) {
     layer.tensor_parallel = read_tensor_parallel(*split, layer);
   }
@@ -202,13 +207,14 @@ double largest(const Layer& layer, double (*at)(const Layer&, int)) {
 void check_totals(const Model& model, const io::Node& layers) {
   double compute_ms = 0, parameter_bytes = 0, stash_bytes = 0, activation_bytes = 0;
   double update_ms = 0, allreduce_bytes = 0, weight_ms = 0, weight_stash_bytes = 0;
-  double exchange_bytes = 0;
+  double exchange_bytes = 0, working_bytes = 0;
   for (const Layer& layer : model.layers) {
     compute_ms += largest(layer, forward_ms_at) + largest(layer, backward_ms_at);
     weight_ms += largest(layer, backward_weight_ms_at);
     weight_stash_bytes += largest(layer, weight_stash_bytes_at);
     parameter_bytes += largest(layer, parameter_bytes_at);
     stash_bytes += largest(layer, stash_bytes_at);
+    working_bytes += largest(layer, backward_working_bytes_at);
     activation_bytes += layer.activation_bytes;
     update_ms += largest(layer, update_ms_at);
     if (layer.context_parallel) exchange_bytes += layer.context_parallel->exchange_bytes;
@@ -231,6 +237,7 @@ void check_totals(const Model& model, const io::Node& layers) {
   check(parameter_bytes * model.parameter_memory_factor,
         "parameter_memory_factor times the sum of parameter_bytes");
   check(stash_bytes, "the sum of stash_bytes");
+  check(working_bytes, "the sum of backward_working_bytes");
   check(activation_bytes, "the sum of activation_bytes");
   check(activation_bytes + model.input_bytes, "input_bytes plus the sum of activation_bytes");
   check(update_ms, "the sum of update_ms");
@@ -398,6 +405,7 @@ nlohmann::ordered_json tensor_parallel_to_json(const TensorParallel& split) {
   optional_array("update_ms", split.update_ms);
   optional_array("backward_weight_ms", split.backward_weight_ms);
   optional_array("weight_stash_bytes", split.weight_stash_bytes);
+  optional_array("backward_working_bytes", split.backward_working_bytes);
   return out;
 }
 
@@ -453,6 +461,9 @@ nlohmann::ordered_json model_to_json(const Model& model) {
     if (layer.weight_stash_bytes) {
       entry["weight_stash_bytes"] = json_number(*layer.weight_stash_bytes);
     }
+    if (layer.backward_working_bytes != 0) {
+      entry["backward_working_bytes"] = json_number(layer.backward_working_bytes);
+    }
     if (layer.tensor_parallel) {
       entry["tensor_parallel"] = tensor_parallel_to_json(*layer.tensor_parallel);
     }
@@ -483,15 +494,22 @@ bool uses_v2_fields(const Model& model) {
 bool uses_v3_fields(const Model& model) {
   return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
     return layer.backward_weight_ms != 0 || layer.weight_stash_bytes.has_value() ||
-           layer.context_parallel.has_value() ||
+           layer.backward_working_bytes != 0 || layer.context_parallel.has_value() ||
            (layer.tensor_parallel && (!layer.tensor_parallel->backward_weight_ms.empty() ||
-                                      !layer.tensor_parallel->weight_stash_bytes.empty()));
+                                      !layer.tensor_parallel->weight_stash_bytes.empty() ||
+                                      !layer.tensor_parallel->backward_working_bytes.empty()));
   });
 }
 
 bool has_weight_gradients(const Model& model) {
   return std::any_of(model.layers.begin(), model.layers.end(),
                      [](const Layer& layer) { return largest(layer, backward_weight_ms_at) > 0; });
+}
+
+bool has_backward_working_bytes(const Model& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(), [](const Layer& layer) {
+    return largest(layer, backward_working_bytes_at) > 0;
+  });
 }
 
 double sharded_factor(const Model& model) {
@@ -554,6 +572,14 @@ double weight_stash_bytes_at(const Layer& layer, int t) {
                    &TensorParallel::weight_stash_bytes);
 }
 
+double backward_working_bytes_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.backward_working_bytes, &TensorParallel::backward_working_bytes);
+}
+
+double backward_transient_bytes_at(const Layer& layer, int t, bool recompute) {
+  return backward_working_bytes_at(layer, t) + (recompute ? stash_bytes_at(layer, t) : 0);
+}
+
 int allreduces_forward_at(const Layer& layer, int t) {
   return is_split(layer, t) ? layer.tensor_parallel->allreduces_forward : 0;
 }
@@ -609,6 +635,10 @@ StageCost stage_cost(const Model& model, int first, int last, int t) {
     const double stash = stash_bytes_at(layer, t);
     cost.stash_bytes += stash;
     cost.max_stash_bytes = std::max(cost.max_stash_bytes, stash);
+    cost.max_transient_bytes =
+        std::max(cost.max_transient_bytes, backward_transient_bytes_at(layer, t, false));
+    cost.max_recompute_transient_bytes =
+        std::max(cost.max_recompute_transient_bytes, backward_transient_bytes_at(layer, t, true));
     cost.update_ms += update_ms_at(layer, t);
     cost.backward_weight_ms += backward_weight_ms_at(layer, t);
     cost.weight_stash_bytes += weight_stash_bytes_at(layer, t);
@@ -653,6 +683,7 @@ Layer layer_at_context_degree(Layer layer, double c) {
   layer.stash_bytes /= c;
   layer.backward_weight_ms /= c;
   if (layer.weight_stash_bytes) *layer.weight_stash_bytes /= c;
+  layer.backward_working_bytes /= c;
   if (layer.tensor_parallel) {
     TensorParallel& split = *layer.tensor_parallel;
     split.allreduce_bytes /= c;
@@ -661,6 +692,7 @@ Layer layer_at_context_degree(Layer layer, double c) {
     divide_all(split.stash_bytes, c);
     divide_all(split.backward_weight_ms, c);
     divide_all(split.weight_stash_bytes, c);
+    divide_all(split.backward_working_bytes, c);
   }
   return layer;
 }

@@ -634,6 +634,11 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
       costs.backward_weight_ms = ms_of(gpu, config, {logits_gemm(x)});
       // The logits GEMM's input and its output's gradient (in the training format).
       costs.weight_stash_bytes = x.vb * rows * x.h + x.vb * tokens * x.v / x.t;
+      // torch's cross_entropy on fp32 logits: its backward allocates the log-softmax's gradient
+      // and the logits' (fp32 each) while the kept log-softmax is alive (docs/memory.md).
+      if (config.cross_entropy == CrossEntropy::kTorchFp32) {
+        costs.backward_working_bytes = 8 * tokens * x.v / x.t;
+      }
       break;
     }
   }
@@ -713,6 +718,12 @@ Model transformer_model(const TransformerConfig& config) {
       split.update_ms.push_back(costs.update_ms);
       split.backward_weight_ms.push_back(costs.backward_weight_ms);
       split.weight_stash_bytes.push_back(costs.weight_stash_bytes);
+      split.backward_working_bytes.push_back(costs.backward_working_bytes);
+    }
+    // Written only where some degree has one, so that other layers read as before.
+    if (std::all_of(split.backward_working_bytes.begin(), split.backward_working_bytes.end(),
+                    [](double bytes) { return bytes == 0; })) {
+      split.backward_working_bytes.clear();
     }
     layer.forward_ms = split.forward_ms.front();
     layer.backward_ms = split.backward_ms.front();
@@ -721,6 +732,9 @@ Model transformer_model(const TransformerConfig& config) {
     layer.update_ms = split.update_ms.front();
     layer.backward_weight_ms = split.backward_weight_ms.front();
     layer.weight_stash_bytes = split.weight_stash_bytes.front();
+    if (!split.backward_working_bytes.empty()) {
+      layer.backward_working_bytes = split.backward_working_bytes.front();
+    }
     layer.activation_bytes = activation_bytes;
     layer.tensor_parallel = std::move(split);
     return layer;

@@ -20,6 +20,37 @@ LayerSums::LayerSums(const model::Model& model) {
     parameters[l + 1] = parameters[l] + layer.parameter_bytes;
     stash[l + 1] = stash[l] + layer.stash_bytes;
   }
+  if (model::has_backward_working_bytes(model)) {
+    std::vector<double> working(n);
+    for (std::size_t l = 0; l < n; ++l) working[l] = model.layers[l].backward_working_bytes;
+    working_max = range_max_table(std::move(working));
+  }
+}
+
+double LayerSums::largest_working(int i, int j) const {
+  return working_max.empty() ? 0 : range_max(working_max, i, j);
+}
+
+std::vector<std::vector<double>> range_max_table(std::vector<double> values) {
+  const std::size_t n = values.size();
+  std::vector<std::vector<double>> table{std::move(values)};
+  for (std::size_t width = 1; 2 * width <= n; width *= 2) {
+    const std::vector<double>& previous = table.back();
+    std::vector<double> next(n - 2 * width + 1);
+    for (std::size_t l = 0; l < next.size(); ++l)
+      next[l] = std::max(previous[l], previous[l + width]);
+    table.push_back(std::move(next));
+  }
+  return table;
+}
+
+double range_max(const std::vector<std::vector<double>>& table, int i, int j) {
+  const auto width = static_cast<std::size_t>(j - i);
+  std::size_t k = 0;
+  while ((std::size_t{2} << k) <= width) ++k;
+  const auto& row = table[k];
+  return std::max(row[static_cast<std::size_t>(i)],
+                  row[static_cast<std::size_t>(j) - (std::size_t{1} << k)]);
 }
 
 void RunStats::add(const topology::Topology& topology, int gpu) {

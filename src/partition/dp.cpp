@@ -48,41 +48,20 @@ struct DegreeColumns {
   std::vector<double> forward_allreduce_bytes, backward_allreduce_bytes;  // count x bytes
   std::vector<double> forward_allreduces, backward_allreduces;            // counts
   std::vector<int> listing;  // layers with tensor_parallel that list t
-  // stash_max[k][l]: the largest per-GPU stash of layers l..l+2^k-1 (a sparse table); likewise
-  // parameter_max for the parameters (full sharding's gathered copies).
-  std::vector<std::vector<double>> stash_max, parameter_max;
+  // recompute_max[k][l]: the largest per-GPU transient of layers l..l+2^k-1 when recomputing
+  // (model::backward_transient_bytes_at: its stash and working set; a sparse table); likewise
+  // transient_max without recomputation (the working sets) and parameter_max for the parameters
+  // (full sharding's gathered copies).
+  std::vector<std::vector<double>> recompute_max, transient_max, parameter_max;
 };
 
-// The sparse table of `values` for O(1) range maxima: row k holds the maxima of 2^k
-// consecutive values. O(n log n).
-std::vector<std::vector<double>> range_max_table(std::vector<double> values) {
-  const std::size_t n = values.size();
-  std::vector<std::vector<double>> table{std::move(values)};
-  for (std::size_t width = 1; 2 * width <= n; width *= 2) {
-    const std::vector<double>& previous = table.back();
-    std::vector<double> next(n - 2 * width + 1);
-    for (std::size_t l = 0; l < next.size(); ++l)
-      next[l] = std::max(previous[l], previous[l + width]);
-    table.push_back(std::move(next));
-  }
-  return table;
-}
-
-// The largest of values [i, j) of a `range_max_table`, O(1).
-double range_max(const std::vector<std::vector<double>>& table, int i, int j) {
-  const auto width = static_cast<std::size_t>(j - i);
-  std::size_t k = 0;
-  while ((std::size_t{2} << k) <= width) ++k;
-  const auto& row = table[k];
-  return std::max(row[static_cast<std::size_t>(i)],
-                  row[static_cast<std::size_t>(j) - (std::size_t{1} << k)]);
-}
-
-// Which range-maximum tables to build (each O(L log L) per degree instead of O(L)): the stashes
-// for recomputation, the parameters for full sharding.
+// Which range-maximum tables to build (each O(L log L) per degree instead of O(L)): the
+// transients for recomputation, the parameters for full sharding, the working sets for a model
+// that has them (`make_sums` sets `working`).
 struct MaxTables {
-  bool stash = false;
+  bool recompute = false;
   bool parameters = false;
+  bool working = false;
 };
 
 // Everything the DP sums over layer ranges, per candidate degree.
@@ -104,7 +83,7 @@ DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables)
     column->assign(n + 1, 0);
   }
   c.listing.assign(n + 1, 0);
-  std::vector<double> stash(n, 0), parameters(n, 0);
+  std::vector<double> recomputing(n, 0), transient(n, 0), parameters(n, 0);
   for (std::size_t l = 0; l < n; ++l) {
     const model::Layer& layer = model.layers[l];
     const bool lists =
@@ -117,8 +96,9 @@ DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables)
     c.backward[l + 1] = c.backward[l] + model::backward_ms_at(layer, at);
     parameters[l] = model::parameter_bytes_at(layer, at);
     c.parameters[l + 1] = c.parameters[l] + parameters[l];
-    stash[l] = model::stash_bytes_at(layer, at);
-    c.stash[l + 1] = c.stash[l] + stash[l];
+    c.stash[l + 1] = c.stash[l] + model::stash_bytes_at(layer, at);
+    recomputing[l] = model::backward_transient_bytes_at(layer, at, true);
+    transient[l] = model::backward_transient_bytes_at(layer, at, false);
     c.update[l + 1] = c.update[l] + model::update_ms_at(layer, at);
     const double forward_count = model::allreduces_forward_at(layer, at);
     const double backward_count = model::allreduces_backward_at(layer, at);
@@ -129,7 +109,8 @@ DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables)
     c.backward_allreduce_bytes[l + 1] =
         c.backward_allreduce_bytes[l] + backward_count * model::allreduce_bytes(layer);
   }
-  if (tables.stash) c.stash_max = range_max_table(std::move(stash));
+  if (tables.recompute) c.recompute_max = range_max_table(std::move(recomputing));
+  if (tables.working) c.transient_max = range_max_table(std::move(transient));
   if (tables.parameters) c.parameter_max = range_max_table(std::move(parameters));
   return c;
 }
@@ -141,6 +122,7 @@ Sums make_sums(const model::Model& model, const std::vector<int>& degrees, MaxTa
   sums.inputs.assign(n + 1, 0);
   sums.least_time.assign(n + 1, 0);
   sums.least_work.assign(n + 1, 0);
+  tables.working = model::has_backward_working_bytes(model);
   for (std::size_t l = 0; l < n; ++l) {
     const model::Layer& layer = model.layers[l];
     sums.with_split[l + 1] = sums.with_split[l] + (layer.tensor_parallel ? 1 : 0);
@@ -176,7 +158,8 @@ struct StageSums {
   double forward = 0, backward = 0, parameters = 0, stash = 0, update = 0;
   double forward_allreduce_bytes = 0, backward_allreduce_bytes = 0;
   double forward_allreduces = 0, backward_allreduces = 0;
-  double inputs = 0, largest_stash = 0, largest_parameters = 0;
+  double inputs = 0, largest_parameters = 0;
+  double largest_transient = 0, largest_recompute_transient = 0;  // MaxTables' two transients
   int layers = 0;
 };
 
@@ -193,7 +176,8 @@ StageSums stage_sums(const Sums& sums, const DegreeColumns& c, int i, int j) {
   x.forward_allreduces = c.forward_allreduces[b] - c.forward_allreduces[a];
   x.backward_allreduces = c.backward_allreduces[b] - c.backward_allreduces[a];
   x.inputs = sums.inputs[b] - sums.inputs[a];
-  if (!c.stash_max.empty()) x.largest_stash = range_max(c.stash_max, i, j);
+  if (!c.recompute_max.empty()) x.largest_recompute_transient = range_max(c.recompute_max, i, j);
+  if (!c.transient_max.empty()) x.largest_transient = range_max(c.transient_max, i, j);
   if (!c.parameter_max.empty()) x.largest_parameters = range_max(c.parameter_max, i, j);
   x.layers = j - i;
   return x;
@@ -375,7 +359,7 @@ double static_bytes_of(const StageSums& x, const MemoryRule& rule, double r) {
 void memory_terms(Terms& t, const StageSums& x, const Run& run, bool recompute,
                   const MemoryRule& rule, const ScheduleModel& schedule) {
   const double static_bytes = static_bytes_of(x, rule, run.groups_count);
-  const double transient = recompute ? x.largest_stash : 0;
+  const double transient = recompute ? x.largest_recompute_transient : x.largest_transient;
   const double stash = recompute ? x.inputs : x.stash;
   const long per_replica = run.most_micro_batches;
   const long needed = schedule.stashes > 0 ? std::min(schedule.stashes, per_replica) : 1;

@@ -217,13 +217,13 @@ std::optional<std::vector<Stage>> greedy_packing(const model::Model& model,
       const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
       return simulate::max_in_flight(
                  model.parameter_memory_factor * (sums.parameters[b] - sums.parameters[a]) +
-                     model.reserve_bytes,
+                     sums.largest_working(i, j) + model.reserve_bytes,
                  sums.stash[b] - sums.stash[a], capacity(g), stashes) >= stashes;
     }
     if (!model::stage_allows_degree(model, i, j - 1, t)) return false;
     const model::StageCost cost = model::stage_cost(model, i, j - 1, t);
     const double fixed = model.parameter_memory_factor * cost.parameter_bytes +
-                         (packing.recompute ? cost.max_stash_bytes : 0) + model.reserve_bytes;
+                         cost.transient_bytes(packing.recompute) + model.reserve_bytes;
     const double stash = packing.recompute ? cost.recompute_input_bytes : cost.stash_bytes;
     return simulate::max_in_flight(fixed, stash, capacity(g), stashes) >= stashes;
   };

@@ -67,9 +67,10 @@ std::optional<GpipeSplit> gpipe_split(const model::Model& model, const topology:
     const auto& gpu = topology.gpu(gpus[static_cast<std::size_t>(s)]);
     const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j) + 1;
     const long need = chain_stashes(S, s, micro_batches, policy);
-    const long fit = simulate::max_in_flight(
-        model.parameter_memory_factor * (parameters[b] - parameters[a]) + model.reserve_bytes,
-        stash[b] - stash[a], gpu.memory_bytes, need);
+    const long fit =
+        simulate::max_in_flight(model.parameter_memory_factor * (parameters[b] - parameters[a]) +
+                                    sums.largest_working(i, j + 1) + model.reserve_bytes,
+                                stash[b] - stash[a], gpu.memory_bytes, need);
     if (fit < need) return kInfinity;
     return (work[b] - work[a]) / gpu.speed;
   };
@@ -136,7 +137,8 @@ Partition gpipe_partition(const Request& request, schedule::Policy policy) {
     for (int l = 0; l < L; ++l) {
       const auto& layer = model.layers[static_cast<std::size_t>(l)];
       const double need = model.parameter_memory_factor * layer.parameter_bytes +
-                          static_cast<double>(stashes) * layer.stash_bytes + model.reserve_bytes;
+                          static_cast<double>(stashes) * layer.stash_bytes +
+                          layer.backward_working_bytes + model.reserve_bytes;
       if (need > worst) {
         worst = need;
         worst_layer = l;

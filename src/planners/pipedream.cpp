@@ -53,7 +53,7 @@ bool fits(const model::Model& model, const LayerSums& prefix, int i, int j, cons
   const auto a = static_cast<std::size_t>(i), b = static_cast<std::size_t>(j);
   return simulate::max_in_flight(
              model.parameter_memory_factor * (prefix.parameters[b] - prefix.parameters[a]) +
-                 model.reserve_bytes,
+                 prefix.largest_working(i, j) + model.reserve_bytes,
              prefix.stash[b] - prefix.stash[a], run.capacity, stashes) >= stashes;
 }
 

@@ -624,21 +624,39 @@ std::string reserve_words(const model::Model& model) {
   return " + a framework reserve of " + io::format_bytes(model.reserve_bytes);
 }
 
+// A stage's sums at degree 1: its parameters and stash, and its largest backward working set.
+struct StageBytes {
+  double parameters = 0, stash = 0, working = 0;
+};
+
+StageBytes stage_bytes(const model::Model& model, const Stage& stage) {
+  StageBytes sums;
+  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+    const model::Layer& layer = model.layers[static_cast<std::size_t>(l)];
+    sums.parameters += layer.parameter_bytes;
+    sums.stash += layer.stash_bytes;
+    sums.working = std::max(sums.working, layer.backward_working_bytes);
+  }
+  return sums;
+}
+
+// ` + a backward working set of 15.66 GiB` when `bytes` is above 0, else nothing.
+std::string working_words(double bytes) {
+  return bytes > 0 ? " + a backward working set of " + io::format_bytes(bytes) : std::string();
+}
+
 // The GPU of `stage` that holds the fewest stashes beside its static bytes (ties: the first in
 // the stage's order), and how many it holds, at most `limit`.
 std::pair<int, long> tightest_gpu(const model::Model& model, const topology::Topology& topology,
                                   const Stage& stage, long limit) {
-  double parameters = 0, stash = 0;
-  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-    parameters += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
-    stash += model.layers[static_cast<std::size_t>(l)].stash_bytes;
-  }
-  const double static_bytes = model.parameter_memory_factor * parameters + model.reserve_bytes;
+  const StageBytes sums = stage_bytes(model, stage);
+  const double static_bytes =
+      model.parameter_memory_factor * sums.parameters + sums.working + model.reserve_bytes;
   int tightest = stage.gpus.front();
   long fewest = limit;
   for (int g : stage.gpus) {
     const long fit =
-        simulate::max_in_flight(static_bytes, stash, topology.gpu(g).memory_bytes, limit);
+        simulate::max_in_flight(static_bytes, sums.stash, topology.gpu(g).memory_bytes, limit);
     if (fit < fewest) {
       fewest = fit;
       tightest = g;
@@ -659,22 +677,19 @@ std::optional<std::string> memory_shortfall(const model::Model& model,
                                             int s, long stashes) {
   const auto [gpu, fit] = tightest_gpu(model, topology, stage, stashes);
   if (fit >= stashes) return std::nullopt;
-  double parameters = 0, stash = 0;
-  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-    parameters += model.layers[static_cast<std::size_t>(l)].parameter_bytes;
-    stash += model.layers[static_cast<std::size_t>(l)].stash_bytes;
-  }
-  const double need = model.parameter_memory_factor * parameters +
-                      static_cast<double>(stashes) * stash + model.reserve_bytes;
+  const StageBytes sums = stage_bytes(model, stage);
+  const double need = model.parameter_memory_factor * sums.parameters +
+                      static_cast<double>(stashes) * sums.stash + sums.working +
+                      model.reserve_bytes;
   const std::string layers =
       stage.first_layer == stage.last_layer
           ? "layer " + std::to_string(stage.first_layer)
           : "layers " + std::to_string(stage.first_layer) + "-" + std::to_string(stage.last_layer);
   return "stage " + std::to_string(s) + " (" + layers + ") needs " + io::format_bytes(need) + " (" +
          io::format_number(model.parameter_memory_factor) + " x parameters + " +
-         std::to_string(stashes) + (stashes == 1 ? " stash" : " stashes") + reserve_words(model) +
-         ") but GPU \"" + topology.gpu(gpu).id + "\" has " +
-         io::format_bytes(*topology.gpu(gpu).memory_bytes);
+         std::to_string(stashes) + (stashes == 1 ? " stash" : " stashes") +
+         working_words(sums.working) + reserve_words(model) + ") but GPU \"" +
+         topology.gpu(gpu).id + "\" has " + io::format_bytes(*topology.gpu(gpu).memory_bytes);
 }
 
 std::string infeasibility_message(const Request& request) {
@@ -761,7 +776,7 @@ std::string infeasibility_reason(const Request& request) {
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const auto& layer = model.layers[l];
     const double need = model.parameter_memory_factor * layer.parameter_bytes + layer.stash_bytes +
-                        model.reserve_bytes;
+                        layer.backward_working_bytes + model.reserve_bytes;
     static_total += model.parameter_memory_factor * layer.parameter_bytes + layer.stash_bytes;
     if (need > worst) {
       worst = need;
@@ -775,8 +790,8 @@ std::string infeasibility_reason(const Request& request) {
   if (!unlimited && worst > largest) {
     return layer_name + " alone needs " + io::format_bytes(worst) + " (" +
            io::format_number(model.parameter_memory_factor) + " x parameters + one stash" +
-           reserve_words(model) + ") but the largest GPU, \"" + largest_gpu + "\", has " +
-           io::format_bytes(largest);
+           working_words(model.layers[worst_layer].backward_working_bytes) + reserve_words(model) +
+           ") but the largest GPU, \"" + largest_gpu + "\", has " + io::format_bytes(largest);
   }
   // Packed in input order, one stage per GPU, each GPU holding as many layers as fit beside
   // one stash (optimal for contiguous packing along an order): how many GPUs that takes.

@@ -85,6 +85,8 @@ std::string v2_summary(const model::Model& model) {
 std::string description_settings_summary(const model::TransformerConfig& config) {
   std::string line = config.dropout ? "" : ", no dropout";
   if (config.per_op_recompute) line += ", per-operator recomputation";
+  if (config.cross_entropy == model::CrossEntropy::kTorchFp32)
+    line += ", torch's fp32 cross-entropy";
   if (config.gradient_dtype != hardware::DType::kFp32) line += ", bf16 gradients";
   if (config.optimizer_dtype != hardware::DType::kFp32) line += ", bf16 optimizer state";
   if (config.matmul_ceiling >= 1) return line;

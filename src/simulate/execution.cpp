@@ -277,12 +277,8 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     const int shards = stage.shards();
     static_memory(model, cost, optimizer, shards, e);
     e.reserve_bytes = model.reserve_bytes;
-    if (stage.recompute) {
-      e.stash_bytes = cost.recompute_input_bytes;
-      e.transient_bytes = cost.max_stash_bytes;
-    } else {
-      e.stash_bytes = cost.stash_bytes;
-    }
+    e.stash_bytes = stage.recompute ? cost.recompute_input_bytes : cost.stash_bytes;
+    e.transient_bytes = cost.transient_bytes(stage.recompute);
     e.weight_stash_bytes = cost.weight_stash_bytes;
     LayerComm comm;
     if (optimizer == Optimizer::kFullySharded) largest.push_back(cost.max_parameter_bytes);

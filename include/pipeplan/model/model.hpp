@@ -50,9 +50,11 @@ struct TensorParallel {
   std::vector<double> parameter_bytes;  ///< Per-GPU weights at each degree, bytes.
   std::vector<double> stash_bytes;      ///< Per-GPU stash at each degree, bytes.
   std::vector<double> update_ms;        ///< Per-GPU optimizer step at each degree, ms at speed 1.
-  std::vector<double> backward_weight_ms;  ///< Per-GPU weight-gradient part of the backward at
-                                           ///< each degree, ms at speed 1.0 (spec 9.1).
-  std::vector<double> weight_stash_bytes;  ///< Per-GPU bytes held from I to W at each degree.
+  std::vector<double> backward_weight_ms;      ///< Per-GPU weight-gradient part of the backward at
+                                               ///< each degree, ms at speed 1.0 (spec 9.1).
+  std::vector<double> weight_stash_bytes;      ///< Per-GPU bytes held from I to W at each degree.
+  std::vector<double> backward_working_bytes;  ///< Per-GPU working set of the backward at each
+                                               ///< degree (docs/formats.md).
 };
 
 /// How a layer splits over a context-parallel group of `c` GPUs (spec 10.1): each GPU holds `S/c`
@@ -84,6 +86,10 @@ struct Layer {
   /// What a micro-batch holds after its `I` until its `W` ends (spec 9.1); absent means
   /// `stash_bytes`.
   std::optional<double> weight_stash_bytes;
+  /// Bytes the layer's backward allocates beyond its stash and frees when it ends (the input
+  /// gradient's part when the backward is split), such as an unfused loss's gradient buffers
+  /// (docs/formats.md, docs/memory.md); 0 (absent) for every profile and earlier description.
+  double backward_working_bytes = 0;
   std::optional<TensorParallel> tensor_parallel;  ///< Absent: the layer is never split.
   /// Absent: the layer allows any context-parallel degree, with no exchange (spec 10.1).
   std::optional<ContextParallel> context_parallel;
@@ -166,6 +172,9 @@ bool has_weight_gradients(const Model& model);
 /// runs update tasks).
 bool has_updates(const Model& model);
 
+/// Whether some layer has a backward working set above 0 at some degree. O(L x degrees).
+bool has_backward_working_bytes(const Model& model);
+
 /// Whether some layer has `tensor_parallel` (spec 8.1): the model can be split by tensor
 /// parallelism, and Megatron-LM's configurations apply to it. O(L).
 bool has_tensor_parallel_layers(const Model& model);
@@ -197,6 +206,13 @@ double backward_weight_ms_at(const Layer& layer, int t);
 /// per-degree array's entry, else `weight_stash_bytes / t` for a split layer, else
 /// `weight_stash_bytes`; absent fields fall back to `stash_bytes_at(layer, t)`.
 double weight_stash_bytes_at(const Layer& layer, int t);
+/// Per-GPU working set of the layer's backward at degree `t`: the per-degree array's entry, else
+/// `backward_working_bytes / t` for a split layer, else `backward_working_bytes`.
+double backward_working_bytes_at(const Layer& layer, int t);
+/// What a GPU holds while the layer's backward (or its `I`) runs, beyond the stage's stashes:
+/// its working set, plus its own stash when the stage recomputes (recomputed layer by layer,
+/// spec 8.3). A stage's transient is the largest of its layers'. O(degrees).
+double backward_transient_bytes_at(const Layer& layer, int t, bool recompute);
 /// Tensor-parallel all-reduces in one forward at degree `t` (0 when not split).
 int allreduces_forward_at(const Layer& layer, int t);
 /// Tensor-parallel all-reduces in one backward at degree `t` (0 when not split).
@@ -219,21 +235,28 @@ std::vector<int> stage_degrees(const Model& model, int first, int last);
 /// `2 (t-1)/t * forward_allreduce_bytes / beta + 2 (t-1) * lambda * forward_allreduces` (spec
 /// 8.3 summed over the layers), and the same with the backward figures.
 struct StageCost {
-  double forward_ms = 0;                 ///< Sum of `forward_ms_at`, ms.
-  double backward_ms = 0;                ///< Sum of `backward_ms_at`, ms.
-  double parameter_bytes = 0;            ///< W_s: sum of `parameter_bytes_at`, bytes.
-  double max_parameter_bytes = 0;        ///< Largest `parameter_bytes_at` of one layer, bytes.
-  double stash_bytes = 0;                ///< Y_s: sum of `stash_bytes_at`, bytes.
-  double max_stash_bytes = 0;            ///< Largest `stash_bytes_at` of one layer, bytes.
-  double update_ms = 0;                  ///< Sum of `update_ms_at`, ms.
-  double backward_weight_ms = 0;         ///< Sum of `backward_weight_ms_at`, ms (spec 9.3).
-  double weight_stash_bytes = 0;         ///< Yw_s: sum of `weight_stash_bytes_at`, bytes.
-  double recompute_input_bytes = 0;      ///< Sum of the layers' inputs (the `activation_bytes`
-                                         ///< of the layer before each, `input_bytes` for layer 0).
+  double forward_ms = 0;                     ///< Sum of `forward_ms_at`, ms.
+  double backward_ms = 0;                    ///< Sum of `backward_ms_at`, ms.
+  double parameter_bytes = 0;                ///< W_s: sum of `parameter_bytes_at`, bytes.
+  double max_parameter_bytes = 0;            ///< Largest `parameter_bytes_at` of one layer, bytes.
+  double stash_bytes = 0;                    ///< Y_s: sum of `stash_bytes_at`, bytes.
+  double max_stash_bytes = 0;                ///< Largest `stash_bytes_at` of one layer, bytes.
+  double max_transient_bytes = 0;            ///< Largest `backward_transient_bytes_at`, bytes.
+  double max_recompute_transient_bytes = 0;  ///< The same when the stage recomputes, bytes.
+  double update_ms = 0;                      ///< Sum of `update_ms_at`, ms.
+  double backward_weight_ms = 0;             ///< Sum of `backward_weight_ms_at`, ms (spec 9.3).
+  double weight_stash_bytes = 0;             ///< Yw_s: sum of `weight_stash_bytes_at`, bytes.
+  double recompute_input_bytes = 0;          ///< Sum of the layers' inputs (the `activation_bytes`
+                                     ///< of the layer before each, `input_bytes` for layer 0).
   double forward_allreduce_bytes = 0;    ///< Sum over split layers of count x bytes, forward.
   std::int64_t forward_allreduces = 0;   ///< All-reduces of one forward.
   double backward_allreduce_bytes = 0;   ///< Sum over split layers of count x bytes, backward.
   std::int64_t backward_allreduces = 0;  ///< All-reduces of one backward.
+
+  /// What each GPU holds during each `B` (or `I`) only: the largest layer's transient.
+  [[nodiscard]] double transient_bytes(bool recompute) const {
+    return recompute ? max_recompute_transient_bytes : max_transient_bytes;
+  }
 };
 
 /// `StageCost` of layers `first..last` at degree `t`. O(layers x degrees).

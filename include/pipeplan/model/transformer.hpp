@@ -106,13 +106,14 @@ double decoder_weight_stash_bytes(const TransformerConfig& config, int t);
 
 /// The figures of the embedding, one decoder layer and the output layer at degree `t`.
 struct TransformerLayerCosts {
-  double forward_ms = 0;          ///< Per-GPU forward, ms on the config's GPU.
-  double backward_ms = 0;         ///< Per-GPU backward, ms.
-  double parameter_bytes = 0;     ///< Per-GPU weights in the training format, bytes.
-  double stash_bytes = 0;         ///< Per-GPU stash per micro-batch, bytes.
-  double update_ms = 0;           ///< Per-GPU Adam step, ms.
-  double backward_weight_ms = 0;  ///< The weight-gradient part `W` of `backward_ms`, ms.
-  double weight_stash_bytes = 0;  ///< Per-GPU bytes held from `I` to the end of `W`.
+  double forward_ms = 0;              ///< Per-GPU forward, ms on the config's GPU.
+  double backward_ms = 0;             ///< Per-GPU backward, ms.
+  double parameter_bytes = 0;         ///< Per-GPU weights in the training format, bytes.
+  double stash_bytes = 0;             ///< Per-GPU stash per micro-batch, bytes.
+  double update_ms = 0;               ///< Per-GPU Adam step, ms.
+  double backward_weight_ms = 0;      ///< The weight-gradient part `W` of `backward_ms`, ms.
+  double weight_stash_bytes = 0;      ///< Per-GPU bytes held from `I` to the end of `W`.
+  double backward_working_bytes = 0;  ///< Per-GPU bytes held during the backward only.
 };
 
 /// Which part of the model.

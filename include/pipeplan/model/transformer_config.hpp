@@ -4,7 +4,9 @@
 /// `pipeplan model transformer` reads it from options, a `model.json` from a `"transformer"`
 /// object (docs/formats.md); `model/transformer.hpp` turns it into per-layer costs.
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeplan/hardware/gpu_catalogue.hpp"
@@ -25,6 +27,27 @@ inline constexpr double kMaxKernelOverheadUs = 1e6;
 /// gated 3-matrix MLP, no biases, RMSNorm, rotary positions without parameters), `kRelu2`
 /// Nemotron-4 style (a 2-matrix MLP with squared ReLU, no biases, LayerNorm, rotary positions).
 enum class Ffn { kGelu, kSwiglu, kRelu2 };
+
+/// How the loss is computed over the logits (docs/memory.md, "The loss's working set").
+/// `kMegatron`: Megatron-LM's vocabulary-parallel cross-entropy, which keeps the fp32 softmax and
+/// writes the gradient over it (the default, and every description written before the key).
+/// `kTorchFp32`: `torch.nn.functional.cross_entropy` on the logits cast to fp32, as torchtitan
+/// and Hugging Face Transformers compute it: its backward holds the gradients of the fp32
+/// log-softmax and of the fp32 logits beside the kept log-softmax, 8 bytes per logit more.
+enum class CrossEntropy { kMegatron, kTorchFp32 };
+
+/// The spelling of a `CrossEntropy` in files and options: "megatron" or "torch-fp32".
+inline std::string_view cross_entropy_name(CrossEntropy loss) {
+  return loss == CrossEntropy::kTorchFp32 ? "torch-fp32" : "megatron";
+}
+
+/// The `CrossEntropy` spelled `text`, or nothing.
+inline std::optional<CrossEntropy> parse_cross_entropy(std::string_view text) {
+  for (CrossEntropy loss : {CrossEntropy::kMegatron, CrossEntropy::kTorchFp32}) {
+    if (text == cross_entropy_name(loss)) return loss;
+  }
+  return std::nullopt;
+}
 
 /// A decoder-only transformer and how it is trained.
 struct TransformerConfig {
@@ -51,6 +74,7 @@ struct TransformerConfig {
   /// first; SwiGLU's down projection) and recomputes the rest in its backward. Needs
   /// `flash_attention` and a bias-free layer; excludes `selective_recompute`.
   bool per_op_recompute = false;
+  CrossEntropy cross_entropy = CrossEntropy::kMegatron;  ///< The loss (`cross_entropy`).
   /// Dropout after the attention, after each residual branch and on the embedding, with its
   /// 1-byte masks stored. On in a description without the key (every one written before it);
   /// Llama, Qwen, Mistral and Nemotron-4 train without it (their presets' `dropout`).

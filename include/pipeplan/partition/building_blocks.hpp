@@ -26,8 +26,21 @@ struct LayerSums {
   std::vector<double> work;        ///< forward_ms + backward_ms
   std::vector<double> parameters;  ///< parameter_bytes
   std::vector<double> stash;       ///< stash_bytes
+  /// The `range_max_table` of `backward_working_bytes`; empty when no layer has one.
+  std::vector<std::vector<double>> working_max;
   explicit LayerSums(const model::Model& model);
+
+  /// The transient of a stage of layers `[i, j)` at degree 1 without recomputation: its largest
+  /// backward working set (`model::backward_transient_bytes_at`). O(1).
+  [[nodiscard]] double largest_working(int i, int j) const;
 };
+
+/// The sparse table of `values` for O(1) range maxima: row k holds the maxima of 2^k
+/// consecutive values. O(n log n).
+std::vector<std::vector<double>> range_max_table(std::vector<double> values);
+
+/// The largest of values `[i, j)` (`i < j`) of a `range_max_table`. O(log (j - i)).
+double range_max(const std::vector<std::vector<double>>& table, int i, int j);
 
 /// What a run of GPUs offers a stage, built one GPU at a time in ring order (`add`): its
 /// speeds, its smallest memory, and the slowest bandwidth and largest latency of the ring that

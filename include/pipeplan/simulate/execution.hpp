@@ -80,8 +80,9 @@ struct StageExecution {
     return reserve_bytes + working_weight_bytes + working_gradient_bytes;
   }
   double stash_bytes = 0;         ///< Held per micro-batch in flight, from F start to B end.
-  double transient_bytes = 0;     ///< Held during each B (or I) only (recomputation's one-layer
-                                  ///< stash).
+  double transient_bytes = 0;     ///< Held during each B (or I) only: the largest of its
+                                  ///< layers' working sets, each with its own stash when
+                                  ///< recomputing (model::backward_transient_bytes_at).
   double weight_stash_bytes = 0;  ///< Yw_s: held per micro-batch from the end of its I to the
                                   ///< end of its W (spec 9.3; a split backward only).
   double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel over the
