@@ -439,8 +439,10 @@ bool may_shard_fully(const Request& request) {
 
 // The fastest fully sharded plan among `plan`'s stages replayed so and Megatron-LM's one-stage
 // configurations (tensor, context and data parallelism alone: what torchtitan and
-// Megatron-LM's --use-torch-fsdp2 run), the latter within `steps_left`. Nothing when none
-// fits. O(degrees) plans.
+// Megatron-LM's --use-torch-fsdp2 run), the latter within `steps_left`, each under the list
+// schedule or, where that holds no micro-batch (it reserves a split backward's weight stash
+// beside the stash), under 1F1B, as the frameworks run them. Nothing when none fits. O(degrees)
+// plans.
 std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& plan,
                                           StepsLeft& steps_left) {
   std::optional<Plan> best;
@@ -456,12 +458,17 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
   }
   const std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
   for (const Request& fixed : one_stage_configurations(sharded, configurations)) {
-    try {
-      const Partition shape = megatron_partition(fixed, schedule::Policy::kList);
-      if (!spend(steps_left, sharded, shape.stages)) continue;
-      keep(try_candidate_plan(plan.planner, shape, sharded, schedule::Policy::kList));
-    } catch (const InfeasibleError&) {
-    } catch (const UsageError&) {
+    for (const schedule::Policy each : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
+      try {
+        const Partition shape = megatron_partition(fixed, each);
+        if (!spend(steps_left, sharded, shape.stages)) break;
+        Candidate made = try_candidate_plan(plan.planner, shape, sharded, each);
+        const bool planned = made.sketch.has_value();
+        keep(std::move(made));
+        if (planned) break;
+      } catch (const InfeasibleError&) {
+      } catch (const UsageError&) {
+      }
     }
   }
   if (!best) return std::nullopt;

@@ -49,17 +49,32 @@ StageMemory stage_memory(const Plan& plan, const topology::Topology& topology,
   out.gradients += own.working_gradient_bytes;
   out.reserve = own.reserve_bytes;
   out.activations = std::max(0.0, out.peak - static_bytes - own.device_bytes());
-  out.stash_bytes = exec[static_cast<std::size_t>(s)].stash_bytes;
+  out.stash_bytes = own.stash_bytes;
+  out.transient_bytes = own.transient_bytes;
   return out;
 }
 
-// `16 x 2.389 GiB` when the activations are a whole number of stashes (within 1e-9), else empty.
+// How many stashes `bytes` is, when a whole number of them (within 1e-9), else 0.
+double whole_stashes(double bytes, double stash_bytes) {
+  const double count = bytes / stash_bytes;
+  const double whole = std::round(count);
+  return whole >= 1 && std::fabs(count - whole) <= 1e-9 * whole ? whole : 0;
+}
+
+// ` (16 x 2.389 GiB)` when the activations are a whole number of stashes, ` (1 x 39.14 GiB +
+// 15.66 GiB in a backward)` when they are that and the stage's transient (a peak during a
+// backward: recomputation's layer stash, a loss's working set), else empty.
 std::string in_flight(const StageMemory& m) {
   if (m.stash_bytes <= 0 || m.activations <= 0) return {};
-  const double count = m.activations / m.stash_bytes;
-  const double whole = std::round(count);
-  if (whole < 1 || std::fabs(count - whole) > 1e-9 * whole) return {};
-  return " (" + io::format_number(whole, 15) + " x " + io::format_bytes(m.stash_bytes) + ")";
+  const std::string stash = " x " + io::format_bytes(m.stash_bytes);
+  if (const double whole = whole_stashes(m.activations, m.stash_bytes); whole > 0) {
+    return " (" + io::format_number(whole, 15) + stash + ")";
+  }
+  if (m.transient_bytes <= 0) return {};
+  const double whole = whole_stashes(m.activations - m.transient_bytes, m.stash_bytes);
+  if (whole == 0) return {};
+  return " (" + io::format_number(whole, 15) + stash + " + " + io::format_bytes(m.transient_bytes) +
+         " in a backward)";
 }
 
 }  // namespace

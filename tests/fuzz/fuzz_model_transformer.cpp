@@ -41,6 +41,7 @@ const Option kOptions[] = {{"--preset", false},
                            {"--degrees", false},
                            {"--micro-batches", false},
                            {"--name", false},
+                           {"--cross-entropy", false},
                            {"--sequence-parallel", true},
                            {"--selective-recompute", true},
                            {"--flash-attention", true}};

@@ -520,8 +520,9 @@ TEST(SettingsChoice, SppPlansAMegatronConfigurationPastItsSearchLimit) {
 
 // torchtitan's Llama 3.1 8B runs (docs/validation.md): sequence 8,192, micro-batch 2, no
 // dropout, per-operator checkpointing, on H100.
-model::Model torchtitan_llama_8b() {
+model::Model torchtitan_llama_8b(model::CrossEntropy loss = model::CrossEntropy::kMegatron) {
   model::TransformerConfig config = on_h100("llama3.1-8b");
+  config.cross_entropy = loss;
   config.sequence = 8192;
   config.dropout = false;
   config.sequence_parallel = false;
@@ -632,6 +633,32 @@ TEST(SettingsChoice, SppIsNeverSlowerThanTheFullyShardedPublishedRunUnderSchedul
   published.optimizer = Optimizer::kFullySharded;
   published.optimizer_fixed = true;
   const Plan megatron = make_plan("megatron", published);
+  EXPECT_LE(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9));
+  EXPECT_EQ(chosen.optimizer, Optimizer::kFullySharded);
+}
+
+// The same run on 8 GPUs with the loss torchtitan computes (`"cross_entropy": "torch-fp32"`: 15.66
+// GiB more while the loss's backward runs). Its one-stage configuration no longer fits under
+// the list schedule, which reserves a split backward's weight stash beside the stash of each
+// micro-batch, but runs under 1F1B at 77.54 GiB of 96; spp's fully sharded step falls back to
+// 1F1B there and stays no slower than the published plan (without the fallback: 1,587 ms
+// against 1,570).
+TEST(SettingsChoice, SppIsNeverSlowerThanThePublishedRunWithTorchsLoss) {
+  const model::Model model = torchtitan_llama_8b(model::CrossEntropy::kTorchFp32);
+  const topology::Topology topology = uniform_topology(8, 369e9, 0.005, {}, 96.0 * (1 << 30));
+  Request request = choosing(model, topology);
+  request.micro_batches = 8;
+  const Plan chosen = make_plan("spp", request);
+  expect_replays(chosen, model, topology);
+  Request published{model, topology, 8};
+  published.tensor_parallel = {1};
+  published.pipeline_parallel = 1;
+  published.data_parallel = 8;
+  published.recompute = Recompute::kNever;
+  published.optimizer = Optimizer::kFullySharded;
+  published.optimizer_fixed = true;
+  const Plan megatron = make_plan("megatron", published);
+  EXPECT_NEAR(megatron.timeline.gpus[0].peak_memory_bytes / (1 << 30), 77.54, 0.005);
   EXPECT_LE(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9));
   EXPECT_EQ(chosen.optimizer, Optimizer::kFullySharded);
 }

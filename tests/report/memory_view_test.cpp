@@ -94,6 +94,35 @@ TEST(MemoryViewTest, AReplicatedOptimizerKeepsItsStateWhole) {
   EXPECT_EQ(memory[0].peak, 1000 + 2000 + 6000 + 600 + 10000);
 }
 
+// What a stage holds during a backward only is named beside the stashes: layer 1's 700-byte
+// working set on stage 1, and stage 0's recomputation (its stash: layer 0's input, 0 bytes
+// here, then the recomputed 300 bytes during each backward).
+TEST(MemoryViewTest, NamesWhatABackwardHoldsBesideTheStashes) {
+  model::Model model = two_layers();
+  model.input_bytes = 40;
+  model.layers[1].backward_working_bytes = 700;
+  const topology::Topology topology = uniform_topology(4, 1e9, 0.01, {}, 1e6);
+  planners::Request request{model, topology, 4};
+  request.optimizer = Optimizer::kSharded;
+  Stage recomputing{0, 0, {0, 1}};
+  recomputing.recompute = true;
+  planners::Partition partition{{0, 1, 2, 3}, {recomputing, Stage{1, 1, {2, 3}}}};
+  const Plan plan = planners::finish_plan("test", partition, request, schedule::Policy::kOneFOneB);
+  const std::vector<StageMemory> memory = memory_breakdown(plan, model, topology);
+  EXPECT_EQ(memory[0].transient_bytes, 300);
+  EXPECT_EQ(memory[0].activations, 2 * 40 + 300);
+  EXPECT_EQ(memory[1].transient_bytes, 700);
+  EXPECT_EQ(memory[1].activations, 500 + 700);
+  EXPECT_EQ(memory_summary(plan, model, topology),
+            "  peak memory per GPU (the stage's fullest GPU):\n"
+            "  stage 0 on g0: weights 1000 B + gradients 1.953 KiB + optimizer 2.93 KiB + "
+            "activations 380 B (2 x 40 B + 300 B in a backward) + reserve 9.766 KiB = 16 KiB of "
+            "976.6 KiB\n"
+            "  stage 1 on g2: weights 1.953 KiB + gradients 3.906 KiB + optimizer 5.859 KiB + "
+            "activations 1.172 KiB (1 x 500 B + 700 B in a backward) + reserve 9.766 KiB = 22.66 "
+            "KiB of 976.6 KiB");
+}
+
 TEST(MemoryViewTest, TheReserveIsCountedOncePerGpuAndNothingElseMoves) {
   const topology::Topology topology = uniform_topology(4, 1e9, 0.01, {}, 1e6);
   const Plan with = two_stage_plan(two_layers(), topology, Optimizer::kSharded);

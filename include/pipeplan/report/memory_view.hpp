@@ -33,6 +33,7 @@ struct StageMemory {
   double peak = 0;                 ///< The replay's peak_memory_bytes of `gpu`.
   std::optional<double> capacity;  ///< The GPU's memory; empty when unlimited.
   double stash_bytes = 0;          ///< What one micro-batch in flight holds on the stage.
+  double transient_bytes = 0;      ///< What the stage holds during each backward only.
 };
 
 /// The breakdown of every stage of `plan` (whose timeline is the replay's). O(S + N) after the
