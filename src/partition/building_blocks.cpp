@@ -22,7 +22,9 @@ LayerSums::LayerSums(const model::Model& model) {
   }
   if (model::has_backward_working_bytes(model)) {
     std::vector<double> working(n);
-    for (std::size_t l = 0; l < n; ++l) working[l] = model.layers[l].backward_working_bytes;
+    for (std::size_t l = 0; l < n; ++l) {
+      working[l] = model::backward_transient_bytes_at(model.layers[l], 1, false);
+    }
     working_max = range_max_table(std::move(working));
   }
 }

@@ -246,8 +246,9 @@ struct StageCost {
   double update_ms = 0;                      ///< Sum of `update_ms_at`, ms.
   double backward_weight_ms = 0;             ///< Sum of `backward_weight_ms_at`, ms (spec 9.3).
   double weight_stash_bytes = 0;             ///< Yw_s: sum of `weight_stash_bytes_at`, bytes.
-  double recompute_input_bytes = 0;          ///< Sum of the layers' inputs (the `activation_bytes`
-                                     ///< of the layer before each, `input_bytes` for layer 0).
+  /// Sum of the layers' inputs (the `activation_bytes` of the layer before each, `input_bytes`
+  /// for layer 0).
+  double recompute_input_bytes = 0;
   double forward_allreduce_bytes = 0;    ///< Sum over split layers of count x bytes, forward.
   std::int64_t forward_allreduces = 0;   ///< All-reduces of one forward.
   double backward_allreduce_bytes = 0;   ///< Sum over split layers of count x bytes, backward.
