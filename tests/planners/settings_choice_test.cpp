@@ -611,6 +611,21 @@ TEST(SettingsChoice, SppWithTheOptimizerOpenIsNeverSlowerThanWithItSharded) {
   EXPECT_EQ(chosen.optimizer, Optimizer::kSharded);
 }
 
+// torchtitan's published configuration of `model` on every GPU of `topology` (`gpus` of them),
+// one micro-batch each: one stage, t = 1, fully sharded, no recomputation, the megatron
+// planner's plan.
+Plan torchtitan_published_plan(const model::Model& model, const topology::Topology& topology,
+                               int gpus) {
+  Request published{model, topology, gpus};
+  published.tensor_parallel = {1};
+  published.pipeline_parallel = 1;
+  published.data_parallel = gpus;
+  published.recompute = Recompute::kNever;
+  published.optimizer = Optimizer::kFullySharded;
+  published.optimizer_fixed = true;
+  return make_plan("megatron", published);
+}
+
 // Issue 33 item 8 under --schedule auto: torchtitan's Llama 3.1 8B run on 128 H100 of 96 GiB (b 2,
 // 128 micro-batches), its published configuration fully sharded on one stage. The greedy list
 // schedule runs that stage at 1,651 ms where 1F1B runs it at 1,625 ms; spp's fully sharded
@@ -625,14 +640,7 @@ TEST(SettingsChoice, SppIsNeverSlowerThanTheFullyShardedPublishedRunUnderSchedul
   request.micro_batches = 128;
   request.schedule_auto = true;
   const Plan chosen = make_plan("spp", request);
-  Request published{model, topology, 128};
-  published.tensor_parallel = {1};
-  published.pipeline_parallel = 1;
-  published.data_parallel = 128;
-  published.recompute = Recompute::kNever;
-  published.optimizer = Optimizer::kFullySharded;
-  published.optimizer_fixed = true;
-  const Plan megatron = make_plan("megatron", published);
+  const Plan megatron = torchtitan_published_plan(model, topology, 128);
   EXPECT_LE(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9));
   EXPECT_EQ(chosen.optimizer, Optimizer::kFullySharded);
 }
@@ -650,14 +658,7 @@ TEST(SettingsChoice, SppIsNeverSlowerThanThePublishedRunWithTorchsLoss) {
   request.micro_batches = 8;
   const Plan chosen = make_plan("spp", request);
   expect_replays(chosen, model, topology);
-  Request published{model, topology, 8};
-  published.tensor_parallel = {1};
-  published.pipeline_parallel = 1;
-  published.data_parallel = 8;
-  published.recompute = Recompute::kNever;
-  published.optimizer = Optimizer::kFullySharded;
-  published.optimizer_fixed = true;
-  const Plan megatron = make_plan("megatron", published);
+  const Plan megatron = torchtitan_published_plan(model, topology, 8);
   EXPECT_NEAR(megatron.timeline.gpus[0].peak_memory_bytes / (1 << 30), 77.54, 0.005);
   EXPECT_LE(chosen.timeline.iteration_ms, megatron.timeline.iteration_ms * (1 + 1e-9));
   EXPECT_EQ(chosen.optimizer, Optimizer::kFullySharded);
