@@ -639,16 +639,18 @@ std::vector<int> block_cuts(const model::Model& model, int blocks) {
   return cuts;
 }
 
-// `single_gpus`: runs start at every position (unit 1) and are at most a few GPUs long, for
-// plans whose stages must be many and narrow (memory-tight models); the lengths shrink instead
-// of the positions to meet the budget.
+// `narrow_unit` > 0: runs start at every multiple of that unit and are as long as the budget
+// allows, for plans whose stages must be many and narrow (memory-tight models); the lengths
+// shrink instead of the positions to meet the budget.
 Grid make_grid(const model::Model& model, int gpus, int micro_batches, double budget,
-               const StageChoices& choices, bool single_gpus = false) {
+               const StageChoices& choices, int narrow_unit = 0) {
+  const bool narrow = narrow_unit > 0;
   const int L = static_cast<int>(model.layers.size());
   const int R = longest_run(gpus, micro_batches, choices);
   const double factor = choice_factor(choices);
   Grid grid;
-  while (!single_gpus && std::isfinite(budget) &&
+  if (narrow) grid.unit = narrow_unit;
+  while (!narrow && std::isfinite(budget) &&
          (gpus / grid.unit > kMaxPositions || R / grid.unit > kMaxLengths)) {
     grid.unit *= 2;
   }
@@ -661,10 +663,10 @@ Grid make_grid(const model::Model& model, int gpus, int micro_batches, double bu
   };
   // Over budget: coarser GPU units first (clusters are made of identical nodes), then fewer
   // layer blocks.
-  if (single_gpus) {
+  if (narrow) {
     while (cost() > budget && lengths > 1) lengths /= 2;
   }
-  while (!single_gpus && cost() > budget && grid.unit * 2 <= R) {
+  while (!narrow && cost() > budget && grid.unit * 2 <= R) {
     grid.unit *= 2;
     lengths = R / grid.unit;
   }
@@ -1123,6 +1125,73 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
   return stages;
 }
 
+namespace {
+
+// The DP's solutions on `grid`: a capped pass (4 entries per state), then the exact pass under
+// its best; `grid_unit` and `grid_blocks` set. Empty when nothing fits.
+std::vector<Solution> narrow_pass(const model::Model& model, const topology::Topology& topology,
+                                  const std::vector<int>& order, int micro_batches,
+                                  const ScheduleModel& schedule, const SolveOptions& options,
+                                  const Grid& grid, double max_work) {
+  const StageChoices& choices = options.choices;
+  const int max_stages =
+      options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
+  if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
+  bool gave_up = false;  // a proposal for the search either way
+  auto pass = [&](std::size_t cap, double upper_bound) {
+    Pass dp(model, topology, order, micro_batches, grid, schedule, choices);
+    return dp.run(cap, upper_bound, max_work, gave_up, options.solutions, max_stages);
+  };
+  std::vector<Solution> found = pass(4, std::numeric_limits<double>::infinity());
+  if (!found.empty() && !gave_up) {
+    auto exact = pass(0, found.front().objective.total_ms);
+    if (!exact.empty()) found = std::move(exact);
+  }
+  for (Solution& solution : found) {
+    solution.grid_unit = grid.unit;
+    solution.grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
+  }
+  return found;
+}
+
+// Nothing fits on runs of whole units of `unit` GPUs: memory needs more, narrower stages than
+// the units allow (a unit of 2 GPUs halves the stages). Two narrow grids, each within the budget
+// by shorter runs, then fewer blocks (`make_grid`'s `narrow_unit`): runs of single GPUs, which
+// start anywhere but are short, and the coarsest narrower unit (halving `unit`) on which
+// anything fits, whose runs are longer (more replicas a stage). Their solutions are pooled, each
+// shape once, smallest total first (ties: the coarser grid's), `options.solutions` kept. Runs of
+// single GPUs alone (the rule until 2026-12-06) proposed a 54-stage plan of GPT-3 175B on 512
+// A100s, replicated optimizer, that the DP estimated at 431 s and the list schedule replays at
+// 1,778 s, where units of 64 GPUs hold an 8-stage one of 43.6 s (replayed at 43.2 s).
+// O(log2 unit) passes, usually two, each within kGridBudget.
+std::vector<Solution> narrower_solutions(const model::Model& model,
+                                         const topology::Topology& topology,
+                                         const std::vector<int>& order, int micro_batches,
+                                         const ScheduleModel& schedule, const SolveOptions& options,
+                                         int unit, double max_work) {
+  const int N = static_cast<int>(order.size());
+  auto on_unit = [&](int narrow_unit) {
+    const Grid grid = make_grid(model, N, micro_batches, kGridBudget, options.choices, narrow_unit);
+    return narrow_pass(model, topology, order, micro_batches, schedule, options, grid, max_work);
+  };
+  std::vector<Solution> pooled;
+  for (int narrow_unit = unit / 2; narrow_unit > 1 && pooled.empty(); narrow_unit /= 2)
+    pooled = on_unit(narrow_unit);
+  for (Solution& solution : on_unit(1)) {
+    const bool seen = std::any_of(pooled.begin(), pooled.end(), [&](const Solution& other) {
+      return other.stages == solution.stages;
+    });
+    if (!seen) pooled.push_back(std::move(solution));
+  }
+  std::stable_sort(pooled.begin(), pooled.end(), [](const Solution& x, const Solution& y) {
+    return x.objective.total_ms < y.objective.total_ms;
+  });
+  if (pooled.size() > options.solutions) pooled.resize(options.solutions);
+  return pooled;
+}
+
+}  // namespace
+
 std::vector<Solution> solve_several(const model::Model& model, const topology::Topology& topology,
                                     const std::vector<int>& order, int micro_batches,
                                     const ScheduleModel& schedule, const SolveOptions& options) {
@@ -1164,20 +1233,8 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
       return exact.empty() ? heuristic : exact;
     }();
     if (!gave_up && result.empty() && grid.unit > 1 && !options.full_grid) {
-      // Nothing fits on runs of whole units: memory may need more, narrower stages than the
-      // units allow (a unit of 2 GPUs halves the stages). Try runs of single GPUs once.
-      Grid narrow = make_grid(model, N, micro_batches, kGridBudget, choices, true);
-      if (narrow.unit == 1) {
-        grid = narrow;
-        result = [&]() -> std::vector<Solution> {
-          if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
-          auto heuristic = pass(4, unlimited);
-          if (heuristic.empty() || gave_up) return heuristic;
-          auto exact = pass(0, heuristic.front().objective.total_ms);
-          return exact.empty() ? heuristic : exact;
-        }();
-        gave_up = false;  // a proposal for the search either way
-      }
+      return narrower_solutions(model, topology, order, micro_batches, schedule, options, grid.unit,
+                                max_work);
     }
     if (!gave_up) {
       for (Solution& solution : result) {

@@ -67,6 +67,66 @@ TEST(DpTrackingTest, ABalancedPipelineIsEstimatedExactly) {
   EXPECT_DOUBLE_EQ(result->estimate_ms, 33);
 }
 
+// The DP's solutions (up to 16) for `model` on the identity order of `topology`.
+std::vector<Solution> proposals(const model::Model& model, const topology::Topology& topology,
+                                int micro_batches) {
+  std::vector<int> order(topology.gpus().size());
+  std::iota(order.begin(), order.end(), 0);
+  SolveOptions options;
+  options.solutions = 16;
+  return solve_several(model, topology, order, micro_batches, ScheduleModel{}, options);
+}
+
+// A model whose stages memory makes many: 96 layers of F = 1 ms and B = 2 ms, 400 static bytes
+// each, on 256 GPUs of 1,700 bytes (four layers a GPU: at least 24 stages), M = 256, links of
+// no latency (the all-reduces over 1e12 bytes/s add under a nanosecond). The grid's runs are
+// units of 16 GPUs (16 positions): nothing fits. On units of 8 GPUs (32 positions) the best
+// plan is 32 stages of 3 layers, each on 8 GPUs, 32 micro-batches a replica: the textbook
+// pipeline (M / r + S - 1)(F + B) = (32 + 31) x 9 = 567 ms, which the DP estimates and the list
+// schedule replays. Runs of single GPUs are at most 4 GPUs long within the budget (96^2 blocks
+// x 256 positions x lengths^2), so their best plans are slower (666 ms, 80 stages): until
+// 2026-12-06 they were all the DP proposed here.
+TEST(DpTrackingTest, AMemoryTightModelGetsTheCoarsestNarrowerUnitThatHoldsIt) {
+  const model::Model model = make_model(std::vector<L>(96, L{1, 2, 0, 100, 0}));
+  const topology::Topology topology = uniform_topology(256, 1e12, 0, {}, 1700);
+  const std::vector<Solution> solutions = proposals(model, topology, 256);
+  ASSERT_GE(solutions.size(), 2U);
+  EXPECT_EQ(solutions.front().grid_unit, 8);
+  EXPECT_EQ(solutions.front().stages.size(), 32U);
+  for (const Stage& stage : solutions.front().stages) {
+    EXPECT_EQ(stage.gpus.size(), 8U);
+    EXPECT_EQ(stage.last_layer - stage.first_layer, 2);
+  }
+  EXPECT_NEAR(solutions.front().objective.total_ms, 567, 1e-5);
+  EXPECT_EQ(solutions.back().grid_unit, 1);
+  EXPECT_GT(solutions.back().objective.total_ms, 567);
+  const auto result = tracked(model, topology, 256);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_NEAR(result->replay_ms, 567, 1e-5);
+}
+
+// The same layers, 34 of them (at least 17 stages) on 256 GPUs of 900 bytes (two layers a GPU):
+// runs of single GPUs (up to 16 long) hold 16 stages of 2 layers on 15 GPUs (18 micro-batches
+// of 6 ms on the busiest replica) and 2 stages of 1 layer on 8: the round trip 16 x 6 + 2 x 3 =
+// 102 ms plus 17 more micro-batches of 6 ms, 204 ms, estimated and replayed. Units of 8 GPUs
+// leave some stage a single unit (17 stages x 2 units > 32): their plans are slower and come
+// after, as the DP proposed before units between were tried.
+TEST(DpTrackingTest, RunsOfSingleGpusStayFirstWhereTheyAreBetter) {
+  const model::Model model = make_model(std::vector<L>(34, L{1, 2, 0, 100, 0}));
+  const topology::Topology topology = uniform_topology(256, 1e12, 0, {}, 900);
+  const std::vector<Solution> solutions = proposals(model, topology, 256);
+  ASSERT_FALSE(solutions.empty());
+  EXPECT_EQ(solutions.front().grid_unit, 1);
+  EXPECT_NEAR(solutions.front().objective.total_ms, 204, 1e-5);
+  EXPECT_TRUE(std::any_of(solutions.begin(), solutions.end(),
+                          [](const Solution& solution) { return solution.grid_unit == 8; }));
+  for (const Solution& solution : solutions)
+    EXPECT_GE(solution.objective.total_ms, solutions.front().objective.total_ms);
+  const auto result = tracked(model, topology, 256);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_NEAR(result->replay_ms, 204, 1e-5);
+}
+
 // The error of the DP's closed form (round trip + (M - 1) x the slowest stage's steady state +
 // the all-reduce tail) against the list schedule's replay of the same shape, on seeded
 // instances: a one-stage shape is exact (the closed form is the replay); a pipeline is off both
