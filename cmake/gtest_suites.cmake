@@ -1,7 +1,7 @@
 # One CTest test per GoogleTest suite (tests/CMakeLists.txt, PIPEPLAN_TESTS_PER_SUITE): run after
 # pipeplan_tests is built, it lists the binary's tests and writes CTEST_FILE, which CTest
 # includes. Under the sanitizers a process of the test binary takes about 0.6 s to start, so
-# its tests run one process per suite (1,139 tests in 119 processes on 2026-12-06); a failing
+# its tests run one process per suite (1,144 tests in 119 processes on 2026-12-06); a failing
 # test is still named in its suite's output.
 #   cmake -DTEST_EXECUTABLE=... -DWORKING_DIRECTORY=... -DCTEST_FILE=... -P gtest_suites.cmake
 execute_process(COMMAND "${TEST_EXECUTABLE}" --gtest_list_tests
