@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "pipeplan/cli/cli.hpp"
+#include "pipeplan/io/files.hpp"
+#include "pipeplan/model/transformer.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/planner.hpp"
@@ -86,6 +88,35 @@ BENCHMARK(BM_Dp)
     ->Args({1000, 1024, 64})
     ->Args({4000, 4096, 64})
     ->Unit(benchmark::kMillisecond);
+
+// A memory-tight DP: GPT-3 175B as its preset describes it, a replicated optimizer, on 64 DGX
+// A100 80GB nodes (512 GPUs), M = 1,536, every degree and recomputation per stage open, as spp
+// asks. No stage fits the grid's 128-GPU units, so the DP also runs on narrower units
+// (docs/algorithms.md, "Bounded fronts, and narrow runs for memory"): the counters give the
+// unit its best solution came from and that solution's estimate.
+void BM_DpMemoryTight(benchmark::State& state) {
+  const model::TransformerPreset* preset = model::find_transformer_preset("gpt3-175b");
+  auto [config, problem] = model::complete_transformer_config(preset->config);
+  if (!problem.empty()) throw std::runtime_error(problem);
+  const model::Model m = model::transformer_model(config);
+  const topology::Topology t = topology::read_topology(
+      io::source_from_text(
+          "topo.json", R"({"nodes": [{"name": "node", "count": 64, "type": "dgx-a100-80gb"}]})"),
+      m.profile_device);
+  const std::vector<int> order = ordering::mincut_order(t);
+  partition::SolveOptions options;
+  options.choices.degrees = {1, 2, 4, 8};
+  options.choices.may_recompute = true;
+  options.solutions = 8;
+  std::vector<partition::Solution> solutions;
+  for (auto _ : state)
+    solutions = partition::solve_several(m, t, order, 1536, partition::ScheduleModel{}, options);
+  if (solutions.empty()) throw std::runtime_error("the DP found no plan");
+  state.counters["unit"] = solutions.front().grid_unit;
+  state.counters["stages"] = static_cast<double>(solutions.front().stages.size());
+  state.counters["estimate_s"] = solutions.front().objective.total_ms / 1e3;
+}
+BENCHMARK(BM_DpMemoryTight)->Unit(benchmark::kMillisecond);
 
 // What the coarse grid costs in plan quality: the DP's value on the default grid divided by
 // its value on the full grid (every layer boundary and GPU position), reported as a counter.
