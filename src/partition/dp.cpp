@@ -1127,8 +1127,27 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
 
 namespace {
 
-// The DP's solutions on `grid`: a capped pass (4 entries per state), then the exact pass under
-// its best; `grid_unit` and `grid_blocks` set. Empty when nothing fits.
+// A capped pass (4 entries per state), then the exact pass under its best, which keeps the
+// optimum (exact on the grid); the capped pass's solutions where the exact one finds nothing.
+// `pass(cap, upper_bound)` runs one pass of the DP.
+template <typename RunPass>
+std::vector<Solution> capped_then_exact(const RunPass& pass) {
+  auto heuristic = pass(4, std::numeric_limits<double>::infinity());
+  if (heuristic.empty()) return {};
+  auto exact = pass(0, heuristic.front().objective.total_ms);
+  return exact.empty() ? heuristic : exact;
+}
+
+// `solutions` with the grid they were found on recorded.
+std::vector<Solution> on_grid(std::vector<Solution> solutions, const Grid& grid) {
+  for (Solution& solution : solutions) {
+    solution.grid_unit = grid.unit;
+    solution.grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
+  }
+  return solutions;
+}
+
+// The DP's solutions on a narrow `grid` (`capped_then_exact`); empty when nothing fits.
 std::vector<Solution> narrow_pass(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<int>& order, int micro_batches,
                                   const ScheduleModel& schedule, const SolveOptions& options,
@@ -1137,21 +1156,13 @@ std::vector<Solution> narrow_pass(const model::Model& model, const topology::Top
   const int max_stages =
       options.max_stages > 0 ? options.max_stages : std::numeric_limits<int>::max();
   if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
-  bool gave_up = false;  // a proposal for the search either way
-  auto pass = [&](std::size_t cap, double upper_bound) {
-    Pass dp(model, topology, order, micro_batches, grid, schedule, choices);
-    return dp.run(cap, upper_bound, max_work, gave_up, options.solutions, max_stages);
-  };
-  std::vector<Solution> found = pass(4, std::numeric_limits<double>::infinity());
-  if (!found.empty() && !gave_up) {
-    auto exact = pass(0, found.front().objective.total_ms);
-    if (!exact.empty()) found = std::move(exact);
-  }
-  for (Solution& solution : found) {
-    solution.grid_unit = grid.unit;
-    solution.grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
-  }
-  return found;
+  bool gave_up = false;  // a pass that gives up finds nothing; the other's are a proposal
+  return on_grid(capped_then_exact([&](std::size_t cap, double upper_bound) {
+                   Pass dp(model, topology, order, micro_batches, grid, schedule, choices);
+                   return dp.run(cap, upper_bound, max_work, gave_up, options.solutions,
+                                 max_stages);
+                 }),
+                 grid);
 }
 
 // Nothing fits on runs of whole units of `unit` GPUs: memory needs more, narrower stages than
@@ -1219,30 +1230,20 @@ std::vector<Solution> solve_several(const model::Model& model, const topology::T
       if (!grid_can_fit(model, topology, order, grid, choices, max_stages)) return {};
       // An upper bound lets the exact pass drop every entry that cannot beat it. Simple
       // equal-compute plans usually give a good one; when none fits in memory (or within the
-      // stage cap), a capped pass (4 entries per state) finds a plan whose value serves
-      // instead. Either way the exact pass keeps the optimum, so the result is exact (on the grid).
+      // stage cap), a capped pass finds a plan whose value serves instead.
       const double simple = simple_plans_bound(model, topology, order, micro_batches, grid,
                                                schedule, max_stages, choices);
       if (std::isfinite(simple)) {
         auto exact = pass(0, simple);
         if (!exact.empty() || gave_up) return exact;
       }
-      auto heuristic = pass(4, unlimited);
-      if (heuristic.empty()) return {};
-      auto exact = pass(0, heuristic.front().objective.total_ms);
-      return exact.empty() ? heuristic : exact;
+      return capped_then_exact(pass);
     }();
     if (!gave_up && result.empty() && grid.unit > 1 && !options.full_grid) {
       return narrower_solutions(model, topology, order, micro_batches, schedule, options, grid.unit,
                                 max_work);
     }
-    if (!gave_up) {
-      for (Solution& solution : result) {
-        solution.grid_unit = grid.unit;
-        solution.grid_blocks = static_cast<int>(grid.cuts.size()) - 1;
-      }
-      return result;
-    }
+    if (!gave_up) return on_grid(std::move(result), grid);
     budget /= 4;
     grid = coarser;
   }
