@@ -525,6 +525,8 @@ Candidate try_candidate_plan(std::string planner, const Partition& partition,
 }
 
 Plan complete_plan(Plan sketch, const Request& request) {
+  // A complete plan lists its tasks (at least one forward): nothing to add.
+  if (!sketch.timeline.compute.empty()) return sketch;
   // The same schedule replayed again gives the same times, now with the tasks listed.
   sketch.timeline = simulate::replay(request.model, request.topology, sketch.stages,
                                      sketch.schedule, request.optimizer);

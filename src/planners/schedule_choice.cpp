@@ -278,10 +278,8 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
     }
   }
   if (faster) {
-    Request asked = request;
-    if (!options[*faster].split) asked.split_backward = SplitBackward::kNever;
     if (!kept[*faster]) throw InternalError("the fastest schedule's plan was not kept");
-    Plan chosen = complete_plan(std::move(*kept[*faster]), asked);
+    Plan chosen = std::move(*kept[*faster]);
     chosen.notes = std::move(plan.notes);
     chosen.warnings = std::move(plan.warnings);
     chosen.phase_ms = std::move(plan.phase_ms);

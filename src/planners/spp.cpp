@@ -266,6 +266,7 @@ class SppRun {
   }
 
   bool exhaustive() const { return exhaustive_; }
+  const Request& request() const { return request_; }
 
   // Step 3 on order `c` under `model` (`first_model`: the first of the schedule models, the one
   // the Megatron seeds are tried under): every shape replayed where few, else `search`.
@@ -292,10 +293,11 @@ class SppRun {
         return out;
       }
       // The found shape was scheduled when it was replayed (a plan of 2^19 tasks takes about
-      // 0.4 s to schedule and replay): its candidate is completed, unless the search kept
-      // another of equal time.
+      // 0.4 s to schedule and replay): its candidate is kept, completed only if it is the
+      // fastest over every order (search_every_order), unless the search kept another of equal
+      // time.
       out.plan = fastest && fastest->stages == found->stages
-                     ? complete_plan(std::move(*fastest), request_)
+                     ? std::move(*fastest)
                      : finish_plan("spp", Partition{order, found->stages}, request_, policy_);
       out.note = name + ": " + how + ", replayed " +
                  io::format_ms(out.plan->timeline.iteration_ms) + ", " +
@@ -492,8 +494,8 @@ struct Merged {
 
 // Step 3: every order under every schedule model. Per model the orders are evaluated on
 // parallel threads, then merged in order, so the result does not depend on the number of
-// threads; the fastest replayed plan over all of them wins (ties: the earlier). Rethrows an
-// evaluation's error.
+// threads; the fastest replayed plan over all of them wins (ties: the earlier), completed
+// (`complete_plan`; the others' candidates are not). Rethrows an evaluation's error.
 Merged search_every_order(const SppRun& run, std::size_t orders,
                           const std::vector<partition::ScheduleModel>& models) {
   Merged merged;
@@ -516,6 +518,7 @@ Merged search_every_order(const SppRun& run, std::size_t orders,
         merged.best = std::move(out.plan);
     }
   }
+  if (merged.best) merged.best = complete_plan(std::move(*merged.best), run.request());
   return merged;
 }
 
@@ -749,7 +752,7 @@ Plan plan_spp(const Request& request, schedule::Policy policy, const SppSearch& 
       }
     }
   }
-  return out;
+  return complete_plan(std::move(out), request);
 }
 
 }  // namespace pipeplan::planners

@@ -100,7 +100,8 @@ TEST(FinishPlanTest, WhereItFitsThePlanIsFinishPlansOwn) {
 
 // A search's candidate (try_candidate_plan) refuses what try_finish_plan refuses, with the same
 // message, and where it fits has the same decisions, times and peaks without the task lists;
-// completed, it is the finished plan byte for byte. Seeded random models (half with split
+// completed, it is the finished plan byte for byte, and the finished plan completed again is
+// itself (complete_plan keeps a complete plan as it is). Seeded random models (half with split
 // backwards and update steps), topologies with tight memories, one to three stages of one to
 // two replicas, every policy that can run them.
 TEST(FinishPlanTest, ACandidateCompletedIsTheFinishedPlan) {
@@ -148,9 +149,13 @@ TEST(FinishPlanTest, ACandidateCompletedIsTheFinishedPlan) {
                   finished.plan->timeline.gpus[g].peak_memory_bytes);
         EXPECT_EQ(sketch.timeline.gpus[g].busy_ms, finished.plan->timeline.gpus[g].busy_ms);
       }
+      const std::string text = report::plan_json_text(*finished.plan, model, topology);
       EXPECT_EQ(report::plan_json_text(complete_plan(*candidate.sketch, request), model, topology),
-                report::plan_json_text(*finished.plan, model, topology))
+                text)
           << "trial " << trial << " " << schedule::policy_name(policy);
+      // A complete plan is completed as it is.
+      EXPECT_EQ(report::plan_json_text(complete_plan(*finished.plan, request), model, topology),
+                text);
     }
   }
   // Both sides of the property were exercised.

@@ -234,7 +234,8 @@ Candidate try_candidate_plan(std::string planner, const Partition& partition,
 
 /// The plan `try_finish_plan` makes from the same partition and `request` (the one the
 /// candidate was made with): its schedule replayed again with the tasks listed, and the bounds.
-/// O(T log T), no scheduling.
+/// A complete plan (its timeline lists its tasks) is returned as it is, so a step that keeps
+/// either completes once, at its end. O(T log T), no scheduling; O(1) for a complete plan.
 Plan complete_plan(Plan sketch, const Request& request);
 
 /// Whether every stage has the same replica count and tensor-parallel degree (spec 8.4,

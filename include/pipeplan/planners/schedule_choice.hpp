@@ -36,8 +36,10 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
 /// and, when `request.schedule_auto`, with 2, 3 and 4 stages per
 /// device under every multi-stage policy and the list scheduler. Ties keep the earlier
 /// (`plan` first). The kept plan's `schedule_policy` names the policy whose order it runs; a
-/// note says what was tried. O(K T log T) for K candidates (at most 8 + 3 x 5 here), made on
-/// parallel threads (`for_each_index`), holding only the plans that can still be the fastest.
+/// note says what was tried. Another schedule's plan is returned as a search's candidate
+/// (`Candidate`): the caller completes the plan it keeps (`complete_plan`). O(K T) for K
+/// candidates (at most 8 + 3 x 5 here), made on parallel threads (`for_each_index`), holding
+/// only the plans that can still be the fastest.
 Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy);
 
 }  // namespace pipeplan::planners
