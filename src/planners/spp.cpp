@@ -266,7 +266,6 @@ class SppRun {
   }
 
   bool exhaustive() const { return exhaustive_; }
-  const Request& request() const { return request_; }
 
   // Step 3 on order `c` under `model` (`first_model`: the first of the schedule models, the one
   // the Megatron seeds are tried under): every shape replayed where few, else `search`.
@@ -293,9 +292,8 @@ class SppRun {
         return out;
       }
       // The found shape was scheduled when it was replayed (a plan of 2^19 tasks takes about
-      // 0.4 s to schedule and replay): its candidate is kept, completed only if it is the
-      // fastest over every order (search_every_order), unless the search kept another of equal
-      // time.
+      // 0.4 s to schedule and replay): its candidate is kept, completed only if spp's plan is
+      // made of it (plan_spp), unless the search kept another of equal time.
       out.plan = fastest && fastest->stages == found->stages
                      ? std::move(*fastest)
                      : finish_plan("spp", Partition{order, found->stages}, request_, policy_);
@@ -494,8 +492,9 @@ struct Merged {
 
 // Step 3: every order under every schedule model. Per model the orders are evaluated on
 // parallel threads, then merged in order, so the result does not depend on the number of
-// threads; the fastest replayed plan over all of them wins (ties: the earlier), completed
-// (`complete_plan`; the others' candidates are not). Rethrows an evaluation's error.
+// threads; the fastest replayed plan over all of them wins (ties: the earlier), a search's
+// candidate as it may be (plan_spp completes the plan it returns). Rethrows an evaluation's
+// error.
 Merged search_every_order(const SppRun& run, std::size_t orders,
                           const std::vector<partition::ScheduleModel>& models) {
   Merged merged;
@@ -518,7 +517,6 @@ Merged search_every_order(const SppRun& run, std::size_t orders,
         merged.best = std::move(out.plan);
     }
   }
-  if (merged.best) merged.best = complete_plan(std::move(*merged.best), run.request());
   return merged;
 }
 
@@ -599,7 +597,8 @@ Plan annotated(Merged merged, const CandidateOrders& candidates) {
 
 // The recipe: spp's steps in order, each a named function with its budget (the constants:
 // partition/search_constants.hpp; the steps: docs/algorithms.md, "The final choice"). Nothing
-// where no placement fits.
+// where no placement fits. The plan may be a search's candidate (`Candidate`): plan_spp
+// completes the one it returns, once.
 std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
                                const SppSearch& search, const partition::StageChoices& choices) {
   // 1. The candidate GPU orders: min-cut, reversed, input (the ordering's own work limit).
