@@ -101,9 +101,9 @@ TEST(FinishPlanTest, WhereItFitsThePlanIsFinishPlansOwn) {
 // A search's candidate (try_candidate_plan) refuses what try_finish_plan refuses, with the same
 // message, and where it fits has the same decisions, times and peaks without the task lists;
 // completed, it is the finished plan byte for byte, and the finished plan completed again is
-// itself, whatever the request (complete_plan keeps a complete plan as it is). Seeded random models (half with split
-// backwards and update steps), topologies with tight memories, one to three stages of one to
-// two replicas, every policy that can run them.
+// itself, whatever the request (complete_plan keeps a complete plan as it is). Seeded random models
+// (half with split backwards and update steps), topologies with tight memories, one to three stages
+// of one to two replicas, every policy that can run them.
 TEST(FinishPlanTest, ACandidateCompletedIsTheFinishedPlan) {
   std::mt19937 rng(20261205);
   int fitted = 0, refused = 0;
@@ -156,8 +156,8 @@ TEST(FinishPlanTest, ACandidateCompletedIsTheFinishedPlan) {
       // A complete plan is completed as it is, not replayed again: even asked under the other
       // optimizer, whose replay would hold other bytes, it keeps its own.
       Request other = request;
-      other.optimizer = request.optimizer == Optimizer::kSharded ? Optimizer::kReplicated
-                                                                  : Optimizer::kSharded;
+      other.optimizer =
+          request.optimizer == Optimizer::kSharded ? Optimizer::kReplicated : Optimizer::kSharded;
       EXPECT_EQ(report::plan_json_text(complete_plan(*finished.plan, other), model, topology),
                 text);
     }
