@@ -10,6 +10,7 @@
 #include <cmath>
 #include <deque>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -176,10 +177,12 @@ Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy pol
 // kMegatronVariantExtraSteps scheduling steps (`scheduling_steps`, about a second of the dev
 // build): a published configuration of a small cluster can rank fourth or lower by the 1F1B
 // estimate (Llama 3.1 405B on 1,152 GPUs: t 8, p 9, V 7), while a plan on 131,072 GPUs takes
-// seconds. Last, the one-stage configurations (try_one_stage_megatron) within the same budget.
+// seconds. Last, the one-stage configurations (add_one_stage_variants) within the same budget.
 // Each group of variants comes after every earlier one, so a plan changes only where a later
-// variant is strictly faster than all before it. Only for spp's list schedule (its
-// default, and `--schedule auto`) on a described model. O(K V) plans.
+// variant is strictly faster than all before it: the variants are listed in that order
+// (`add_variant`), made on parallel threads (`make_variants`) and decided one after another
+// (`replay_variants`). Only for spp's list schedule (its default, and `--schedule auto`) on a
+// described model. O(K V) plans.
 constexpr std::size_t kMegatronVariantSeeds = 3;
 constexpr std::size_t kMegatronVariantExtraSeeds = 8;
 constexpr double kMegatronVariantExtraSteps = 2e7;
@@ -211,65 +214,58 @@ struct Variants {
   std::optional<Beyond> beyond;
 };
 
+// The note an adoption leaves: `what`, then the adopted plan's time `ms`. O(1).
+std::string adoption_note(const std::string& what, double ms) {
+  // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
+  // (GCC bug 105329), as in megatron_variants.
+  std::string note = what;
+  note += ": ";
+  note += io::format_ms(ms);
+  return note;
+}
+
 // `adopted` replaces `tried.plan`, its notes saying so (`what`, then the time). A search's
 // candidate is adopted as it is: the plan the settings' steps end with is completed once, at
 // their end (`completed`), where completing every adopted one took three full replays of 0.1 to
 // 0.2 s on Llama 3.1 405B at 16,384 GPUs. O(1) besides the notes.
 void adopt(Plan adopted, const std::string& what, Variants& tried) {
   Plan& plan = tried.plan;
-  // Appended piece by piece: `"t" + std::string&&` draws a false -Wrestrict from GCC 12 at -O3
-  // (GCC bug 105329), as in megatron_variants.
-  std::string note = what;
-  note += ": ";
-  note += io::format_ms(adopted.timeline.iteration_ms);
+  std::string note = adoption_note(what, adopted.timeline.iteration_ms);
   adopted.notes = std::move(plan.notes);
   adopted.notes.push_back(std::move(note));
   adopted.phase_ms = std::move(plan.phase_ms);
   plan = std::move(adopted);
 }
 
-// The candidate `made` adopted where strictly faster. O(1) besides the notes.
-void adopt_if_faster(Candidate made, const std::string& what, Variants& tried) {
-  if (!made.sketch ||
-      !strictly_faster(made.sketch->timeline.iteration_ms, tried.plan.timeline.iteration_ms)) {
-    return;
-  }
-  adopt(std::move(*made.sketch), what, tried);
-}
+// One Megatron-LM configuration to try, as `add_variant` found it before any incumbent mattered:
+// its shape and policy, the note it leaves when adopted, and whether it is past spp's search
+// limit (kMaxSearchTasks; NVIDIA's GPT-3 175B on 2,048 GPUs: 96 chunks x 4,096 micro-batches),
+// where it is only screened.
+struct VariantTry {
+  Partition shape;
+  schedule::Policy policy = schedule::Policy::kList;
+  std::string what;
+  bool beyond_search = false;
+  // Screened on one replica first (`one_replica_ms`, a lower bound on identical replicas) where
+  // that is sound: under a fixed policy, whose per-GPU order other replicas cannot change (a list
+  // schedule's choices can differ with more replicas), and past the search limit.
+  [[nodiscard]] bool screened() const { return beyond_search || policy != schedule::Policy::kList; }
+};
 
-// One Megatron-LM configuration `fixed` planned under `policy`, adopted where strictly faster
-// (`adopt_if_faster`). Refusals, and schedules beyond the steps left, are skipped. Screened on one
-// replica first (`one_replica_ms`, a lower bound on identical replicas) where that is sound: under
-// a fixed policy, whose per-GPU order other replicas cannot change, a configuration whose screen
-// is not strictly faster than the incumbent is not planned (a list schedule is planned, as its
-// choices can differ with more replicas). A configuration past spp's search limit
-// (kMaxSearchTasks; NVIDIA's GPT-3 175B on 2,048 GPUs: 96 chunks x 4,096 micro-batches) is only
-// screened, and the best of them kept in `tried.beyond`. O(one plan).
-void try_megatron_variant(const Request& request, const Request& fixed, schedule::Policy policy,
-                          const std::string& what, Variants& tried, StepsLeft& steps_left) {
+// `fixed` under `policy` appended to `tries` unless Megatron-LM refuses it, it does not fit, or
+// its schedule is beyond the steps left (which it then spends). O(N) besides the shape.
+void add_variant(const Request& request, const Request& fixed, schedule::Policy policy,
+                 std::string what, std::int64_t search_limit, std::vector<VariantTry>& tries,
+                 StepsLeft& steps_left) {
   try {
     if (megatron_refusal(fixed)) return;
-    const Partition shape = megatron_partition(fixed, policy);
+    Partition shape = megatron_partition(fixed, policy);
     if (!spend(steps_left, request, shape.stages)) return;
-    const double incumbent_ms = tried.plan.timeline.iteration_ms;
-    const std::int64_t search_limit = plan_task_limit(tried.plan.planner);
     const bool beyond_search =
         task_limit_refusal(shape.stages.size(), request.micro_batches,
                            uses_split_backward(request, policy), search_limit)
             .has_value();
-    if (beyond_search || policy != schedule::Policy::kList) {
-      const std::optional<double> screen = one_replica_ms(request, shape, policy);
-      if (beyond_search) {
-        if (screen && strictly_faster(*screen, incumbent_ms) &&
-            (!tried.beyond || strictly_faster(*screen, tried.beyond->screen_ms))) {
-          tried.beyond = Variants::Beyond{*screen, shape, policy, what};
-        }
-        return;
-      }
-      if (screen && !strictly_faster(*screen, incumbent_ms)) return;
-    }
-    adopt_if_faster(try_candidate_plan(tried.plan.planner, shape, request, policy, search_limit),
-                    what, tried);
+    tries.push_back({std::move(shape), policy, std::move(what), beyond_search});
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
   }
@@ -286,12 +282,12 @@ void try_beyond_search(const Request& request, Variants& tried) {
   }
   const Variants::Beyond& beyond = *tried.beyond;  // adopting changes the plan, not this
   try {
-    // Planned whole at once: its screen says it is likely kept.
-    Finished made =
-        try_finish_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks);
-    if (made.plan &&
-        strictly_faster(made.plan->timeline.iteration_ms, tried.plan.timeline.iteration_ms)) {
-      adopt(std::move(*made.plan), beyond.what, tried);
+    // A search's candidate, as every variant: the settings' steps complete the plan they keep.
+    Candidate made =
+        try_candidate_plan(tried.plan.planner, beyond.shape, request, beyond.policy, kMaxPlanTasks);
+    if (made.sketch &&
+        strictly_faster(made.sketch->timeline.iteration_ms, tried.plan.timeline.iteration_ms)) {
+      adopt(std::move(*made.sketch), beyond.what, tried);
     }
   } catch (const InfeasibleError&) {
   } catch (const UsageError&) {
@@ -338,9 +334,10 @@ std::vector<Request> megatron_variant_seeds(const Request& request,
   return seeds;
 }
 
-// The variants of `seeds` (interleaved, then with balanced ends; above) tried on `plan`. O(K V)
-// plans for K seeds.
-void try_megatron_variants(const Request& request, std::vector<Request> seeds, Variants& tried,
+// The variants of `seeds` (interleaved, then with balanced ends; above), in the order tried,
+// appended to `tries`. O(K V) shapes for K seeds.
+void add_megatron_variants(const Request& request, std::vector<Request> seeds,
+                           std::int64_t search_limit, std::vector<VariantTry>& tries,
                            StepsLeft& steps_left) {
   const int decoders = request.model.transformer->layers;
   for (Request& fixed : seeds) {
@@ -349,10 +346,10 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, V
     for (int V = 2; V <= decoders / P && V <= kMaxVirtualStages; ++V) {
       if ((decoders / P) % V != 0) continue;
       fixed.virtual_stages = V;
-      try_megatron_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
-                           variant_label("Megatron-LM's interleaved configuration faster: ", fixed,
-                                         V, schedule::Policy::kInterleaved1F1B),
-                           tried, steps_left);
+      add_variant(request, fixed, schedule::Policy::kInterleaved1F1B,
+                  variant_label("Megatron-LM's interleaved configuration faster: ", fixed, V,
+                                schedule::Policy::kInterleaved1F1B),
+                  search_limit, tries, steps_left);
     }
   }
   for (Request& fixed : seeds) {
@@ -364,12 +361,11 @@ void try_megatron_variants(const Request& request, std::vector<Request> seeds, V
       for (const schedule::Policy each :
            V == 1 ? std::vector{schedule::Policy::kList, schedule::Policy::kOneFOneB}
                   : std::vector{schedule::Policy::kInterleaved1F1B}) {
-        try_megatron_variant(
-            request, fixed, each,
-            variant_label("Megatron-LM's configuration with balanced ends faster: ", fixed, V,
-                          each) +
-                ", embedding and loss as layers",
-            tried, steps_left);
+        add_variant(request, fixed, each,
+                    variant_label("Megatron-LM's configuration with balanced ends faster: ", fixed,
+                                  V, each) +
+                        ", embedding and loss as layers",
+                    search_limit, tries, steps_left);
       }
     }
   }
@@ -396,17 +392,150 @@ std::vector<Request> one_stage_configurations(const Request& request,
 }
 
 // Megatron-LM's one-stage configurations (`one_stage_configurations`) under the list schedule,
-// after every other variant and within the steps left: spp's own search can keep pipelined
-// shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at c = 2, as NVIDIA's
-// recipe runs it). O(degrees) plans of one stage.
-void try_one_stage_megatron(const Request& request, const std::vector<Request>& configurations,
-                            Variants& tried, StepsLeft& steps_left) {
+// after every other variant and within the steps left, appended to `tries`: spp's own search can
+// keep pipelined shapes where one stage over every GPU is faster (Llama 3.1 8B on 8 GPUs at
+// c = 2, as NVIDIA's recipe runs it). O(degrees) shapes of one stage.
+void add_one_stage_variants(const Request& request, const std::vector<Request>& configurations,
+                            std::int64_t search_limit, std::vector<VariantTry>& tries,
+                            StepsLeft& steps_left) {
   for (const Request& fixed : one_stage_configurations(request, configurations)) {
-    try_megatron_variant(request, fixed, schedule::Policy::kList,
-                         variant_label("Megatron-LM's one-stage configuration faster: ", fixed, 1,
-                                       schedule::Policy::kList),
-                         tried, steps_left);
+    add_variant(request, fixed, schedule::Policy::kList,
+                variant_label("Megatron-LM's one-stage configuration faster: ", fixed, 1,
+                              schedule::Policy::kList),
+                search_limit, tries, steps_left);
   }
+}
+
+// What the threads made of one try (`make_variants`): its screen, and its candidate where the
+// tries before it could leave it faster than the incumbent.
+struct VariantMade {
+  std::optional<double> screen;       // one_replica_ms, for a screened try
+  std::exception_ptr screen_failure;  // one_replica_ms's error
+  bool made = false;                  // the candidate was made (else the replay makes it if needed)
+  std::optional<double> ms;           // its time, where it fits
+  std::optional<Plan> sketch;         // kept while it can be the plan adopted last
+  std::exception_ptr failure;         // try_candidate_plan's error
+};
+
+// The candidate of `each` made into `made`, its error kept for the replay. O(one plan).
+void make_variant(const Request& request, const std::string& planner, std::int64_t search_limit,
+                  const VariantTry& each, VariantMade& made) {
+  made.made = true;
+  try {
+    Candidate candidate =
+        try_candidate_plan(planner, each.shape, request, each.policy, search_limit);
+    if (candidate.sketch) {
+      made.ms = candidate.sketch->timeline.iteration_ms;
+      made.sketch = std::move(candidate.sketch);
+    }
+  } catch (...) {
+    made.failure = std::current_exception();
+  }
+}
+
+// Every try's screen, and its candidate unless its screen is not strictly below the fastest of
+// the incumbent and the candidates made before it so far, on parallel threads (for_each_index).
+// Whatever the threads' interleaving, the replay decides as the tries one after another would
+// (`replay_variants`, which makes what a thread skipped and turns out needed); a sketch is kept
+// only while it is strictly faster than `incumbent_ms` and than every other made. O(K) plans and
+// O(K^2) comparisons for K tries.
+std::vector<VariantMade> make_variants(const Request& request, const std::string& planner,
+                                       std::int64_t search_limit,
+                                       const std::vector<VariantTry>& tries, double incumbent_ms) {
+  std::vector<VariantMade> made(tries.size());
+  std::mutex mutex;  // guards every `made[i].made`, `ms` and `sketch`
+  auto bound_before = [&](std::size_t x) {
+    double bound = incumbent_ms;
+    for (std::size_t i = 0; i < x; ++i) {
+      if (made[i].ms) bound = std::min(bound, *made[i].ms);
+    }
+    return bound;
+  };
+  const auto failures = for_each_index(tries.size(), [&](std::size_t x) {
+    const VariantTry& each = tries[x];
+    if (each.screened()) {
+      try {
+        made[x].screen = one_replica_ms(request, each.shape, each.policy);
+      } catch (...) {
+        made[x].screen_failure = std::current_exception();
+        return;
+      }
+      if (each.beyond_search) return;
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (made[x].screen && !strictly_faster(*made[x].screen, bound_before(x))) return;
+    }
+    VariantMade mine;
+    make_variant(request, planner, search_limit, each, mine);
+    const std::lock_guard<std::mutex> lock(mutex);
+    made[x].made = true;
+    made[x].ms = mine.ms;
+    made[x].sketch = std::move(mine.sketch);
+    made[x].failure = mine.failure;
+    double fastest = incumbent_ms;
+    for (const VariantMade& other : made) {
+      if (other.ms) fastest = std::min(fastest, *other.ms);
+    }
+    for (VariantMade& other : made) {
+      if (other.sketch &&
+          (!strictly_faster(*other.ms, incumbent_ms) || strictly_faster(fastest, *other.ms))) {
+        other.sketch.reset();
+      }
+    }
+  });
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+  return made;
+}
+
+// The tries decided one after another on `plan`, each adopted where strictly faster than the
+// incumbent (a screened one skipped where its screen is not; one past the search limit kept in
+// `beyond` where its screen is the smallest so far and strictly below the incumbent), errors met
+// where trying each in turn meets them: the plan and notes the tries made one by one leave,
+// whatever the threads did. O(K) besides what the threads skipped and the last adopted's sketch
+// if dropped.
+Variants replay_variants(const Request& request, std::int64_t search_limit,
+                         const std::vector<VariantTry>& tries, std::vector<VariantMade>& made,
+                         Plan plan) {
+  const std::string planner = plan.planner;
+  double incumbent_ms = plan.timeline.iteration_ms;
+  std::vector<std::size_t> adopted;
+  std::optional<Variants::Beyond> beyond;
+  for (std::size_t x = 0; x < tries.size(); ++x) {
+    const VariantTry& each = tries[x];
+    VariantMade& result = made[x];
+    try {
+      if (each.screened()) {
+        if (result.screen_failure) std::rethrow_exception(result.screen_failure);
+        const std::optional<double>& screen = result.screen;
+        if (each.beyond_search) {
+          if (screen && strictly_faster(*screen, incumbent_ms) &&
+              (!beyond || strictly_faster(*screen, beyond->screen_ms))) {
+            beyond = Variants::Beyond{*screen, each.shape, each.policy, each.what};
+          }
+          continue;
+        }
+        if (screen && !strictly_faster(*screen, incumbent_ms)) continue;
+      }
+      if (!result.made) make_variant(request, planner, search_limit, each, result);
+      if (result.failure) std::rethrow_exception(result.failure);
+      if (result.ms && strictly_faster(*result.ms, incumbent_ms)) {
+        incumbent_ms = *result.ms;
+        adopted.push_back(x);
+      }
+    } catch (const InfeasibleError&) {
+    } catch (const UsageError&) {
+    }
+  }
+  Variants tried{std::move(plan), std::move(beyond)};
+  if (adopted.empty()) return tried;
+  for (std::size_t a = 0; a + 1 < adopted.size(); ++a) {
+    tried.plan.notes.push_back(adoption_note(tries[adopted[a]].what, *made[adopted[a]].ms));
+  }
+  VariantMade& last = made[adopted.back()];
+  if (!last.sketch) make_variant(request, planner, search_limit, tries[adopted.back()], last);
+  adopt(std::move(*last.sketch), tries[adopted.back()].what, tried);
+  return tried;
 }
 
 Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
@@ -418,10 +547,14 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   const auto split =
       seeds.begin() + static_cast<std::ptrdiff_t>(std::min(kMegatronVariantSeeds, seeds.size()));
   StepsLeft unlimited, budget = kMegatronVariantExtraSteps;
-  Variants tried{std::move(plan), std::nullopt};
-  try_megatron_variants(request, {seeds.begin(), split}, tried, unlimited);
-  try_megatron_variants(request, {split, seeds.end()}, tried, budget);
-  try_one_stage_megatron(request, configurations, tried, budget);
+  const std::int64_t search_limit = plan_task_limit(plan.planner);
+  std::vector<VariantTry> tries;
+  add_megatron_variants(request, {seeds.begin(), split}, search_limit, tries, unlimited);
+  add_megatron_variants(request, {split, seeds.end()}, search_limit, tries, budget);
+  add_one_stage_variants(request, configurations, search_limit, tries, budget);
+  std::vector<VariantMade> made =
+      make_variants(request, plan.planner, search_limit, tries, plan.timeline.iteration_ms);
+  Variants tried = replay_variants(request, search_limit, tries, made, std::move(plan));
   try_beyond_search(request, tried);
   return std::move(tried.plan);
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "../support/builders.hpp"
@@ -15,6 +16,7 @@
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/parallel.hpp"
 #include "pipeplan/report/plan_json.hpp"
 #include "pipeplan/report/plan_model.hpp"
 #include "pipeplan/simulate/check.hpp"
@@ -339,6 +341,48 @@ TEST(SettingsChoice, SppTriesTheMegatronVariantsOfTheFourthToEighthSeeds) {
   balanced.account_for_embedding = balanced.account_for_loss = true;
   balanced.optimizer = chosen.optimizer;
   EXPECT_EQ(expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B), 22U);
+}
+
+// Megatron-LM's variants are screened and made on parallel threads, then decided in order
+// (settings_choice.cpp, `make_variants` and `replay_variants`): spp's plan and its notes are the
+// same byte for byte made on one thread, where every variant is made after all before it, as on
+// several, on the two cases above and with their optimizers left open, where several variants
+// are adopted one after another (every adoption leaves a note).
+TEST(SettingsChoice, MegatronVariantsAreTheSameOnOneThreadOrSeveral) {
+  model::TransformerConfig balanced = on_h100("gpt3-13b");
+  balanced.layers = 30;
+  balanced.flash_attention = true;
+  model::TransformerConfig fourth = on_h100("gpt3-13b");
+  fourth.layers = 20;
+  fourth.micro_batch_size = 2;
+  std::size_t most_adopted = 0;
+  for (const model::TransformerConfig& config : {balanced, fourth}) {
+    const model::Model model = described_model(config);
+    const topology::Topology topology = dgx_h100_node();
+    for (const bool fixed : {true, false}) {
+      Request request = choosing(model, topology);
+      request.micro_batches = 8;
+      request.optimizer_fixed = fixed;
+      const Plan parallel = make_plan("spp", request);
+      std::optional<Plan> serial;
+      const auto failures =
+          for_each_index(1, [&](std::size_t) { serial = make_plan("spp", request); });
+      ASSERT_FALSE(failures.front());
+      ASSERT_TRUE(serial);
+      EXPECT_EQ(report::plan_json_text(*serial, model, topology),
+                report::plan_json_text(parallel, model, topology));
+      // The adoptions' notes (the orders' notes hold measured times).
+      auto adoptions = [](const Plan& plan) {
+        std::vector<std::string> notes;
+        std::copy_if(plan.notes.begin(), plan.notes.end(), std::back_inserter(notes),
+                     [](const std::string& note) { return note.rfind("Megatron-LM's", 0) == 0; });
+        return notes;
+      };
+      EXPECT_EQ(adoptions(*serial), adoptions(parallel));
+      most_adopted = std::max(most_adopted, adoptions(parallel).size());
+    }
+  }
+  EXPECT_GE(most_adopted, 2U);
 }
 
 // Issue 33 item 8: NVIDIA's Llama 3.1 8B recipe on 8 H100 (t 1, p 1, c 2, d 4: one stage over
