@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <random>
 
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
@@ -343,11 +344,33 @@ TEST(SettingsChoice, SppTriesTheMegatronVariantsOfTheFourthToEighthSeeds) {
   EXPECT_EQ(expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B), 22U);
 }
 
+// spp's plan of `request` made on several threads and on one (inside another parallel body,
+// where every Megatron-LM variant is made after all before it): the same bytes and the same
+// adoption notes (the orders' notes hold measured times). Returns the adoptions.
+std::size_t expect_same_on_one_thread(const model::Model& model, const topology::Topology& topology,
+                                      const Request& request) {
+  const Plan parallel = make_plan("spp", request);
+  std::optional<Plan> serial;
+  const auto failures = for_each_index(1, [&](std::size_t) { serial = make_plan("spp", request); });
+  EXPECT_FALSE(failures.front());
+  if (!serial) return 0;
+  EXPECT_EQ(report::plan_json_text(*serial, model, topology),
+            report::plan_json_text(parallel, model, topology));
+  auto adoptions = [](const Plan& plan) {
+    std::vector<std::string> notes;
+    std::copy_if(plan.notes.begin(), plan.notes.end(), std::back_inserter(notes),
+                 [](const std::string& note) { return note.rfind("Megatron-LM's", 0) == 0; });
+    return notes;
+  };
+  EXPECT_EQ(adoptions(*serial), adoptions(parallel));
+  return adoptions(parallel).size();
+}
+
 // Megatron-LM's variants are screened and made on parallel threads, then decided in order
 // (settings_choice.cpp, `make_variants` and `replay_variants`): spp's plan and its notes are the
-// same byte for byte made on one thread, where every variant is made after all before it, as on
-// several, on the two cases above and with their optimizers left open, where several variants
-// are adopted one after another (every adoption leaves a note).
+// same byte for byte made on one thread as on several, on the two cases above and with their
+// optimizers left open, where several variants are adopted one after another (every adoption
+// leaves a note).
 TEST(SettingsChoice, MegatronVariantsAreTheSameOnOneThreadOrSeveral) {
   model::TransformerConfig balanced = on_h100("gpt3-13b");
   balanced.layers = 30;
@@ -360,29 +383,43 @@ TEST(SettingsChoice, MegatronVariantsAreTheSameOnOneThreadOrSeveral) {
     const model::Model model = described_model(config);
     const topology::Topology topology = dgx_h100_node();
     for (const bool fixed : {true, false}) {
+      SCOPED_TRACE(std::to_string(config.layers) + (fixed ? " layers, fixed" : " layers, open"));
       Request request = choosing(model, topology);
       request.micro_batches = 8;
       request.optimizer_fixed = fixed;
-      const Plan parallel = make_plan("spp", request);
-      std::optional<Plan> serial;
-      const auto failures =
-          for_each_index(1, [&](std::size_t) { serial = make_plan("spp", request); });
-      ASSERT_FALSE(failures.front());
-      ASSERT_TRUE(serial);
-      EXPECT_EQ(report::plan_json_text(*serial, model, topology),
-                report::plan_json_text(parallel, model, topology));
-      // The adoptions' notes (the orders' notes hold measured times).
-      auto adoptions = [](const Plan& plan) {
-        std::vector<std::string> notes;
-        std::copy_if(plan.notes.begin(), plan.notes.end(), std::back_inserter(notes),
-                     [](const std::string& note) { return note.rfind("Megatron-LM's", 0) == 0; });
-        return notes;
-      };
-      EXPECT_EQ(adoptions(*serial), adoptions(parallel));
-      most_adopted = std::max(most_adopted, adoptions(parallel).size());
+      most_adopted = std::max(most_adopted, expect_same_on_one_thread(model, topology, request));
     }
   }
   EXPECT_GE(most_adopted, 2U);
+}
+
+// The same on seeded GPT-3 13B shapes: 8 to 32 decoders, micro-batch size 1 or 2, 4 or 8 GPUs
+// of 40 or 80 GiB, 4 to 16 micro-batches, the optimizer fixed or left open.
+TEST(SettingsChoice, MegatronVariantsAreTheSameOnOneThreadOrSeveralSeeded) {
+  std::mt19937 rng(20261206);
+  int planned = 0;
+  std::size_t adopted = 0;
+  for (int seed = 0; seed < 10; ++seed) {
+    model::TransformerConfig config = on_h100("gpt3-13b");
+    config.layers = std::uniform_int_distribution<int>(8, 32)(rng);
+    config.micro_batch_size = std::uniform_int_distribution<int>(1, 2)(rng);
+    const int gpus = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? 4 : 8;
+    const double memory = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? 40.0 : 80.0;
+    const model::Model model = described_model(config);
+    const topology::Topology topology =
+        uniform_topology(gpus, 369e9, 0.005, {}, memory * (1 << 30));
+    Request request = choosing(model, topology);
+    request.micro_batches = 4 << std::uniform_int_distribution<int>(0, 2)(rng);
+    request.optimizer_fixed = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    try {
+      adopted += expect_same_on_one_thread(model, topology, request);
+      ++planned;
+    } catch (const InfeasibleError&) {  // nothing fits these GPUs: not counted
+    }
+  }
+  EXPECT_GE(planned, 5);
+  EXPECT_GE(adopted, 5U);
 }
 
 // Issue 33 item 8: NVIDIA's Llama 3.1 8B recipe on 8 H100 (t 1, p 1, c 2, d 4: one stage over
