@@ -1,10 +1,11 @@
-// for_each_index: every index once, its own exception kept in index order, and a nested call
-// runs on the calling thread alone.
+// for_each_index: every index once, its own exception kept in index order, a nested call runs
+// on the calling thread alone, and the tests' backwards order.
 
 #include "pipeplan/planners/parallel.hpp"
 
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -59,6 +60,25 @@ TEST(ParallelTest, ANestedCallRunsOnTheCallingThread) {
   std::vector<char> flagged(16, 0);
   (void)for_each_index(16, [&](std::size_t x) { flagged[x] = detail::in_parallel_body ? 1 : 0; });
   EXPECT_EQ(flagged, std::vector<char>(16, 1));
+  EXPECT_FALSE(detail::in_parallel_body);
+}
+
+// detail::backwards_for_testing: on one thread (a nested call here) the indices run from the
+// last down, each once, each failure at its own index; the flag changes nothing else.
+TEST(ParallelTest, BackwardsForTestingRunsOneThreadFromTheLastIndexDown) {
+  std::vector<std::size_t> order;
+  std::vector<std::exception_ptr> failures;
+  detail::backwards_for_testing = true;
+  (void)for_each_index(1, [&](std::size_t) {
+    failures = for_each_index(5, [&](std::size_t x) {
+      order.push_back(x);
+      if (x == 3) throw std::runtime_error("three");
+    });
+  });
+  detail::backwards_for_testing = false;
+  EXPECT_EQ(order, (std::vector<std::size_t>{4, 3, 2, 1, 0}));
+  ASSERT_EQ(failures.size(), 5U);
+  for (std::size_t x = 0; x < 5; ++x) EXPECT_EQ(failures[x] != nullptr, x == 3) << x;
   EXPECT_FALSE(detail::in_parallel_body);
 }
 

@@ -344,25 +344,33 @@ TEST(SettingsChoice, SppTriesTheMegatronVariantsOfTheFourthToEighthSeeds) {
   EXPECT_EQ(expect_megatrons_plan(chosen, balanced, schedule::Policy::kInterleaved1F1B), 22U);
 }
 
-// spp's plan of `request` made on several threads and on one (inside another parallel body,
-// where every Megatron-LM variant is made after all before it): the same bytes and the same
-// adoption notes (the orders' notes hold measured times). Returns the adoptions.
+// spp's plan of `request` made on several threads, and on one (inside another parallel body)
+// with every parallel step's indices in order and from the last down (where a Megatron-LM
+// variant is made after every later one, and a skipped one must be made in the replay): the same
+// bytes and the same adoption notes (the orders' notes hold measured times). Returns the
+// adoptions.
 std::size_t expect_same_on_one_thread(const model::Model& model, const topology::Topology& topology,
                                       const Request& request) {
   const Plan parallel = make_plan("spp", request);
-  std::optional<Plan> serial;
-  const auto failures = for_each_index(1, [&](std::size_t) { serial = make_plan("spp", request); });
-  EXPECT_FALSE(failures.front());
-  if (!serial) return 0;
-  EXPECT_EQ(report::plan_json_text(*serial, model, topology),
-            report::plan_json_text(parallel, model, topology));
+  const std::string text = report::plan_json_text(parallel, model, topology);
   auto adoptions = [](const Plan& plan) {
     std::vector<std::string> notes;
     std::copy_if(plan.notes.begin(), plan.notes.end(), std::back_inserter(notes),
                  [](const std::string& note) { return note.rfind("Megatron-LM's", 0) == 0; });
     return notes;
   };
-  EXPECT_EQ(adoptions(*serial), adoptions(parallel));
+  for (const bool backwards : {false, true}) {
+    SCOPED_TRACE(backwards ? "one thread, backwards" : "one thread");
+    std::optional<Plan> serial;
+    detail::backwards_for_testing = backwards;
+    const auto failures =
+        for_each_index(1, [&](std::size_t) { serial = make_plan("spp", request); });
+    detail::backwards_for_testing = false;
+    EXPECT_FALSE(failures.front());
+    if (!serial) return 0;
+    EXPECT_EQ(report::plan_json_text(*serial, model, topology), text);
+    EXPECT_EQ(adoptions(*serial), adoptions(parallel));
+  }
   return adoptions(parallel).size();
 }
 
