@@ -8,6 +8,7 @@
 #include "pipeplan/cli/cli.hpp"
 
 int main(int argc, char** argv) {
+  pipeplan::cli::keep_freed_memory();
   // A closed standard output must end in a write error (exit 5), not death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   std::ios::sync_with_stdio(false);

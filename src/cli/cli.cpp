@@ -10,6 +10,10 @@
 #include <limits>
 #include <ostream>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "commands.hpp"
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
@@ -19,6 +23,18 @@
 #include "pipeplan/version.hpp"
 
 namespace pipeplan::cli {
+
+// By default glibc maps each block past its mmap threshold afresh, and gives the freed memory at
+// the heap's top back to the system, so every new schedule or replay is faulted in page by page
+// again: a third of a 16,384-GPU spp run's kernel time. Kept instead: blocks up to 32 MiB
+// (glibc's largest threshold) come from the heap, and freed memory stays for the next one
+// (measured in docs/performance.md, "Clusters of any size").
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+#endif
+}
 
 void Context::declare(std::vector<NamedPath> inputs, std::vector<NamedPath> outputs) {
   std::erase_if(inputs, [](const NamedPath& input) { return !input.path; });

@@ -340,4 +340,12 @@ BENCHMARK(BM_PlanLlamaCluster)
 }  // namespace
 }  // namespace pipeplan::bench
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the allocator set as pipeplan's entry point sets it.
+int main(int argc, char** argv) {
+  pipeplan::cli::keep_freed_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -7,6 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -213,6 +217,24 @@ TEST_F(CliTest, BinaryPrintsOneErrorLine) {
   EXPECT_EQ(text.str(), "pipeplan: error: " + bad +
                             ": /layers/0/forward_ms: must be a finite number >= 0, got -1\n");
 }
+
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// keep_freed_memory: a 24 MiB block (past glibc's default mmap threshold of 128 KiB, and past
+// what its dynamic threshold reaches in a fresh process) comes from the heap, not a mapping of
+// its own, and freeing it leaves it with the process for the next one. (The sanitizers bring
+// their own allocator; mallinfo2 says nothing there.)
+TEST(KeepFreedMemory, LargeBlocksComeFromTheHeapAndStayAfterFree) {
+  keep_freed_memory();
+  const std::size_t size = std::size_t{24} << 20;
+  const std::size_t mapped_before = mallinfo2().hblkhd;
+  auto* block = static_cast<char*>(std::malloc(size));
+  ASSERT_NE(block, nullptr);
+  block[0] = block[size - 1] = 1;
+  EXPECT_EQ(mallinfo2().hblkhd, mapped_before);
+  std::free(block);
+  EXPECT_GE(mallinfo2().fordblks, size);
+}
+#endif
 
 }  // namespace
 }  // namespace pipeplan::cli

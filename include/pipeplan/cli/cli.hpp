@@ -14,4 +14,10 @@ namespace pipeplan::cli {
 int run(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
         std::ostream& err);
 
+/// Sets the C library's allocator to keep the memory the process frees (glibc only; elsewhere
+/// nothing): a search makes and drops many large vectors, which by default are mapped and
+/// faulted in afresh each time. For a process that plans and exits: the entry point and the
+/// benchmarks call it first.
+void keep_freed_memory();
+
 }  // namespace pipeplan::cli
