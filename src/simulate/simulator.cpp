@@ -665,6 +665,7 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
                           ": every layer with tensor_parallel must list it, "
                           "and at least one must have tensor_parallel (spec 8.1)");
     }
+    int same_as = kNone;  // the stage whose GPU list this one's was found equal to
     for (int gpu : stage.gpus) {
       if (gpu < 0 || gpu >= topology.size()) {
         throw ScheduleError(name + " names GPU index " + std::to_string(gpu) +
@@ -676,6 +677,7 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
         slot = static_cast<int>(s);
         continue;
       }
+      if (slot == same_as) continue;  // compared whole once, not once per GPU: O(r), not O(r^2)
       const Stage& other = stages[static_cast<std::size_t>(slot)];
       if (slot == static_cast<int>(s) || other.gpus != stage.gpus) {
         throw ScheduleError(gpu_name(topology, gpu) + " serves both stage " + std::to_string(slot) +
@@ -687,6 +689,7 @@ void check_stages(const model::Model& model, const topology::Topology& topology,
                             std::to_string(other.tensor_parallel) +
                             " (stages on one device have the same groups, spec 9.2)");
       }
+      same_as = slot;
     }
   }
   if (next_layer != layers) {

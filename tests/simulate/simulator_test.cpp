@@ -288,6 +288,10 @@ TEST(SimulatorTest, StagesMustCoverLayersOnDisjointGpus) {
   // Stages may share an identical GPU list, a device (spec 9.2), at the same degree.
   EXPECT_EQ(error({{0, 0, {0}}, {1, 1, {1}}, {2, 2, {0}}}), "no error");
   EXPECT_EQ(error({{0, 0, {0}}, {1, 2, {0, 0}}}), "GPU \"g0\" serves both stage 0 and stage 1");
+  // A device's list is compared whole once per stage (not once per GPU), against its first owner.
+  EXPECT_EQ(error({{0, 0, {0, 1}}, {1, 1, {0, 1}}, {2, 2, {0, 1}}}), "no error");
+  EXPECT_EQ(error({{0, 0, {0, 1}}, {1, 1, {0, 1}}, {2, 2, {1, 0}}}),
+            "GPU \"g1\" serves both stage 0 and stage 2");
   EXPECT_EQ(error({{0, 2, {}}}), "stage 0 has no GPUs");
   EXPECT_EQ(error({{0, 2, {5}}}), "stage 0 names GPU index 5, which does not exist");
 }

@@ -79,6 +79,7 @@ double allreduce_ms(const topology::Topology& topology, const std::vector<int>& 
 /// degree t >= 1 that the stage's layers allow (spec 8.1) and a GPU count that is a multiple
 /// of t, every GPU an existing index used by at most one stage, except that stages may share
 /// an identical GPU list of the same degree (a device, spec 9.2). Throws `ScheduleError`.
+/// O(N + sum of the stages' GPU counts), N the topology's GPUs.
 void check_stages(const model::Model& model, const topology::Topology& topology,
                   const std::vector<Stage>& stages);
 
