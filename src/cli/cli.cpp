@@ -83,23 +83,40 @@ io::Source Context::read(const std::string& what) const {
 }
 
 void Context::emit(const std::string& what, std::string text) {
-  const NamedPath& output = declared(outputs_, what);
-  if (!output.path || *output.path == "-") {
+  hold(what, io::Output{{}, std::move(text), {}});
+}
+
+void Context::emit(const std::string& what, io::TextProducer produce) {
+  hold(what, io::Output{{}, {}, std::move(produce)});
+}
+
+void Context::hold(const std::string& what, io::Output output) {
+  const NamedPath& declared_output = declared(outputs_, what);
+  if (!declared_output.path || *declared_output.path == "-") {
     if (standard_output_) throw InternalError("two outputs to standard output");
-    standard_output_ = std::move(text);
+    standard_output_ = std::move(output);
     return;
   }
-  files_.push_back(io::Output{*output.path, std::move(text)});
+  output.path = *declared_output.path;
+  files_.push_back(std::move(output));
 }
 
 void Context::commit() {
   std::vector<io::Output> files = std::move(files_);
-  std::optional<std::string> standard_output = std::move(standard_output_);
+  std::optional<io::Output> standard_output = std::move(standard_output_);
   files_.clear();
   standard_output_.reset();
   io::write_files_atomically(files, [&] {
     if (!standard_output) return;
-    out << *standard_output;
+    // Made whole before any of it is written: a run that fails puts nothing on standard output.
+    std::string& text = standard_output->content;
+    if (standard_output->produce) {
+      standard_output->produce([&](std::string& piece) {
+        text += piece;
+        piece.clear();
+      });
+    }
+    out << text;
     out.flush();
     if (!out) throw OutputError("cannot write standard output");
   });

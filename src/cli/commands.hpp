@@ -50,6 +50,10 @@ class Context {
   io::Source read(const std::string& what) const;
   /// Holds `text` for the declared output `what` until `commit`.
   void emit(const std::string& what, std::string text);
+  /// Holds `produce` for the declared output `what`: its text is made during `commit`, as a
+  /// file's is written (io::Output::produce), for a text too large to hold twice; standard
+  /// output's is made whole first. What `produce` refers to must live until `commit`.
+  void emit(const std::string& what, io::TextProducer produce);
   /// Writes what `emit` holds: every file to a temporary file, then standard output, then
   /// the renames (io::write_files_atomically). A command commits before it prints its
   /// summary; `cli::run` commits what is left after a command returns. Throws `OutputError`.
@@ -59,11 +63,12 @@ class Context {
 
  private:
   const NamedPath& declared(const std::vector<NamedPath>& paths, const std::string& what) const;
+  void hold(const std::string& what, io::Output output);
 
   std::vector<NamedPath> inputs_;
   std::vector<NamedPath> outputs_;
   std::vector<io::Output> files_;
-  std::optional<std::string> standard_output_;
+  std::optional<io::Output> standard_output_;  // its path unused
 };
 
 /// A CLI11 transform accepting exactly the decimal integers `min` .. `max` (no sign, no `0x`,

@@ -60,9 +60,10 @@ auto skipping_refusals(const std::string& planner, RequestFor request_for, Make 
   };
 }
 
-// `reading 1 ms, writing 2 ms; DP 3 ms, ... summed over threads`. Reading and writing are wall
-// time; the planner's phases may run on several threads at once (spp's candidates), so theirs
-// are summed over threads and can add up to more than the total.
+// `reading 1 ms, writing 2 ms; DP 3 ms, ... summed over threads`. Reading and writing (making
+// the plan's text as it is written) are wall time; the planner's phases may run on several threads
+// at once (spp's candidates), so theirs are summed over threads and can add up to more than the
+// total.
 std::string phase_times(const Plan& plan, double reading_ms, double writing_ms) {
   std::string phases =
       "reading " + io::format_ms(reading_ms) + ", writing " + io::format_ms(writing_ms);
@@ -131,12 +132,11 @@ int run_plan(const PlanOptions& options, Context& context) {
   if (model.transformer) model = model::transformer_variant(model, planners::settings_of(plan));
   for (const std::string& note : plan.notes) context.log->debug("{}", note);
   for (const std::string& warning : plan.warnings) context.log->warn("{}", warning);
-  std::string text = report::plan_json_text(plan, model, topology);
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
   if (existing) {
-    if (existing->text == text) {
+    if (existing->text == report::plan_json_text(plan, model, topology)) {
       context.say(*options.check + ": up to date");
       return 0;
     }
@@ -147,7 +147,8 @@ int run_plan(const PlanOptions& options, Context& context) {
                 << '\n';
     return static_cast<int>(ExitCode::kCheckDiffers);
   }
-  // Every text is made before anything is written.
+  // Every text but the plan's is made before anything is written; the plan's, which can be
+  // hundreds of MB, is made as it is written (into a temporary file, renamed only once whole).
   std::string trace, html;
   if (options.trace || options.report) {
     const report::PlanView view = report::make_view(plan, model, topology, options.model);
@@ -155,7 +156,9 @@ int run_plan(const PlanOptions& options, Context& context) {
     if (options.report) html = report::export_plan(view, report::ExportFormat::kHtml);
   }
   // All or nothing: the plan, the trace and the report are written together.
-  context.emit("-o", std::move(text));  // not copied: a plan can be hundreds of MB
+  context.emit("-o", [&](const io::TextSink& sink) {
+    report::write_plan_json(plan, model, topology, sink);
+  });
   if (options.trace) context.emit("--trace", std::move(trace));
   if (options.report) context.emit("--report", std::move(html));
   context.commit();

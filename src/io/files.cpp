@@ -7,11 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <string_view>
+#include <thread>
 
 #include "pipeplan/error.hpp"
 
@@ -39,7 +43,7 @@ std::string read_stream(std::istream& in, const std::string& name) {
 }
 
 // Writes all of `content` to `fd`; false on failure (errno set).
-bool write_all(int fd, const std::string& content) {
+bool write_all(int fd, std::string_view content) {
   const char* data = content.data();
   std::size_t left = content.size();
   while (left > 0) {
@@ -115,6 +119,80 @@ std::size_t name_max(const std::filesystem::path& folder) {
   return limit > 0 ? static_cast<std::size_t>(limit) : 255;
 }
 
+// Writes the pieces it is handed to a file on a thread of its own, one piece while the next is
+// made: two buffers, swapped (no copy). Stops its thread when destroyed.
+class BackgroundWriter {
+ public:
+  explicit BackgroundWriter(int fd) : fd_(fd), thread_([this] { run(); }) {}
+  BackgroundWriter(const BackgroundWriter&) = delete;
+  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
+  BackgroundWriter(BackgroundWriter&&) = delete;
+  BackgroundWriter& operator=(BackgroundWriter&&) = delete;
+  ~BackgroundWriter() { stop(); }
+
+  // Takes `piece` once the piece before is written; leaves `piece` empty.
+  void take(std::string& piece) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !full_; });
+    std::swap(piece, writing_);
+    piece.clear();
+    full_ = true;
+    changed_.notify_all();
+  }
+  // Waits for the last piece and stops; false when a write failed (errno set).
+  bool finish() {
+    stop();
+    errno = error_;
+    return error_ == 0;
+  }
+
+ private:
+  void stop() {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return !full_; });
+      done_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return full_ || done_; });
+      if (!full_) return;  // done, nothing left
+      lock.unlock();
+      // After a failure the rest is not written (the file is removed), only taken.
+      const bool ok = error_ == 0 && write_all(fd_, writing_);
+      const int saved = errno;
+      lock.lock();
+      if (!ok && error_ == 0) error_ = saved;
+      writing_.clear();
+      full_ = false;
+      changed_.notify_all();
+    }
+  }
+
+  int fd_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string writing_;  // the piece being written, while full_
+  bool full_ = false;
+  bool done_ = false;
+  int error_ = 0;       // the first write's errno, set by the writing thread only
+  std::thread thread_;  // last: started once the members above exist
+};
+
+// Writes `output`'s content to `fd`: the whole string, or what its producer makes, written on
+// a second thread as it is made. False on a write failure (errno set); what the producer throws
+// propagates (the writing thread stopped first).
+bool write_content(int fd, const Output& output) {
+  if (!output.produce) return write_all(fd, output.content);
+  BackgroundWriter writer(fd);
+  output.produce([&](std::string& piece) { writer.take(piece); });
+  return writer.finish();
+}
+
 // Writes `pending`'s content to a new temporary file next to its target (with the target's
 // permissions when it exists, else those a new file gets); sets `pending.temp`.
 void write_temporary(Pending& pending) {
@@ -140,7 +218,13 @@ void write_temporary(Pending& pending) {
     ::umask(mask);
     mode = 0666 & ~mask;
   }
-  bool ok = ::fchmod(fd, mode) == 0 && write_all(fd, pending.output->content) && ::fsync(fd) == 0;
+  bool ok = false;
+  try {
+    ok = ::fchmod(fd, mode) == 0 && write_content(fd, *pending.output) && ::fsync(fd) == 0;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   int saved = errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
@@ -153,7 +237,13 @@ void write_temporary(Pending& pending) {
 void write_direct(const Pending& pending) {
   const int fd = ::open(pending.target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) fail_write(pending.output->path, errno);
-  const bool ok = write_all(fd, pending.output->content);
+  bool ok = false;
+  try {
+    ok = write_content(fd, *pending.output);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   const int saved = errno;
   ::close(fd);
   if (!ok) fail_write(pending.output->path, saved);
@@ -191,7 +281,7 @@ void write_files_atomically(const std::vector<Output>& outputs,
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {
-  write_files_atomically({Output{path, content}});
+  write_files_atomically({Output{path, content, {}}});
 }
 
 bool same_file(const std::string& a, const std::string& b) {

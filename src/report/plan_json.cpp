@@ -243,22 +243,23 @@ void append_member(std::string& text, const Value& value) {
 
 }  // namespace
 
-std::string plan_json_text(const Plan& plan, const model::Model& model,
-                           const topology::Topology& topology) {
+void write_plan_json(const Plan& plan, const model::Model& model,
+                     const topology::Topology& topology, const io::TextSink& sink) {
   // The document without the schedule's arrays, then each array written element by element
   // where its empty brackets stand: the same bytes as io::dump_json(plan_to_json(...)) without
   // a DOM of every task, whose building and destruction took most of a plan of 2^19 tasks.
   const std::string document = io::dump_json(plan_document(plan, model, topology, false));
   const ScheduleEntries entries(plan, topology);
-  // Reserved once, above the largest element's size (an all-reduce's GPU list aside): growing
-  // the text by doubling copied it many times (a third of the writing of a plan of 2^21 tasks);
-  // pages reserved and never written cost no memory.
-  constexpr std::size_t kElementBytes = 320;
-  const Timeline& timeline = plan.timeline;
+  // Handed on in pieces of about kPieceBytes: a writer's two buffers of this size, reused, in
+  // place of a text of hundreds of MB faulted in page by page and copied whole.
+  constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
   std::string text;
-  text.reserve(document.size() +
-               kElementBytes *
-                   (timeline.compute.size() + timeline.transfers.size() + timeline.updates.size()));
+  text.reserve(kPieceBytes + 4096);
+  const auto hand_on = [&] {
+    if (text.size() < kPieceBytes) return;
+    sink(text);
+    text.reserve(kPieceBytes + 4096);
+  };
   std::size_t copied = 0;  // of `document`
   const std::size_t schedule = document.find("\n  \"schedule\": {");
   entries.for_each_array([&](const char* name, const auto& elements) {
@@ -286,10 +287,30 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
         append_member(text, value);
       });
       text += "\n      }";
+      hand_on();
     }
     text += first ? "]" : "\n    ]";
   });
   text.append(document, copied);
+  if (!text.empty()) sink(text);
+}
+
+std::string plan_json_text(const Plan& plan, const model::Model& model,
+                           const topology::Topology& topology) {
+  // Reserved once, above the largest element's size (an all-reduce's GPU list aside) and the
+  // document's: growing the text by doubling copied it many times (a third of the writing of a
+  // plan of 2^21 tasks); pages reserved and never written cost no memory.
+  constexpr std::size_t kElementBytes = 320;
+  constexpr std::size_t kDocumentBytes = std::size_t{1} << 20;
+  const Timeline& timeline = plan.timeline;
+  std::string text;
+  text.reserve(kDocumentBytes +
+               kElementBytes *
+                   (timeline.compute.size() + timeline.transfers.size() + timeline.updates.size()));
+  write_plan_json(plan, model, topology, [&](std::string& piece) {
+    text += piece;
+    piece.clear();
+  });
   return text;
 }
 

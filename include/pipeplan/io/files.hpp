@@ -33,10 +33,21 @@ Source source_from_text(std::string name, std::string text);
 /// `OutputError` (exit 5) on failure, leaving an existing file untouched.
 void write_file_atomically(const std::string& path, const std::string& content);
 
+/// Takes a piece of a text, in order, and leaves the string empty (it may hand back another
+/// buffer, whose capacity the next piece can reuse).
+using TextSink = std::function<void(std::string& piece)>;
+
+/// Makes a text by handing it to a sink piece by piece; may throw (nothing is then written).
+using TextProducer = std::function<void(const TextSink& sink)>;
+
 /// One output of a command: where it goes and what it holds.
 struct Output {
   std::string path;     ///< A file path (never empty).
-  std::string content;  ///< The whole content.
+  std::string content;  ///< The whole content, when `produce` is empty.
+  /// The content made as it is written, for a text too large to hold twice: a file's pieces
+  /// are written by a second thread while the next is made (the kernel's copy of a plan of
+  /// hundreds of MB takes as long as making its text).
+  TextProducer produce;
 };
 
 /// Writes several outputs all or none: every regular file (or new one) is written to a

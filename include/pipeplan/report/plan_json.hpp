@@ -45,6 +45,11 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const model::Model& model,
 std::string plan_json_text(const Plan& plan, const model::Model& model,
                            const topology::Topology& topology);
 
+/// `plan_json_text`'s bytes handed to `sink` in pieces of about 4 MiB (the last shorter), never
+/// held whole: what `pipeplan plan` writes as it makes it. O(T).
+void write_plan_json(const Plan& plan, const model::Model& model,
+                     const topology::Topology& topology, const io::TextSink& sink);
+
 /// Reads a plan file: types and ids are checked here (unknown keys are ignored, as spec
 /// section 1 asks of plan readers); the rules of the execution model are checked by
 /// `simulate::check_plan`. Throws `InputError` with the file and JSON pointer.
