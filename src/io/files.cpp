@@ -15,6 +15,7 @@
 #include <iterator>
 #include <mutex>
 #include <string_view>
+#include <system_error>
 #include <thread>
 
 #include "pipeplan/error.hpp"
@@ -120,10 +121,17 @@ std::size_t name_max(const std::filesystem::path& folder) {
 }
 
 // Writes the pieces it is handed to a file on a thread of its own, one piece while the next is
-// made: two buffers, swapped (no copy). Stops its thread when destroyed.
+// made: two buffers, swapped (no copy). Stops its thread when destroyed. Where no thread can be
+// started, each piece is written as it is taken.
 class BackgroundWriter {
  public:
-  explicit BackgroundWriter(int fd) : fd_(fd), thread_([this] { run(); }) {}
+  explicit BackgroundWriter(int fd) : fd_(fd) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      // No thread: `take` writes in place.
+    }
+  }
   BackgroundWriter(const BackgroundWriter&) = delete;
   BackgroundWriter& operator=(const BackgroundWriter&) = delete;
   BackgroundWriter(BackgroundWriter&&) = delete;
@@ -132,6 +140,11 @@ class BackgroundWriter {
 
   // Takes `piece` once the piece before is written; leaves `piece` empty.
   void take(std::string& piece) {
+    if (!thread_.joinable()) {
+      if (error_ == 0 && !write_all(fd_, piece)) error_ = errno;
+      piece.clear();
+      return;
+    }
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return !full_; });
     std::swap(piece, writing_);
@@ -148,13 +161,14 @@ class BackgroundWriter {
 
  private:
   void stop() {
+    if (!thread_.joinable()) return;
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return !full_; });
       done_ = true;
     }
     changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
   void run() {
     std::unique_lock lock(mutex_);
@@ -180,7 +194,7 @@ class BackgroundWriter {
   bool full_ = false;
   bool done_ = false;
   int error_ = 0;       // the first write's errno, set by the writing thread only
-  std::thread thread_;  // last: started once the members above exist
+  std::thread thread_;  // started once the members above exist
 };
 
 // Writes `output`'s content to `fd`: the whole string, or what its producer makes, written on
