@@ -26,7 +26,7 @@ namespace pipeplan::cli {
 
 // By default glibc maps each block past its mmap threshold afresh, and gives the freed memory at
 // the heap's top back to the system, so every new schedule or replay is faulted in page by page
-// again: a third of a 16,384-GPU spp run's kernel time. Kept instead: blocks up to 32 MiB
+// again: 11% of a 16,384-GPU spp run's CPU time. Kept instead: blocks up to 32 MiB
 // (glibc's largest threshold) come from the heap, and freed memory stays for the next one
 // (measured in docs/performance.md, "Clusters of any size").
 void keep_freed_memory() {

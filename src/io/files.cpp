@@ -207,6 +207,16 @@ bool write_content(int fd, const Output& output) {
   return writer.finish();
 }
 
+// `write_content`, closing `fd` before what the producer throws propagates.
+bool write_content_or_close(int fd, const Output& output) {
+  try {
+    return write_content(fd, output);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
 // Writes `pending`'s content to a new temporary file next to its target (with the target's
 // permissions when it exists, else those a new file gets); sets `pending.temp`.
 void write_temporary(Pending& pending) {
@@ -232,13 +242,8 @@ void write_temporary(Pending& pending) {
     ::umask(mask);
     mode = 0666 & ~mask;
   }
-  bool ok = false;
-  try {
-    ok = ::fchmod(fd, mode) == 0 && write_content(fd, *pending.output) && ::fsync(fd) == 0;
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+  bool ok =
+      ::fchmod(fd, mode) == 0 && write_content_or_close(fd, *pending.output) && ::fsync(fd) == 0;
   int saved = errno;
   if (::close(fd) != 0 && ok) {
     ok = false;
@@ -251,13 +256,7 @@ void write_temporary(Pending& pending) {
 void write_direct(const Pending& pending) {
   const int fd = ::open(pending.target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) fail_write(pending.output->path, errno);
-  bool ok = false;
-  try {
-    ok = write_content(fd, *pending.output);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+  const bool ok = write_content_or_close(fd, *pending.output);
   const int saved = errno;
   ::close(fd);
   if (!ok) fail_write(pending.output->path, saved);
