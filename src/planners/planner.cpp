@@ -427,6 +427,7 @@ Request with_inputs(const Request& request, const model::Model& model,
                  .split_backward = request.split_backward,
                  .virtual_stages = request.virtual_stages,
                  .context_parallel = request.context_parallel,
+                 .list_priority = request.list_priority,
                  .schedule_auto = request.schedule_auto};
 }
 
@@ -473,9 +474,9 @@ Finished attempt_plan(std::string planner, const Partition& partition, const Req
           schedule_limit_refusal(request.topology, partition.stages, request.micro_batches)) {
     return {std::nullopt, std::move(*refusal)};
   }
-  schedule::ScheduleAttempt scheduled =
-      schedule::try_make_schedule(request.model, request.topology, partition.stages,
-                                  request.micro_batches, policy, request.optimizer, split);
+  schedule::ScheduleAttempt scheduled = schedule::try_make_schedule(
+      request.model, request.topology, partition.stages, request.micro_batches, policy,
+      request.optimizer, split, request.list_priority);
   if (!scheduled.scheduled) return {std::nullopt, std::move(scheduled.refusal)};
   Plan plan;
   plan.planner = std::move(planner);

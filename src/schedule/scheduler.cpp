@@ -111,10 +111,11 @@ class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
          const std::vector<Stage>& stages, int micro_batches, Policy policy, Optimizer optimizer,
-         bool split)
+         bool split, ListPriority priority)
       : topology_(topology),
         stages_(stages),
         policy_(policy),
+        alternate_(priority == ListPriority::kAlternate),
         fixed_(policy_row(policy).fixed),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
@@ -180,6 +181,7 @@ class Engine {
     int group = 0;            // its replica index in its device's stages
     std::vector<int> stages;  // every stage of its device, ascending
     bool busy = false;
+    bool after_backward = false;  // its last forward or backward was a backward (B or I)
     int in_flight = 0;  // micro-batches that entered the device and still hold memory there
     int max_in_flight = 1 << 30;
     double outstanding_ms = 0;  // work of assigned micro-batches not yet done
@@ -428,6 +430,7 @@ class Engine {
   void start_compute(int g, const ComputeTask& task, double now) {
     Gpu& state = gpu(g);
     state.busy = true;
+    if (task.op != Op::kBackwardWeight) state.after_backward = task.op != Op::kForward;
     if (task.op == Op::kForward && task.stage == state.stage) {
       ++state.in_flight;  // the micro-batch enters the device
       unfinished(state.stage, task.micro_batch) = static_cast<int>(state.stages.size());
@@ -472,10 +475,11 @@ class Engine {
 
   // The list policy: a ready backward (B or I) of lowest micro-batch; else a ready forward of
   // lowest micro-batch, one entering the device only while its memory holds one more; else a
-  // new micro-batch on stage 0; else a ready weight gradient, the filler.
+  // new micro-batch on stage 0; else a ready weight gradient, the filler. Under kAlternate a
+  // group just after a backward tries the forwards first.
   void try_start_list(int g, double now) {
     Gpu& state = gpu(g);
-    if (!state.ready_backward.empty()) {
+    if (!state.ready_backward.empty() && !(alternate_ && state.after_backward && may_forward(g))) {
       start_first(g, state.ready_backward, graph_.backward_op(), now);
       return;
     }
@@ -494,6 +498,16 @@ class Engine {
       return;
     }
     if (!state.ready_weight.empty()) start_first(g, state.ready_weight, Op::kBackwardWeight, now);
+  }
+
+  // Whether the list policy could start a forward on the group led by g: a ready forward of a
+  // later stage of its device, or, while its memory holds one more micro-batch, a ready entry
+  // forward or a new micro-batch on stage 0.
+  [[nodiscard]] bool may_forward(int g) {
+    const Gpu& state = gpu(g);
+    if (!state.ready_forward.empty()) return true;
+    if (state.in_flight >= state.max_in_flight) return false;
+    return !state.ready_entry.empty() || (state.stage == 0 && next_first_stage_ < M_);
   }
 
   void try_start_fixed(int g, double now) {
@@ -600,7 +614,8 @@ class Engine {
   const topology::Topology& topology_;
   const std::vector<Stage>& stages_;
   Policy policy_;
-  bool fixed_;  // a fixed per-GPU order (policy_row): sequences_ and ready_ drive it
+  bool alternate_;  // the list policy under ListPriority::kAlternate
+  bool fixed_;      // a fixed per-GPU order (policy_row): sequences_ and ready_ drive it
   int S_;
   int M_;
   simulate::TaskGraph graph_;
@@ -639,20 +654,22 @@ class Engine {
 
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
-                        Optimizer optimizer, bool split_backward) {
-  ScheduleAttempt attempt =
-      try_make_schedule(model, topology, stages, micro_batches, policy, optimizer, split_backward);
+                        Optimizer optimizer, bool split_backward, ListPriority priority) {
+  ScheduleAttempt attempt = try_make_schedule(model, topology, stages, micro_batches, policy,
+                                              optimizer, split_backward, priority);
   if (!attempt.scheduled) throw InfeasibleError(attempt.refusal);
   return std::move(*attempt.scheduled);
 }
 
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
-                                  Policy policy, Optimizer optimizer, bool split_backward) {
+                                  Policy policy, Optimizer optimizer, bool split_backward,
+                                  ListPriority priority) {
   if (auto refusal = policy_refusal(policy, stages, micro_batches)) {
     throw simulate::ScheduleError(*refusal);
   }
-  Engine engine(model, topology, stages, micro_batches, policy, optimizer, split_backward);
+  Engine engine(model, topology, stages, micro_batches, policy, optimizer, split_backward,
+                priority);
   if (engine.refusal()) return {std::nullopt, *engine.refusal()};
   return {engine.run(), {}};
 }

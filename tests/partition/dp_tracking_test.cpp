@@ -35,7 +35,8 @@ struct Tracked {
   }
 };
 
-// The DP's best solution on the identity order and its replay under the list schedule; nullopt
+// The DP's best solution on the identity order and its replay under the list schedule, the
+// faster of its two priority rules as spp's last step keeps it (schedule::ListPriority); nullopt
 // when the DP finds nothing or the shape does not fit when replayed.
 std::optional<Tracked> tracked(const model::Model& model, const topology::Topology& topology,
                                int micro_batches) {
@@ -45,12 +46,18 @@ std::optional<Tracked> tracked(const model::Model& model, const topology::Topolo
   if (solutions.empty()) return std::nullopt;
   planners::Request request{model, topology};
   request.micro_batches = micro_batches;
-  const planners::Finished finished =
-      planners::try_finish_plan("test", planners::Partition{order, solutions.front().stages},
-                                request, schedule::Policy::kList);
-  if (!finished.plan) return std::nullopt;
-  return Tracked{solutions.front().stages, solutions.front().objective.total_ms,
-                 finished.plan->timeline.iteration_ms};
+  std::optional<double> replay;
+  for (const schedule::ListPriority priority :
+       {schedule::ListPriority::kBackwardFirst, schedule::ListPriority::kAlternate}) {
+    request.list_priority = priority;
+    const planners::Finished finished =
+        planners::try_finish_plan("test", planners::Partition{order, solutions.front().stages},
+                                  request, schedule::Policy::kList);
+    if (!finished.plan) return std::nullopt;
+    replay = std::min(replay.value_or(finished.plan->timeline.iteration_ms),
+                      finished.plan->timeline.iteration_ms);
+  }
+  return Tracked{solutions.front().stages, solutions.front().objective.total_ms, *replay};
 }
 
 // Four layers of F = 1 ms and B = 2 ms, each 100 parameter bytes (400 static bytes at factor 4)
@@ -170,9 +177,11 @@ TEST(DpTrackingTest, Gpt3With175BOn512A100sIsProposedOnUnitsThatHoldIt) {
 // instances: a one-stage shape is exact (the closed form is the replay); a pipeline is off both
 // ways. Over its fill the replay can overlap less than the closed form assumes where memory
 // bounds the stashes or replica groups of different sizes hand micro-batches to each other
-// (underestimates, to -25% on these seeds), and the closed form charges every stage the whole
-// round trip where unbalanced stages hide part of it (overestimates, to +25%). The bounds below
-// are the measured spread (docs/decisions-dpfit.md): they pin it, they are not a target.
+// (underestimates, to -19% on these seeds with the list scheduler's better priority rule, -25%
+// backward-first alone), and the closed form charges every stage the whole round trip where
+// unbalanced stages hide part of it (overestimates, to +25%). The bounds below are the measured
+// spread (docs/decisions.md, "The DP's estimate against its own replay"): they pin it, they are
+// not a target.
 struct Spread {
   int one_stage = 0, pipelines = 0;
   double sum_abs = 0, low = 0, high = 0;
@@ -206,9 +215,9 @@ TEST(DpTrackingTest, RandomLayersTrackWithinTheMeasuredSpread) {
   }
   EXPECT_GE(spread.one_stage, 10);
   ASSERT_GE(spread.pipelines, 150);
-  EXPECT_GE(spread.low, -0.3);
-  EXPECT_LE(spread.high, 0.3);
-  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.08);  // measured 0.052
+  EXPECT_GE(spread.low, -0.2);  // measured -0.166 (-0.22 backward-first alone)
+  EXPECT_LE(spread.high, 0.3);  // measured 0.254
+  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.05);  // measured 0.042 (0.052)
 }
 
 // Identical layers (a transformer's decoder blocks), memory forcing up to 16 stages.
@@ -232,9 +241,9 @@ TEST(DpTrackingTest, IdenticalLayersTrackWithinTheMeasuredSpread) {
   }
   EXPECT_GE(spread.one_stage, 10);
   ASSERT_GE(spread.pipelines, 150);
-  EXPECT_GE(spread.low, -0.3);
-  EXPECT_LE(spread.high, 0.15);
-  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.12);  // measured 0.080
+  EXPECT_GE(spread.low, -0.22);  // measured -0.190 (-0.250 backward-first alone)
+  EXPECT_LE(spread.high, 0.15);  // measured 0.111
+  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.07);  // measured 0.056 (0.080)
 }
 
 }  // namespace

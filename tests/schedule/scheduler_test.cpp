@@ -135,12 +135,15 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
   (void)M;
 }
 
-TEST(SchedulerTest, ListScheduleIsNonDelayAndFitsMemory) {
+// Both priority rules (ListPriority) are non-delay, fit memory and keep their own clock.
+class ListPriorityTest : public ::testing::TestWithParam<ListPriority> {};
+
+TEST_P(ListPriorityTest, ListScheduleIsNonDelayAndFitsMemory) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     Instance in = random_instance(rng);
-    Scheduled scheduled =
-        make_schedule(in.model, in.topology, in.stages, in.micro_batches, Policy::kList);
+    Scheduled scheduled = make_schedule(in.model, in.topology, in.stages, in.micro_batches,
+                                        Policy::kList, Optimizer::kReplicated, false, GetParam());
     Timeline t = simulate::replay(in.model, in.topology, in.stages, scheduled.schedule);
     EXPECT_FALSE(simulate::memory_violation(in.topology, t).has_value()) << "trial " << trial;
     // The engine's own clock agrees with the replay of the orders it produced.
@@ -155,6 +158,9 @@ TEST(SchedulerTest, ListScheduleIsNonDelayAndFitsMemory) {
     EXPECT_GE(t.iteration_ms, bounds.partition_ms * (1 - 1e-9)) << "trial " << trial;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(BothRules, ListPriorityTest,
+                         ::testing::Values(ListPriority::kBackwardFirst, ListPriority::kAlternate));
 
 TEST(SchedulerTest, FixedPoliciesReplayTheirOwnClock) {
   std::mt19937 rng(11);
@@ -213,6 +219,67 @@ TEST(SchedulerTest, ListWaitsForMemory) {
   Timeline t = simulate::replay(model, topology, plan, s.schedule);
   EXPECT_DOUBLE_EQ(t.gpus[0].peak_memory_bytes, 200);
   EXPECT_FALSE(simulate::memory_violation(topology, t).has_value());
+}
+
+// Memory holds the first stage to exactly the micro-batches its round trip needs, and the last
+// stage runs on two replicas, one micro-batch each: stage 0 (F 1, B 2 ms) on GPU 0 with room for
+// 4, stage 1 (the same) on GPU 1 with room for 4, stage 2 (F 2, B 4) on GPUs 2 and 3 with room
+// for 1, transfers free. Every stage takes 3 ms per micro-batch (the last 6 ms on each of two
+// replicas), and stage 0's round trip, 1 + 1 + 6 + 2 + 2 = 12 ms, is the 4 micro-batches it
+// holds times 3 ms: it keeps pace only if no micro-batch ever waits. Backward-first does the two
+// replicas' backwards, which come back together, in pairs on stages 1 and 0, and each pair
+// leaves a bubble that never closes: each further micro-batch costs 46 / 12 ms. Alternating
+// keeps them spaced, at the 3 ms per micro-batch every stage needs (12 more micro-batches: 36
+// ms more). 1F1B (warm-up S - s = 3 on stage 0) holds one micro-batch too few: 222 ms.
+TEST(SchedulerTest, AlternatingKeepsAMemoryBoundPipelineAtItsBottleneckRate) {
+  const model::Model model =
+      make_model({{1, 2, 0, 100, 100}, {1, 2, 0, 100, 100}, {2, 4, 0, 100, 100}});
+  std::vector<topology::Gpu> gpus{{"a", "a", 1.0, 800.0},
+                                  {"b", "b", 1.0, 800.0},
+                                  {"c", "c", 1.0, 500.0},
+                                  {"d", "d", 1.0, 500.0}};
+  std::vector<topology::Link> links;
+  for (int u = 0; u < 4; ++u) {
+    for (int v = u + 1; v < 4; ++v) links.push_back({u, v, 1e12, 0});
+  }
+  const topology::Topology topology = topology::Topology::build("t", gpus, links, "test");
+  const std::vector<Stage> plan{{0, 0, {0}}, {1, 1, {1}}, {2, 2, {2, 3}}};
+  auto list = [&](int M, ListPriority priority) {
+    return make_schedule(model, topology, plan, M, Policy::kList, Optimizer::kReplicated, false,
+                         priority);
+  };
+  EXPECT_DOUBLE_EQ(list(36, ListPriority::kBackwardFirst).iteration_ms, 140);
+  EXPECT_DOUBLE_EQ(list(48, ListPriority::kBackwardFirst).iteration_ms, 186);
+  EXPECT_DOUBLE_EQ(list(36, ListPriority::kAlternate).iteration_ms, 120);
+  const Scheduled spaced = list(48, ListPriority::kAlternate);
+  EXPECT_DOUBLE_EQ(spaced.iteration_ms, 156);
+  EXPECT_DOUBLE_EQ(make_schedule(model, topology, plan, 48, Policy::kOneFOneB).iteration_ms, 222);
+  const Timeline t = simulate::replay(model, topology, plan, spaced.schedule);
+  EXPECT_DOUBLE_EQ(t.iteration_ms, 156);
+  EXPECT_FALSE(simulate::memory_violation(topology, t).has_value());
+  // Stage 0 alternates from its first backward: its fifth micro-batch enters right after the
+  // first backward, before the second.
+  const std::vector<ComputeTask> opening{F(0, 0), F(0, 1), F(0, 2), F(0, 3),
+                                         B(0, 0), F(0, 4), B(0, 1)};
+  const std::vector<ComputeTask>& first = spaced.schedule.gpu_order[0];
+  ASSERT_GE(first.size(), opening.size());
+  EXPECT_EQ(std::vector<ComputeTask>(first.begin(), first.begin() + 7), opening);
+  // Stage 1 runs two backwards in a row before its last forward 12 times under backward-first,
+  // twice alternating (in the fill, where no forward has arrived yet).
+  auto pairs_before_last_forward = [](const std::vector<ComputeTask>& order) {
+    std::size_t last_forward = 0;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      if (order[k].op == Op::kForward) last_forward = k;
+    }
+    int pairs = 0;
+    for (std::size_t k = 0; k + 1 < last_forward; ++k) {
+      pairs += order[k].op == Op::kBackward && order[k + 1].op == Op::kBackward ? 1 : 0;
+    }
+    return pairs;
+  };
+  EXPECT_EQ(pairs_before_last_forward(spaced.schedule.gpu_order[1]), 2);
+  const Scheduled pairs = list(48, ListPriority::kBackwardFirst);
+  EXPECT_EQ(pairs_before_last_forward(pairs.schedule.gpu_order[1]), 12);
 }
 
 TEST(SchedulerTest, StageThatCannotHoldOneMicroBatchIsInfeasible) {

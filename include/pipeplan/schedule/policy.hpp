@@ -23,6 +23,20 @@ enum class Policy {
   kZbV,              ///< Qi et al.'s ZB-V: two stages per device in a V.
 };
 
+/// The list policy's priority rule between a ready backward and a forward a group may start
+/// (spec section 5: a greedy scheduler "with a documented priority rule"; docs/algorithms.md,
+/// "List scheduling"). Both are non-delay: they only order what may start.
+enum class ListPriority {
+  /// The paper's rule: a ready backward (`B` or `I`) first, as it frees memory.
+  kBackwardFirst,
+  /// A group whose last forward-or-backward was a backward starts a forward it may start
+  /// before a ready backward, so that forwards and backwards alternate while both are ready, as
+  /// in 1F1B's steady state. Where memory holds a stage to the micro-batches its round trip
+  /// needs, backward-first lets two replicas' backwards return together and keeps the stages
+  /// upstream doing them in pairs, each pair a bubble; alternation keeps them spaced.
+  kAlternate,
+};
+
 /// How many stages a policy runs on one device (spec 9.4).
 enum class DeviceStages {
   kOne,  ///< Exactly one (`1f1b`, `zb-h1`).

@@ -43,7 +43,9 @@ double replica_choice_steps(const topology::Topology& topology, const Stage& sta
 ///   is chosen when m's forward ends upstream, as the one with the earliest estimated finish
 ///   (outstanding work plus the transfer, ties to the earlier replica); across a boundary inside
 ///   a device the micro-batch stays on its group. Channels are first-in first-out (ties:
-///   gradient before activation, then lower micro-batch). Never exceeds memory.
+///   gradient before activation, then lower micro-batch). Never exceeds memory. `priority`
+///   `kAlternate` takes a forward before a ready backward on a group whose last forward or
+///   backward was a backward (`ListPriority`); fixed policies ignore it.
 /// * The fixed policies: the per-device orders of `fixed_orders` (spec sections 5 and 9.4),
 ///   channels first-in first-out. They ignore memory; check the replay.
 ///
@@ -52,7 +54,8 @@ double replica_choice_steps(const topology::Topology& topology, const Stage& sta
 /// `policy_refusal` refuses the policy for these stages. O(T log T) for T tasks.
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
-                        Optimizer optimizer = Optimizer::kReplicated, bool split_backward = false);
+                        Optimizer optimizer = Optimizer::kReplicated, bool split_backward = false,
+                        ListPriority priority = ListPriority::kBackwardFirst);
 
 /// A schedule, or why there is none.
 struct ScheduleAttempt {
@@ -65,7 +68,8 @@ struct ScheduleAttempt {
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
                                   Policy policy, Optimizer optimizer = Optimizer::kReplicated,
-                                  bool split_backward = false);
+                                  bool split_backward = false,
+                                  ListPriority priority = ListPriority::kBackwardFirst);
 
 /// Stashes a GPU of a stage of `replicas` replicas holds at its peak under `policy` for
 /// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe` and `kLoopedBfs`, `ceil(warmup /
