@@ -109,14 +109,9 @@ void Context::commit() {
   io::write_files_atomically(files, [&] {
     if (!standard_output) return;
     // Made whole before any of it is written: a run that fails puts nothing on standard output.
-    std::string& text = standard_output->content;
-    if (standard_output->produce) {
-      standard_output->produce([&](std::string& piece) {
-        text += piece;
-        piece.clear();
-      });
-    }
-    out << text;
+    if (standard_output->produce)
+      standard_output->content = io::whole_text(standard_output->produce);
+    out << standard_output->content;
     out.flush();
     if (!out) throw OutputError("cannot write standard output");
   });

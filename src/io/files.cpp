@@ -293,6 +293,16 @@ void write_files_atomically(const std::vector<Output>& outputs,
   }
 }
 
+std::string whole_text(const TextProducer& produce, std::size_t reserve) {
+  std::string text;
+  text.reserve(reserve);
+  produce([&](std::string& piece) {
+    text += piece;
+    piece.clear();
+  });
+  return text;
+}
+
 void write_file_atomically(const std::string& path, const std::string& content) {
   write_files_atomically({Output{path, content, {}}});
 }

@@ -303,15 +303,10 @@ std::string plan_json_text(const Plan& plan, const model::Model& model,
   constexpr std::size_t kElementBytes = 320;
   constexpr std::size_t kDocumentBytes = std::size_t{1} << 20;
   const Timeline& timeline = plan.timeline;
-  std::string text;
-  text.reserve(kDocumentBytes +
-               kElementBytes *
-                   (timeline.compute.size() + timeline.transfers.size() + timeline.updates.size()));
-  write_plan_json(plan, model, topology, [&](std::string& piece) {
-    text += piece;
-    piece.clear();
-  });
-  return text;
+  return io::whole_text(
+      [&](const io::TextSink& sink) { write_plan_json(plan, model, topology, sink); },
+      kDocumentBytes + kElementBytes * (timeline.compute.size() + timeline.transfers.size() +
+                                        timeline.updates.size()));
 }
 
 namespace {

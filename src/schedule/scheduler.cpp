@@ -473,41 +473,41 @@ class Engine {
     start_compute(g, {op, s, m}, now);
   }
 
-  // The list policy: a ready backward (B or I) of lowest micro-batch; else a ready forward of
-  // lowest micro-batch, one entering the device only while its memory holds one more; else a
-  // new micro-batch on stage 0; else a ready weight gradient, the filler. Under kAlternate a
-  // group just after a backward tries the forwards first.
+  // The list policy: a ready backward (B or I) of lowest micro-batch; else a forward
+  // (`try_start_forward`); else a ready weight gradient, the filler. Under kAlternate a group
+  // just after a backward tries the forwards first.
   void try_start_list(int g, double now) {
     Gpu& state = gpu(g);
-    if (!state.ready_backward.empty() && !(alternate_ && state.after_backward && may_forward(g))) {
+    const bool forward_first = alternate_ && state.after_backward;
+    if (forward_first && try_start_forward(g, now)) return;
+    if (!state.ready_backward.empty()) {
       start_first(g, state.ready_backward, graph_.backward_op(), now);
       return;
     }
+    if (!forward_first && try_start_forward(g, now)) return;
+    if (!state.ready_weight.empty()) start_first(g, state.ready_weight, Op::kBackwardWeight, now);
+  }
+
+  // Starts, if it can, a ready forward of lowest micro-batch on the group led by g, one entering
+  // the device only while its memory holds one more, else a new micro-batch on stage 0; whether
+  // it did.
+  bool try_start_forward(int g, double now) {
+    Gpu& state = gpu(g);
     const bool room = state.in_flight < state.max_in_flight;
     const bool entry =
         room && !state.ready_entry.empty() &&
         (state.ready_forward.empty() || state.ready_entry.top() < state.ready_forward.top());
     if (entry || !state.ready_forward.empty()) {
       start_first(g, entry ? state.ready_entry : state.ready_forward, Op::kForward, now);
-      return;
+      return true;
     }
     if (room && state.stage == 0 && next_first_stage_ < M_) {
       int m = next_first_stage_++;
       assign(0, m, g);
       start_compute(g, {Op::kForward, 0, m}, now);
-      return;
+      return true;
     }
-    if (!state.ready_weight.empty()) start_first(g, state.ready_weight, Op::kBackwardWeight, now);
-  }
-
-  // Whether the list policy could start a forward on the group led by g: a ready forward of a
-  // later stage of its device, or, while its memory holds one more micro-batch, a ready entry
-  // forward or a new micro-batch on stage 0.
-  [[nodiscard]] bool may_forward(int g) {
-    const Gpu& state = gpu(g);
-    if (!state.ready_forward.empty()) return true;
-    if (state.in_flight >= state.max_in_flight) return false;
-    return !state.ready_entry.empty() || (state.stage == 0 && next_first_stage_ < M_);
+    return false;
   }
 
   void try_start_fixed(int g, double now) {

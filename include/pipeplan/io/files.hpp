@@ -2,6 +2,7 @@
 /// \file
 /// Reading inputs (files or standard input) and writing outputs atomically.
 
+#include <cstddef>
 #include <functional>
 #include <istream>
 #include <string>
@@ -39,6 +40,9 @@ using TextSink = std::function<void(std::string& piece)>;
 
 /// Makes a text by handing it to a sink piece by piece; may throw (nothing is then written).
 using TextProducer = std::function<void(const TextSink& sink)>;
+
+/// The whole text `produce` makes, in one string with `reserve` bytes reserved first. O(size).
+std::string whole_text(const TextProducer& produce, std::size_t reserve = 0);
 
 /// One output of a command: where it goes and what it holds.
 struct Output {
