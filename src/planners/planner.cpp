@@ -427,7 +427,7 @@ Request with_inputs(const Request& request, const model::Model& model,
                  .split_backward = request.split_backward,
                  .virtual_stages = request.virtual_stages,
                  .context_parallel = request.context_parallel,
-                 .list_priority = request.list_priority,
+                 .list_rule = request.list_rule,
                  .schedule_auto = request.schedule_auto};
 }
 
@@ -476,7 +476,7 @@ Finished attempt_plan(std::string planner, const Partition& partition, const Req
   }
   schedule::ScheduleAttempt scheduled = schedule::try_make_schedule(
       request.model, request.topology, partition.stages, request.micro_batches, policy,
-      request.optimizer, split, request.list_priority);
+      request.optimizer, split, request.list_rule);
   if (!scheduled.scheduled) return {std::nullopt, std::move(scheduled.refusal)};
   Plan plan;
   plan.planner = std::move(planner);

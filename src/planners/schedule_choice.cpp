@@ -164,20 +164,20 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
 namespace {
 
 // One schedule `fastest_schedule` tries: stages, the policy, their stages per device, whether
-// the backward may split (the request's own choice) or stays whole, and the list policy's
-// priority rule.
+// the backward may split (the request's own choice) or stays whole, and the list policy's rules.
 struct ScheduleOption {
   std::vector<Stage> stages;
   schedule::Policy policy;
   int V;
   bool split;
-  schedule::ListPriority priority = schedule::ListPriority::kBackwardFirst;
+  schedule::ListRule rule{};
 };
 
 // The options of `fastest_schedule` in the order they are tried (ties keep the earlier): the
 // chosen stages with the other kind of backward, under every other policy, under the list
-// policy alternating forwards and backwards, then (`--schedule auto`) the devices with 2, 3 and
-// 4 stages each. Each one the policy can run. O(K (L + S V)).
+// policy's other rules (alternating forwards and backwards, replicas by their work left task by
+// task), then (`--schedule auto`) the devices with 2, 3 and 4 stages each. Each one the policy
+// can run. O(K (L + S V)).
 std::vector<ScheduleOption> schedule_options(const Request& request, const Plan& plan,
                                              schedule::Policy policy) {
   std::vector<ScheduleOption> options;
@@ -198,8 +198,8 @@ std::vector<ScheduleOption> schedule_options(const Request& request, const Plan&
           (candidate == schedule::Policy::kLoopedBfs && !request.schedule_auto);
       if (!same) add(chosen, candidate, 1);
     }
-    options.push_back(
-        {chosen, schedule::Policy::kList, 1, true, schedule::ListPriority::kAlternate});
+    for (const schedule::ListRule& rule : schedule::other_list_rules())
+      options.push_back({chosen, schedule::Policy::kList, 1, true, rule});
   }
   if (request.schedule_auto && virtual_stages(chosen) == 1) {
     for (const int V : {2, 3, 4}) {  // 3: the chunks per GPU of Korthikanti et al.'s runs
@@ -227,8 +227,17 @@ std::vector<std::optional<double>> time_options(const Request& request, const Pl
                                                 std::vector<std::optional<Plan>>& kept) {
   Request whole = request;  // the same, with whole backwards
   whole.split_backward = SplitBackward::kNever;
-  Request alternating = request;  // the same, the list policy alternating
-  alternating.list_priority = schedule::ListPriority::kAlternate;
+  std::vector<Request> by_rule;  // the same, under each of the list policy's other rules
+  for (const schedule::ListRule& rule : schedule::other_list_rules()) {
+    by_rule.push_back(request);
+    by_rule.back().list_rule = rule;
+  }
+  auto asked = [&](const ScheduleOption& option) -> const Request& {
+    if (!option.split) return whole;
+    const auto& rules = schedule::other_list_rules();
+    const auto at = std::find(rules.begin(), rules.end(), option.rule);
+    return at == rules.end() ? request : by_rule[static_cast<std::size_t>(at - rules.begin())];
+  };
   const double incumbent_ms = plan.timeline.iteration_ms;
   std::vector<std::optional<double>> times(options.size());
   kept.assign(options.size(), std::nullopt);
@@ -240,11 +249,8 @@ std::vector<std::optional<double>> time_options(const Request& request, const Pl
   };
   const auto failures = for_each_index(options.size(), [&](std::size_t x) {
     const ScheduleOption& option = options[x];
-    const Request& asked = !option.split                                           ? whole
-                           : option.priority == schedule::ListPriority::kAlternate ? alternating
-                                                                                   : request;
     Candidate made = try_candidate_plan(plan.planner, Partition{plan.gpu_order, option.stages},
-                                        asked, option.policy);
+                                        asked(option), option.policy);
     if (!made.sketch) return;
     const double ms = made.sketch->timeline.iteration_ms;
     const std::lock_guard<std::mutex> lock(mutex);
@@ -277,8 +283,7 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
     std::string label = std::string(schedule::policy_name(option.policy));
     if (option.V > 1) label += " with " + std::to_string(option.V) + " stages per device";
     if (!option.split) label += " without a split backward";
-    if (option.priority == schedule::ListPriority::kAlternate)
-      label += " alternating forwards and backwards";
+    label += schedule::list_rule_words(option.rule);
     if (!times[x]) {
       tried.push_back(label + ": does not fit");
       continue;

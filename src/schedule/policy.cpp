@@ -99,4 +99,26 @@ std::optional<Policy> parse_policy(std::string_view name) {
 
 std::string policy_names_text() { return io::format_choices(policy_names()); }
 
+const std::vector<ListRule>& other_list_rules() {
+  // The alternating rule first: it is what spp's last step tried alone before the replicas'
+  // per-task load, so that a plan it chose keeps its bytes (a later rule wins only when
+  // strictly faster).
+  static const std::vector<ListRule> kRules = {
+      {ListPriority::kAlternate, ReplicaLoad::kUntilBackward},
+      {ListPriority::kBackwardFirst, ReplicaLoad::kPerTask},
+      {ListPriority::kAlternate, ReplicaLoad::kPerTask},
+  };
+  return kRules;
+}
+
+std::string list_rule_words(const ListRule& rule) {
+  std::string words;
+  if (rule.priority == ListPriority::kAlternate) words += " alternating forwards and backwards";
+  if (rule.load == ReplicaLoad::kPerTask) {
+    words += words.empty() ? " choosing" : ", choosing";
+    words += " replicas by their work left task by task";
+  }
+  return words;
+}
+
 }  // namespace pipeplan::schedule

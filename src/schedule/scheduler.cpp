@@ -111,11 +111,12 @@ class Engine {
  public:
   Engine(const model::Model& model, const topology::Topology& topology,
          const std::vector<Stage>& stages, int micro_batches, Policy policy, Optimizer optimizer,
-         bool split, ListPriority priority)
+         bool split, ListRule rule)
       : topology_(topology),
         stages_(stages),
         policy_(policy),
-        alternate_(priority == ListPriority::kAlternate),
+        alternate_(rule.priority == ListPriority::kAlternate),
+        per_task_(rule.load == ReplicaLoad::kPerTask),
         fixed_(policy_row(policy).fixed),
         S_(static_cast<int>(stages.size())),
         M_(micro_batches),
@@ -565,12 +566,18 @@ class Engine {
     if (!state.busy) pending_.emplace_back(channel, c);
   }
 
-  // A compute task ended on its group: it stops holding memory for the micro-batch once every
-  // last backward (B or W) of the micro-batch on the device has ended.
+  // A compute task ended on its group: its work leaves the group's outstanding work (the whole
+  // F + B with the backward, or under `per_task_` the forward's part with the forward), and it
+  // stops holding memory for the micro-batch once every last backward (B or W) of the
+  // micro-batch on the device has ended.
   void release(int g, const ComputeTask& task) {
     Gpu& state = gpu(g);
+    const double forward_ms = per_task_ ? group(g, task.stage).forward_ms : 0;
+    if (task.op == Op::kForward && forward_ms > 0) {
+      set_outstanding(g, state.outstanding_ms - forward_ms);
+    }
     if (task.op == graph_.backward_op()) {
-      set_outstanding(g, state.outstanding_ms - work_ms(g, task.stage));
+      set_outstanding(g, state.outstanding_ms - (work_ms(g, task.stage) - forward_ms));
     }
     if (task.op != graph_.last_backward_op()) return;
     int& due = unfinished(state.stage, task.micro_batch);
@@ -615,6 +622,7 @@ class Engine {
   const std::vector<Stage>& stages_;
   Policy policy_;
   bool alternate_;  // the list policy under ListPriority::kAlternate
+  bool per_task_;   // the list policy under ReplicaLoad::kPerTask
   bool fixed_;      // a fixed per-GPU order (policy_row): sequences_ and ready_ drive it
   int S_;
   int M_;
@@ -654,9 +662,9 @@ class Engine {
 
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
-                        Optimizer optimizer, bool split_backward, ListPriority priority) {
+                        Optimizer optimizer, bool split_backward, ListRule rule) {
   ScheduleAttempt attempt = try_make_schedule(model, topology, stages, micro_batches, policy,
-                                              optimizer, split_backward, priority);
+                                              optimizer, split_backward, rule);
   if (!attempt.scheduled) throw InfeasibleError(attempt.refusal);
   return std::move(*attempt.scheduled);
 }
@@ -664,12 +672,11 @@ Scheduled make_schedule(const model::Model& model, const topology::Topology& top
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
                                   Policy policy, Optimizer optimizer, bool split_backward,
-                                  ListPriority priority) {
+                                  ListRule rule) {
   if (auto refusal = policy_refusal(policy, stages, micro_batches)) {
     throw simulate::ScheduleError(*refusal);
   }
-  Engine engine(model, topology, stages, micro_batches, policy, optimizer, split_backward,
-                priority);
+  Engine engine(model, topology, stages, micro_batches, policy, optimizer, split_backward, rule);
   if (engine.refusal()) return {std::nullopt, *engine.refusal()};
   return {engine.run(), {}};
 }

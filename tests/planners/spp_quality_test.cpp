@@ -86,7 +86,7 @@ Instance small_instance(std::mt19937& rng, int trial) {
 
 TEST(SppQualityTest, EqualsTheBestReplayedShapeOnSmallInstances) {
   std::mt19937 rng(20260);
-  int shapes = 0, infeasible = 0, alternated = 0;
+  int shapes = 0, infeasible = 0, other_rule = 0;
   const int kInstances = 200;
   for (int trial = 0; trial < kInstances; ++trial) {
     const Instance instance = small_instance(rng, trial);
@@ -104,24 +104,31 @@ TEST(SppQualityTest, EqualsTheBestReplayedShapeOnSmallInstances) {
       continue;
     }
     // Under list, spp's last step may keep a fixed policy's order of the same stages, or the
-    // list scheduler's alternating one, where it is strictly faster than the backward-first
-    // list schedule the oracle replays (schedule_choice.hpp): then faster, and that order.
+    // list scheduler's under one of its other rules, where it is strictly faster than the
+    // default list schedule the oracle replays (schedule_choice.hpp): then faster, and the
+    // fastest of those rules' orders.
     if (plan.timeline.iteration_ms >= *best * (1 - 1e-9)) {
       EXPECT_NEAR(plan.timeline.iteration_ms, *best, 1e-9 * *best);
       continue;
     }
     if (plan.schedule_policy == "list") {
-      Request alternating = request;
-      alternating.list_priority = schedule::ListPriority::kAlternate;
-      const Plan again = finish_plan("spp", Partition{plan.gpu_order, plan.stages}, alternating,
-                                     schedule::Policy::kList);
-      EXPECT_DOUBLE_EQ(again.timeline.iteration_ms, plan.timeline.iteration_ms);
-      ++alternated;
+      std::optional<double> fastest;
+      for (const schedule::ListRule& rule : schedule::other_list_rules()) {
+        Request other = request;
+        other.list_rule = rule;
+        const Plan again = finish_plan("spp", Partition{plan.gpu_order, plan.stages}, other,
+                                       schedule::Policy::kList);
+        fastest =
+            std::min(fastest.value_or(again.timeline.iteration_ms), again.timeline.iteration_ms);
+      }
+      EXPECT_DOUBLE_EQ(*fastest, plan.timeline.iteration_ms);
+      ++other_rule;
     }
   }
   EXPECT_GT(shapes, 50000);               // the oracle really searched
   EXPECT_LT(infeasible, kInstances / 4);  // and most instances had a plan
-  EXPECT_GE(alternated, 1);               // measured: 2 instances alternate to a faster plan
+  EXPECT_GE(other_rule, 1);  // measured: 4 instances get a faster plan by another rule (2
+                             // before the replicas' per-task load)
 }
 
 TEST(SppQualityTest, DpAndLocalSearchAloneStayCloseToTheBest) {

@@ -135,10 +135,11 @@ void expect_non_delay(const Instance& in, const Timeline& t, int trial) {
   (void)M;
 }
 
-// Both priority rules (ListPriority) are non-delay, fit memory and keep their own clock.
-class ListPriorityTest : public ::testing::TestWithParam<ListPriority> {};
+// Every rule of the list policy (its priorities, ListPriority, and its replicas' loads,
+// ReplicaLoad) is non-delay, fits memory and keeps its own clock.
+class ListRuleTest : public ::testing::TestWithParam<ListRule> {};
 
-TEST_P(ListPriorityTest, ListScheduleIsNonDelayAndFitsMemory) {
+TEST_P(ListRuleTest, ListScheduleIsNonDelayAndFitsMemory) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     Instance in = random_instance(rng);
@@ -159,8 +160,23 @@ TEST_P(ListPriorityTest, ListScheduleIsNonDelayAndFitsMemory) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothRules, ListPriorityTest,
-                         ::testing::Values(ListPriority::kBackwardFirst, ListPriority::kAlternate));
+INSTANTIATE_TEST_SUITE_P(EveryRule, ListRuleTest,
+                         ::testing::Values(ListRule{}, other_list_rules()[0], other_list_rules()[1],
+                                           other_list_rules()[2]));
+
+TEST(ListRuleTest, SppsLastStepTriesEveryOtherRuleOnce) {
+  std::vector<ListRule> every{ListRule{}};
+  every.insert(every.end(), other_list_rules().begin(), other_list_rules().end());
+  EXPECT_EQ(every.size(), 4U);
+  for (std::size_t i = 0; i < every.size(); ++i) {
+    for (std::size_t j = i + 1; j < every.size(); ++j) EXPECT_FALSE(every[i] == every[j]);
+  }
+  EXPECT_EQ(list_rule_words(ListRule{}), "");
+  EXPECT_EQ(list_rule_words(other_list_rules()[0]), " alternating forwards and backwards");
+  EXPECT_EQ(list_rule_words(other_list_rules()[2]),
+            " alternating forwards and backwards, choosing replicas by their work left task by "
+            "task");
+}
 
 TEST(SchedulerTest, FixedPoliciesReplayTheirOwnClock) {
   std::mt19937 rng(11);
@@ -246,7 +262,7 @@ TEST(SchedulerTest, AlternatingKeepsAMemoryBoundPipelineAtItsBottleneckRate) {
   const std::vector<Stage> plan{{0, 0, {0}}, {1, 1, {1}}, {2, 2, {2, 3}}};
   auto list = [&](int M, ListPriority priority) {
     return make_schedule(model, topology, plan, M, Policy::kList, Optimizer::kReplicated, false,
-                         priority);
+                         ListRule{priority});
   };
   EXPECT_DOUBLE_EQ(list(36, ListPriority::kBackwardFirst).iteration_ms, 140);
   EXPECT_DOUBLE_EQ(list(48, ListPriority::kBackwardFirst).iteration_ms, 186);
@@ -280,6 +296,49 @@ TEST(SchedulerTest, AlternatingKeepsAMemoryBoundPipelineAtItsBottleneckRate) {
   EXPECT_EQ(pairs_before_last_forward(spaced.schedule.gpu_order[1]), 2);
   const Scheduled pairs = list(48, ListPriority::kBackwardFirst);
   EXPECT_EQ(pairs_before_last_forward(pairs.schedule.gpu_order[1]), 12);
+}
+
+// Replica groups of different sizes: stage 0 (F 1, B 2 ms) on 3 GPUs with room for 5
+// micro-batches each, stage 1 (F 2, B 4) on 5 GPUs with room for 1, M = 20, transfers free.
+// Stage 1 takes 6 ms per micro-batch on a replica. GPUs 3 to 5 start at 1 ms, GPUs 6 and 7 at 2
+// (they wait for stage 0's second forwards). Counting a micro-batch's F + B against its replica
+// until its backward ends, all five look equally loaded whenever micro-batches 15 to 19 are
+// dealt (the later two are a forward behind, which the count does not see), the ties go to the
+// earlier replicas, and GPUs 3 and 4 get five micro-batches: 1 + 5 x 6 + 2 = 33 ms. Taking the
+// forward's part off when the forward ends deals four to each: GPUs 6 and 7 end at 2 + 4 x 6 =
+// 26, the other three at 25, and stage 0's three GPUs run the backwards of 15 to 17 from 25 to
+// 27 and those of 18 and 19 from 27: 29 ms.
+TEST(SchedulerTest, PerTaskLoadDealsMicroBatchesEvenlyOverReplicas) {
+  const model::Model model = make_model({{1, 2, 0, 100, 100}, {2, 4, 0, 100, 100}});
+  std::vector<topology::Gpu> gpus;
+  for (int g = 0; g < 8; ++g) {
+    gpus.push_back({"g" + std::to_string(g), "g" + std::to_string(g), 1.0, g < 3 ? 900.0 : 500.0});
+  }
+  std::vector<topology::Link> links;
+  for (int u = 0; u < 8; ++u) {
+    for (int v = u + 1; v < 8; ++v) links.push_back({u, v, 1e12, 0});
+  }
+  const topology::Topology topology = topology::Topology::build("t", gpus, links, "test");
+  const std::vector<Stage> plan{{0, 0, {0, 1, 2}}, {1, 1, {3, 4, 5, 6, 7}}};
+  auto forwards = [](const Scheduled& scheduled, int g) {
+    const auto& order = scheduled.schedule.gpu_order[static_cast<std::size_t>(g)];
+    return std::count_if(order.begin(), order.end(),
+                         [](const ComputeTask& task) { return task.op == Op::kForward; });
+  };
+  for (const ListPriority priority : {ListPriority::kBackwardFirst, ListPriority::kAlternate}) {
+    const Scheduled whole = make_schedule(model, topology, plan, 20, Policy::kList,
+                                          Optimizer::kReplicated, false, ListRule{priority});
+    EXPECT_DOUBLE_EQ(whole.iteration_ms, 33);
+    EXPECT_EQ(forwards(whole, 3), 5);
+    const Scheduled per_task =
+        make_schedule(model, topology, plan, 20, Policy::kList, Optimizer::kReplicated, false,
+                      ListRule{priority, ReplicaLoad::kPerTask});
+    EXPECT_DOUBLE_EQ(per_task.iteration_ms, 29);
+    for (int g = 3; g < 8; ++g) EXPECT_EQ(forwards(per_task, g), 4) << "GPU " << g;
+    const Timeline t = simulate::replay(model, topology, plan, per_task.schedule);
+    EXPECT_NEAR(t.iteration_ms, 29, 1e-6);  // the replay adds the transfers' few bytes
+    EXPECT_FALSE(simulate::memory_violation(topology, t).has_value());
+  }
 }
 
 TEST(SchedulerTest, StageThatCannotHoldOneMicroBatchIsInfeasible) {

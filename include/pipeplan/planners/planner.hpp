@@ -67,9 +67,9 @@ struct Request {
   /// ascending; empty: 1 only. spp chooses one for the whole plan; the `megatron` planner takes
   /// exactly one.
   std::vector<int> context_parallel{};
-  /// The list policy's priority rule (spp's last step tries `kAlternate` on its plan's stages;
-  /// schedule_choice.hpp). Not an option: every search schedules backward-first.
-  schedule::ListPriority list_priority = schedule::ListPriority::kBackwardFirst;
+  /// The list policy's rules (spp's last step tries `schedule::other_list_rules` on its plan's
+  /// stages; schedule_choice.hpp). Not an option: every search schedules with the default.
+  schedule::ListRule list_rule{};
   /// `--schedule auto` (spp only): every policy, `V` and the split considered per candidate,
   /// the fastest plan kept (spec 9.5).
   bool schedule_auto = false;

@@ -37,6 +37,33 @@ enum class ListPriority {
   kAlternate,
 };
 
+/// How the list policy counts a group's outstanding work when it picks the replica that would
+/// finish a micro-batch first (spec section 5: it "picks a replica for each forward").
+enum class ReplicaLoad {
+  /// A micro-batch's F + B counts against its group until its backward ends.
+  kUntilBackward,
+  /// Its forward's part leaves the count when the forward ends, the rest when the backward
+  /// ends. Replicas of a stage that started at different times then stop looking equally
+  /// loaded while one is a forward ahead, so ties to the first replica no longer give it a
+  /// micro-batch more than the others (replica groups of different sizes, docs/algorithms.md).
+  kPerTask,
+};
+
+/// The list policy's rules: its priority and how it weighs replicas. Fixed policies ignore both.
+struct ListRule {
+  ListPriority priority = ListPriority::kBackwardFirst;
+  ReplicaLoad load = ReplicaLoad::kUntilBackward;
+  friend bool operator==(const ListRule&, const ListRule&) = default;
+};
+
+/// The rules spp's last step tries beyond the searches' default, in the order it tries them
+/// (docs/algorithms.md, "List scheduling").
+const std::vector<ListRule>& other_list_rules();
+
+/// The rule in words for `--verbose`: empty for the default, else e.g. " alternating forwards
+/// and backwards".
+std::string list_rule_words(const ListRule& rule);
+
 /// How many stages a policy runs on one device (spec 9.4).
 enum class DeviceStages {
   kOne,  ///< Exactly one (`1f1b`, `zb-h1`).

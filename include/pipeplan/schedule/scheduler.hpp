@@ -43,9 +43,11 @@ double replica_choice_steps(const topology::Topology& topology, const Stage& sta
 ///   is chosen when m's forward ends upstream, as the one with the earliest estimated finish
 ///   (outstanding work plus the transfer, ties to the earlier replica); across a boundary inside
 ///   a device the micro-batch stays on its group. Channels are first-in first-out (ties:
-///   gradient before activation, then lower micro-batch). Never exceeds memory. `priority`
-///   `kAlternate` takes a forward before a ready backward on a group whose last forward or
-///   backward was a backward (`ListPriority`); fixed policies ignore it.
+///   gradient before activation, then lower micro-batch). Never exceeds memory. `rule`'s
+///   priority `kAlternate` takes a forward before a ready backward on a group whose last forward
+///   or backward was a backward (`ListPriority`); its load `kPerTask` takes a forward's part off
+///   a group's outstanding work when the forward ends, not with the backward (`ReplicaLoad`);
+///   fixed policies ignore both.
 /// * The fixed policies: the per-device orders of `fixed_orders` (spec sections 5 and 9.4),
 ///   channels first-in first-out. They ignore memory; check the replay.
 ///
@@ -55,7 +57,7 @@ double replica_choice_steps(const topology::Topology& topology, const Stage& sta
 Scheduled make_schedule(const model::Model& model, const topology::Topology& topology,
                         const std::vector<Stage>& stages, int micro_batches, Policy policy,
                         Optimizer optimizer = Optimizer::kReplicated, bool split_backward = false,
-                        ListPriority priority = ListPriority::kBackwardFirst);
+                        ListRule rule = {});
 
 /// A schedule, or why there is none.
 struct ScheduleAttempt {
@@ -68,8 +70,7 @@ struct ScheduleAttempt {
 ScheduleAttempt try_make_schedule(const model::Model& model, const topology::Topology& topology,
                                   const std::vector<Stage>& stages, int micro_batches,
                                   Policy policy, Optimizer optimizer = Optimizer::kReplicated,
-                                  bool split_backward = false,
-                                  ListPriority priority = ListPriority::kBackwardFirst);
+                                  bool split_backward = false, ListRule rule = {});
 
 /// Stashes a GPU of a stage of `replicas` replicas holds at its peak under `policy` for
 /// `micro_batches` micro-batches: `ceil(M / r)` under `kGpipe` and `kLoopedBfs`, `ceil(warmup /
