@@ -220,7 +220,7 @@ TEST(DpTrackingTest, RandomLayersTrackWithinTheMeasuredSpread) {
   EXPECT_GE(spread.low, -0.18);  // measured -0.161 (-0.166 without the per-task load, -0.22
                                  // backward-first alone)
   EXPECT_LE(spread.high, 0.3);   // measured 0.254
-  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.045);  // measured 0.037 (0.042, 0.052)
+  EXPECT_LE(spread.sum_abs / spread.pipelines, 0.04);  // measured 0.037 (0.042, 0.052)
 }
 
 // Identical layers (a transformer's decoder blocks), memory forcing up to 16 stages.
