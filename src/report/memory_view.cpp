@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/simulate/execution.hpp"
@@ -62,19 +64,61 @@ double whole_stashes(double bytes, double stash_bytes) {
 }
 
 // ` (16 x 2.389 GiB)` when the activations are a whole number of stashes, ` (1 x 39.14 GiB +
-// 15.66 GiB in a backward)` when they are that and the stage's transient (a peak during a
-// backward: recomputation's layer stash, a loss's working set), else empty.
-std::string in_flight(const StageMemory& m) {
-  if (m.stash_bytes <= 0 || m.activations <= 0) return {};
-  const std::string stash = " x " + io::format_bytes(m.stash_bytes);
-  if (const double whole = whole_stashes(m.activations, m.stash_bytes); whole > 0) {
+// 15.66 GiB in a backward)` when they are that and the transient (a peak during a backward:
+// recomputation's layer stash, a loss's working set), else empty. `stash_bytes` is 0 when the
+// device's stages hold stashes of different sizes: then nothing is said.
+std::string in_flight(double activations, double stash_bytes, double transient_bytes) {
+  if (stash_bytes <= 0 || activations <= 0) return {};
+  const std::string stash = " x " + io::format_bytes(stash_bytes);
+  if (const double whole = whole_stashes(activations, stash_bytes); whole > 0) {
     return " (" + io::format_number(whole, 15) + stash + ")";
   }
-  if (m.transient_bytes <= 0) return {};
-  const double whole = whole_stashes(m.activations - m.transient_bytes, m.stash_bytes);
+  if (transient_bytes <= 0) return {};
+  const double whole = whole_stashes(activations - transient_bytes, stash_bytes);
   if (whole == 0) return {};
-  return " (" + io::format_number(whole, 15) + stash + " + " + io::format_bytes(m.transient_bytes) +
+  return " (" + io::format_number(whole, 15) + stash + " + " + io::format_bytes(transient_bytes) +
          " in a backward)";
+}
+
+// The line of `m` after its stages' names: the parts of its device's fullest GPU, the device's
+// stashes counted when all its stages' stashes are alike (`device`: those stages, ascending).
+std::string memory_line(const StageMemory& m, const std::vector<StageMemory>& all,
+                        const std::vector<int>& device, const topology::Topology& topology) {
+  using io::format_bytes;
+  double stash = m.stash_bytes, transient = 0;
+  for (const int s : device) {
+    const StageMemory& other = all[static_cast<std::size_t>(s)];
+    if (std::fabs(other.stash_bytes - stash) > 1e-9 * stash) stash = 0;
+    transient = std::max(transient, other.transient_bytes);
+  }
+  return " on " + topology.gpu(m.gpu).id + ": weights " + format_bytes(m.weights) +
+         " + gradients " + format_bytes(m.gradients) + " + optimizer " + format_bytes(m.optimizer) +
+         " + activations " + format_bytes(m.activations) +
+         in_flight(m.activations, stash, transient) + " + reserve " + format_bytes(m.reserve) +
+         " = " + format_bytes(m.peak) +
+         (m.capacity ? " of " + format_bytes(*m.capacity) : std::string(" (unlimited)"));
+}
+
+// `stage 3`, `stages 0 and 2`, `stages 0, 4, 8 and 12`, or for more than four a constant step
+// apart `stages 0, 4, ..., 76` (`stages 0 to 9` for a step of 1). `stages` is ascending and not
+// empty.
+std::string stage_names(const std::vector<int>& stages) {
+  if (stages.size() == 1) return "stage " + std::to_string(stages.front());
+  const int step = stages[1] - stages[0];
+  bool even = true;
+  for (std::size_t i = 1; i < stages.size(); ++i) even = even && stages[i] - stages[i - 1] == step;
+  if (stages.size() > 4 && even) {
+    return step == 1
+               ? "stages " + std::to_string(stages.front()) + " to " + std::to_string(stages.back())
+               : "stages " + std::to_string(stages[0]) + ", " + std::to_string(stages[1]) +
+                     ", ..., " + std::to_string(stages.back());
+  }
+  std::string out = "stages ";
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    if (i > 0) out += i + 1 == stages.size() ? " and " : ", ";
+    out += std::to_string(stages[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -93,15 +137,19 @@ std::vector<StageMemory> memory_breakdown(const Plan& plan, const model::Model& 
 
 std::string memory_summary(const Plan& plan, const model::Model& model,
                            const topology::Topology& topology) {
-  using io::format_bytes;
-  std::string out = "  peak memory per GPU (the stage's fullest GPU):";
-  for (const StageMemory& m : memory_breakdown(plan, model, topology)) {
-    out += "\n  stage " + std::to_string(m.stage) + " on " + topology.gpu(m.gpu).id + ": weights " +
-           format_bytes(m.weights) + " + gradients " + format_bytes(m.gradients) + " + optimizer " +
-           format_bytes(m.optimizer) + " + activations " + format_bytes(m.activations) +
-           in_flight(m) + " + reserve " + format_bytes(m.reserve) + " = " + format_bytes(m.peak) +
-           (m.capacity ? " of " + format_bytes(*m.capacity) : std::string(" (unlimited)"));
+  const std::vector<StageMemory> all = memory_breakdown(plan, model, topology);
+  // Stages that share a device and read alike share a line, named together. O(S log S).
+  std::vector<std::pair<std::vector<int>, std::string>> lines;
+  std::map<std::string, std::size_t> line_of;
+  for (const StageMemory& m : all) {
+    const Stage& stage = plan.stages[static_cast<std::size_t>(m.stage)];
+    std::string text = memory_line(m, all, device_stages(plan, stage), topology);
+    const auto [at, added] = line_of.try_emplace(text, lines.size());
+    if (added) lines.emplace_back(std::vector<int>{}, std::move(text));
+    lines[at->second].first.push_back(m.stage);
   }
+  std::string out = "  peak memory per GPU (the stage's fullest GPU):";
+  for (const auto& [stages, text] : lines) out += "\n  " + stage_names(stages) + text;
   return out;
 }
 

@@ -167,6 +167,35 @@ TEST(MemoryViewTest, StagesSharingADeviceCountTheReserveOnce) {
   EXPECT_EQ(memory[0].weights + memory[0].gradients + memory[0].optimizer + memory[0].activations +
                 memory[0].reserve,
             memory[0].peak);
+  const std::string summary = memory_summary(with, model, topology);
+  EXPECT_NE(summary.find("\n  stages 0 and 2 on g0: weights 1.953 KiB"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("\n  stages 1 and 3 on g1: "), std::string::npos) << summary;
+}
+
+// Ten layers as ten stages, five on each of two GPUs (interleaved 1F1B): one line per device,
+// its stages named together. GPU 0's stages stash 300 bytes each, so its activations are counted
+// in stashes; GPU 1's last stage stashes 500, so its are not (their sizes differ).
+TEST(MemoryViewTest, StagesSharingADeviceShareALine) {
+  std::vector<L> layers(10, L{1, 2, 100, 1000, 300});
+  layers.back() = L{1, 2, 0, 1000, 500};
+  const model::Model model = make_model(layers, 9);
+  const topology::Topology topology = uniform_topology(2, 1e9, 0.01, {}, 1e6);
+  std::vector<Stage> stages;
+  for (int s = 0; s < 10; ++s) stages.push_back(Stage{s, s, {s % 2}});
+  planners::Request request{model, topology, 4};
+  const Plan plan = planners::finish_plan("test", planners::Partition{{0, 1}, stages}, request,
+                                          schedule::Policy::kInterleaved1F1B);
+  // Weights 5 x 1000 B, gradients the same, optimizer 7 x 5000; GPU 0 peaks at 11 stashes of
+  // 300 B (interleaved 1F1B's warm-up on the first device, 2 + 4 x 2 = 10, and one more), GPU 1
+  // at 8 of 300 B and one of 500 B.
+  EXPECT_EQ(memory_summary(plan, model, topology),
+            "  peak memory per GPU (the stage's fullest GPU):\n"
+            "  stages 0, 2, ..., 8 on g0: weights 4.883 KiB + gradients 4.883 KiB + optimizer "
+            "34.18 KiB + activations 3.223 KiB (11 x 300 B) + reserve 0 B = 47.17 KiB of 976.6 "
+            "KiB\n"
+            "  stages 1, 3, ..., 9 on g1: weights 4.883 KiB + gradients 4.883 KiB + optimizer "
+            "34.18 KiB + activations 2.832 KiB + reserve 0 B = 46.78 KiB of 976.6 KiB");
 }
 
 TEST(MemoryViewTest, APlanThatFitsOnlyWithoutTheReserveIsRefusedNamingIt) {

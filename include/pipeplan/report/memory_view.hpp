@@ -42,7 +42,8 @@ std::vector<StageMemory> memory_breakdown(const Plan& plan, const model::Model& 
                                           const topology::Topology& topology);
 
 /// The breakdown as text, a heading and one line per stage, no trailing newline:
-/// `  stage 0 on g0: weights 1 GiB + gradients 1 GiB + ... = 9 GiB of 16 GiB`.
+/// `  stage 0 on g0: weights 1 GiB + gradients 1 GiB + ... = 9 GiB of 16 GiB`. Stages sharing a
+/// device whose lines read alike share one (`  stages 0, 4, ..., 76 on g0: ...`).
 std::string memory_summary(const Plan& plan, const model::Model& model,
                            const topology::Topology& topology);
 
