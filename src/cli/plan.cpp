@@ -36,8 +36,34 @@ struct PlanOptions {
   PlanningOptions planning;  // spec 8.4
 };
 
+// `--virtual-stages V` where it would be dropped or contradicted (spec 9.5: it sets the stages
+// per device of the fixed multi-stage policies and of the megatron planner): `zb-v` with another
+// V than its two, and spp under `list` (one stage per device) or `auto` (which chooses V).
+void check_virtual_stages(const PlanOptions& options) {
+  if (!options.planning.virtual_stages) return;
+  const int V = *options.planning.virtual_stages;
+  const std::string option = "--virtual-stages " + std::to_string(V);
+  if (options.policy == schedule::policy_name(schedule::Policy::kZbV) && V != 2) {
+    throw UsageError(option + ": --schedule zb-v runs two stages per device, in a V (give " +
+                     "--virtual-stages 2, or leave it out)");
+  }
+  const bool own = !options.policy || options.policy == "list" || options.policy == "auto";
+  if (options.planner != "spp" || V == 1 || !own) return;
+  std::vector<std::string> several;
+  for (const schedule::PolicyRow& row : schedule::policy_table()) {
+    if (row.fixed && row.device_stages == schedule::DeviceStages::kAny) {
+      several.emplace_back(row.name);
+    }
+  }
+  throw UsageError(option + ": spp's --schedule list keeps one stage per device and --schedule " +
+                   "auto chooses the stages per device; give a schedule that runs " +
+                   std::to_string(V) + " (--schedule " + io::format_choices(several) +
+                   "), or --planner megatron");
+}
+
 // The option combinations `plan` refuses before reading any input: a planning option the
-// planner would drop, and `--schedule auto` with another planner than spp (usage errors).
+// planner would drop, `--schedule auto` with another planner than spp, and `--virtual-stages`
+// where it would be dropped (usage errors).
 void check_option_combinations(const PlanOptions& options) {
   check_planner_options(options.planning, options.planner);
   if (options.policy == "auto" && options.planner != "spp") {
@@ -45,6 +71,7 @@ void check_option_combinations(const PlanOptions& options) {
                      options.planner + " planner takes one of " + schedule::policy_names_text() +
                      ")");
   }
+  check_virtual_stages(options);
 }
 
 // The batch-size search's planning of one size: a size the planner refuses (Megatron-LM's

@@ -15,6 +15,7 @@
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/model/transformer.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -35,6 +36,7 @@ struct Attempt {
   bool tried = false;                  // planned (else left out by its estimate)
   std::optional<double> iteration_ms;  // empty: no plan
   std::string failure;                 // why not, when there is no plan
+  bool refused = false;  // the schedule policy cannot run its micro-batch count (exit 3 alone)
 };
 
 // An estimate in a note: its time, or that no megatron configuration fits.
@@ -252,9 +254,23 @@ GlobalBatchPlan plan_global_batch(const model::Model& model, std::int64_t global
       }
     } catch (const InfeasibleError& error) {
       attempt.failure = error.what();
+    } catch (const simulate::ScheduleError& error) {
+      // The policy refuses this count (interleaved-1f1b's micro-batch groups, say): another
+      // size may suit it.
+      attempt.failure = error.what();
+      attempt.refused = true;
     }
   }
-  if (!best) throw InfeasibleError(no_plan_message(global_batch, attempts));
+  if (!best) {
+    // Every size the policy refused: the options cannot run together (invalid input, as with
+    // --micro-batches); else no plan fits (infeasible).
+    const std::string message = no_plan_message(global_batch, attempts);
+    if (std::all_of(attempts.begin(), attempts.end(),
+                    [](const Attempt& a) { return !a.tried || a.refused; })) {
+      throw simulate::ScheduleError(message);
+    }
+    throw InfeasibleError(message);
+  }
 
   const std::vector<std::string> notes =
       search_notes(global_batch, attempts, *best->plan.micro_batch_size, work_limited);

@@ -12,6 +12,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/model/transformer.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::planners {
 namespace {
@@ -155,6 +156,53 @@ TEST(BatchSizeTest, WithAnEstimatePlansTheMostPromisingUntilThreeGavePlans) {
             }).rfind("--global-batch 12: no micro-batch size of the 6 tried gives a plan", 0),
             0u);
   EXPECT_EQ(sizes_planned.size(), 6u);
+}
+
+// A size whose micro-batch count the schedule policy refuses (interleaved-1f1b on 4 devices
+// wants a multiple of 4 per replica: simulate::ScheduleError, exit 3 under --micro-batches) is a
+// size without a plan, so the search goes on: ranked first by its estimate here, as the search
+// that threw it did before 2026-12-07. Every size refused is invalid input; one that did not fit
+// among them makes it infeasible.
+TEST(BatchSizeTest, SizesThePolicyRefusesAreSkipped) {
+  const model::Model model = tiny_transformer();
+  std::vector<int> sizes_planned;
+  std::map<int, bool> fits;  // by micro-batch size; refused counts never get this far
+  auto plan = [&](const model::Model& at, int micro_batches) {
+    const int b = static_cast<int>(*at.profile_batch_size);
+    sizes_planned.push_back(b);
+    if (micro_batches % 4 != 0) {
+      throw simulate::ScheduleError("--micro-batches " + std::to_string(micro_batches) +
+                                    " is not a multiple of 4");
+    }
+    if (!fits[b]) throw InfeasibleError("stage 0 does not fit");
+    return plan_taking(100.0 * b, micro_batches);
+  };
+  auto estimate = [](const model::Model& at, int) {
+    return 1000.0 / static_cast<double>(*at.profile_batch_size);  // the largest size first
+  };
+  fits = {{1, true}, {3, true}};
+  // 12 sequences: sizes 12, 6, 4, 3, 2, 1 in the estimate's order, 1, 2, 3, 4, 6 and 12
+  // micro-batches: 12 and 4 are multiples of 4 (sizes 1 and 3).
+  const GlobalBatchPlan chosen = plan_global_batch(model, 12, "m.json", plan, estimate);
+  EXPECT_EQ(chosen.plan.micro_batch_size, 1);  // 100 ms against 300
+  EXPECT_EQ(sizes_planned, (std::vector<int>{12, 6, 4, 3, 2, 1}));
+  EXPECT_EQ(chosen.plan.notes[3],
+            "batch-size search: micro-batch size 4 (3 micro-batches): no plan (--micro-batches 3 "
+            "is not a multiple of 4), estimate 250 ms");
+  // 6 sequences: 6, 3, 2 and 1 micro-batches, none a multiple of 4.
+  try {
+    plan_global_batch(model, 6, "m.json", plan, estimate);
+    FAIL() << "expected a refusal";
+  } catch (const simulate::ScheduleError& error) {
+    EXPECT_EQ(error.code(), ExitCode::kInvalidInput);
+    EXPECT_STREQ(error.what(),
+                 "--global-batch 6: no micro-batch size of the 4 tried gives a plan; at "
+                 "micro-batch size 1 (6 micro-batches): --micro-batches 6 is not a multiple of 4; "
+                 "at micro-batch size 6 (1 micro-batch): --micro-batches 1 is not a multiple of 4");
+  }
+  // 12 sequences where the sizes the policy runs do not fit: infeasible.
+  fits = {};
+  EXPECT_THROW(plan_global_batch(model, 12, "m.json", plan, estimate), InfeasibleError);
 }
 
 // The work limit (kBatchSizeWork, micro-batches x GPUs over the sizes planned): once a size has
