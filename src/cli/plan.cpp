@@ -36,18 +36,15 @@ struct PlanOptions {
   PlanningOptions planning;  // spec 8.4
 };
 
-// `--virtual-stages V` where it would be dropped or contradicted (spec 9.5: it sets the stages
-// per device of the fixed multi-stage policies and of the megatron planner): `zb-v` with another
-// V than its two, and spp under `list` (one stage per device) or `auto` (which chooses V).
+// `--virtual-stages V` where spp would drop it (spec 9.5: it sets the stages per device of the
+// fixed multi-stage policies and of the megatron planner): under `list` (its default, one stage
+// per device) or `auto` (which chooses V). `compare` applies it to the rows that use it instead.
+// (`zb-v` with another V than its two is the planners' refusal, planners::make_plan.)
 void check_virtual_stages(const PlanOptions& options) {
-  if (!options.planning.virtual_stages) return;
-  const int V = *options.planning.virtual_stages;
+  const int V = options.planning.virtual_stages.value_or(1);
   const std::string option = "--virtual-stages " + std::to_string(V);
-  if (options.policy == schedule::policy_name(schedule::Policy::kZbV) && V != 2) {
-    throw UsageError(option + ": --schedule zb-v runs two stages per device, in a V (give " +
-                     "--virtual-stages 2, or leave it out)");
-  }
-  const bool own = !options.policy || options.policy == "list" || options.policy == "auto";
+  const std::string list(schedule::policy_name(schedule::Policy::kList));
+  const bool own = options.policy.value_or(list) == list || options.policy == "auto";
   if (options.planner != "spp" || V == 1 || !own) return;
   std::vector<std::string> several;
   for (const schedule::PolicyRow& row : schedule::policy_table()) {
@@ -63,7 +60,7 @@ void check_virtual_stages(const PlanOptions& options) {
 
 // The option combinations `plan` refuses before reading any input: a planning option the
 // planner would drop, `--schedule auto` with another planner than spp, and `--virtual-stages`
-// where it would be dropped (usage errors).
+// where spp would drop it (usage errors).
 void check_option_combinations(const PlanOptions& options) {
   check_planner_options(options.planning, options.planner);
   if (options.policy == "auto" && options.planner != "spp") {

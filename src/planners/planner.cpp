@@ -572,6 +572,18 @@ void check_shares_devices(const PlannerRow& row, const Request& request, schedul
                    io::format_list(takers, " and ") + " planners place several");
 }
 
+// A policy of a fixed number of stages per device other than one (zb-v's two, in a V) given
+// another `--virtual-stages`: a usage error (spec 9.5, "zb-v needs 2"), before the placement
+// would make a device of the wrong shape.
+void check_fixed_device_stages(const Request& request, schedule::Policy policy) {
+  if (schedule::policy_row(policy).device_stages != schedule::DeviceStages::kTwo) return;
+  if (!request.virtual_stages || *request.virtual_stages == 2) return;
+  throw UsageError(
+      "--virtual-stages " + std::to_string(*request.virtual_stages) + ": --schedule " +
+      std::string(schedule::policy_name(policy)) +
+      " runs two stages per device, in a V (give --virtual-stages 2, or leave it out)");
+}
+
 }  // namespace
 
 Plan make_plan(std::string_view name, const Request& request,
@@ -579,6 +591,7 @@ Plan make_plan(std::string_view name, const Request& request,
   const PlannerRow& row = find_planner(name);
   const schedule::Policy chosen = policy.value_or(default_policy_for(name, request));
   check_limits(row.name, request);
+  check_fixed_device_stages(request, chosen);
   check_shares_devices(row, request, chosen);
   if (auto why = refusal(name, request)) throw UsageError(*why);
   // The settings the request leaves open (spp's knob search) or changes (a description's fixed

@@ -13,6 +13,7 @@
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/io/json.hpp"
 #include "pipeplan/report/summary.hpp"
+#include "pipeplan/schedule/policy.hpp"
 
 namespace pipeplan::report {
 
@@ -73,9 +74,14 @@ std::vector<CompareRow> compare_planners(const planners::Request& request,
       own.context_parallel.clear();
     }
     for (const schedule::Policy policy : planners::compare_policies_for(planner, own)) {
+      // zb-v runs its own two stages per device (spec 9.5); `--virtual-stages` is the others'.
+      planners::Request run = own;
+      if (schedule::policy_row(policy).device_stages == schedule::DeviceStages::kTwo) {
+        run.virtual_stages.reset();
+      }
       runs.emplace_back(
           CompareRow{std::string(planner.name), {}, policy, planner.baseline, std::nullopt, {}, 0},
-          own);
+          std::move(run));
     }
     for (planners::CompareVariant& variant : planners::compare_variants(planner, own)) {
       runs.emplace_back(CompareRow{std::string(planner.name),

@@ -256,6 +256,36 @@ TEST(CompareOptionsTest, VirtualStagesLeaveTheOneStagePerGpuBaselinesAlone) {
   EXPECT_EQ(baselines, (std::set<std::string>{"gpipe", "pipedream", "uniform", "data-parallel"}));
 }
 
+// `--virtual-stages 3` applies to the policies of any number of stages per device; zb-v keeps
+// its own two (before 2026-12-07 its row made the whole comparison fail with "stage 4 has no
+// GPUs"). Under `plan` the same V with `--schedule zb-v` is a usage error.
+TEST(CompareOptionsTest, ZbVKeepsItsTwoStagesPerDeviceUnderVirtualStages) {
+  const std::string root = PIPEPLAN_SOURCE_DIR;
+  const std::string model = root + "/examples/models/bert-24.json";
+  const std::string topology = root + "/examples/topologies/pcie-server.json";
+  const Result result = run_cli(
+      {"compare", model, topology, "--virtual-stages", "3", "--format", "json", "--no-timing"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  // spp's feasible rows: policy -> the stages on each device (stages with the same GPUs).
+  std::map<std::string, std::set<std::size_t>> per_device;
+  for (const auto& row : nlohmann::json::parse(result.out)) {
+    if (row.at("planner") != "spp" || !row.at("feasible").get<bool>()) continue;
+    std::map<std::string, std::size_t> devices;
+    for (const auto& stage : row.at("stages")) ++devices[stage.at("gpus").dump()];
+    for (const auto& [gpus, count] : devices) {
+      per_device[row.at("policy").get<std::string>()].insert(count);
+    }
+  }
+  EXPECT_EQ(per_device["zb-v"], (std::set<std::size_t>{2}));
+  EXPECT_EQ(per_device["interleaved-1f1b"], (std::set<std::size_t>{3}));
+  const Result refused = run_cli(
+      {"plan", model, topology, "--schedule", "zb-v", "--virtual-stages", "3", "-o", "/dev/null"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err,
+            "pipeplan: error: --virtual-stages 3: --schedule zb-v runs two stages per device, in "
+            "a V (give --virtual-stages 2, or leave it out)\n");
+}
+
 TEST_F(CompareTest, BinaryPrintsTheSameBytes) {
   const std::string command = std::string("'") + PIPEPLAN_BINARY + "' compare '" +
                               path("model.json") + "' '" + path("topo.json") +
