@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "pipeplan/io/format.hpp"
+#include "pipeplan/report/summary.hpp"
 #include "pipeplan/simulate/execution.hpp"
 
 namespace pipeplan::report {
@@ -97,28 +98,6 @@ std::string memory_line(const StageMemory& m, const std::vector<StageMemory>& al
          in_flight(m.activations, stash, transient) + " + reserve " + format_bytes(m.reserve) +
          " = " + format_bytes(m.peak) +
          (m.capacity ? " of " + format_bytes(*m.capacity) : std::string(" (unlimited)"));
-}
-
-// `stage 3`, `stages 0 and 2`, `stages 0, 4, 8 and 12`, or for more than four a constant step
-// apart `stages 0, 4, ..., 76` (`stages 0 to 9` for a step of 1). `stages` is ascending and not
-// empty.
-std::string stage_names(const std::vector<int>& stages) {
-  if (stages.size() == 1) return "stage " + std::to_string(stages.front());
-  const int step = stages[1] - stages[0];
-  bool even = true;
-  for (std::size_t i = 1; i < stages.size(); ++i) even = even && stages[i] - stages[i - 1] == step;
-  if (stages.size() > 4 && even) {
-    return step == 1
-               ? "stages " + std::to_string(stages.front()) + " to " + std::to_string(stages.back())
-               : "stages " + std::to_string(stages[0]) + ", " + std::to_string(stages[1]) +
-                     ", ..., " + std::to_string(stages.back());
-  }
-  std::string out = "stages ";
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    if (i > 0) out += i + 1 == stages.size() ? " and " : ", ";
-    out += std::to_string(stages[i]);
-  }
-  return out;
 }
 
 }  // namespace

@@ -272,8 +272,9 @@ TEST(ViewsV3Test, SummariesListEveryStageOfAGpu) {
   const topology::Topology topology = testing::uniform_topology(2, 1e9, 0);
   const std::string text = gpu_summary(view.plan, topology);
   const double busy = 2 * 4 * (2 + 3 + 1);  // F, I and W of two stages
-  EXPECT_EQ(text.find("  g0 (stages 0, 2): busy " + io::format_ms(busy) + ", bubble "), 0u) << text;
-  EXPECT_NE(text.find("\n  g1 (stages 1, 3): busy " + io::format_ms(busy) + ", bubble "),
+  EXPECT_EQ(text.find("  g0 (stages 0 and 2): busy " + io::format_ms(busy) + ", bubble "), 0u)
+      << text;
+  EXPECT_NE(text.find("\n  g1 (stages 1 and 3): busy " + io::format_ms(busy) + ", bubble "),
             std::string::npos)
       << text;
   const nlohmann::ordered_json figures = simulation_figures(view.plan, topology);
