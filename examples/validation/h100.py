@@ -15,11 +15,13 @@ A run that used context parallelism is planned with `--context-parallel C` when 
 that option (`pipeplan plan --help`), else listed as needing it, without an estimate; a run on
 more GPUs than pipeplan plans (131,072, on a cluster of identical nodes) is listed likewise.
 
-Usage: examples/validation/h100.py [PIPEPLAN [OUTPUT]]
+Usage: examples/validation/h100.py [--estimates-only] [PIPEPLAN [OUTPUT]]
   PIPEPLAN  the binary (default: $PIPEPLAN, else the newest build/*/pipeplan)
   OUTPUT    the Markdown file to update (default: docs/validation.md); only the part between
             the `h100.py: begin` and `h100.py: end` markers is replaced, then the prose that
             quotes it (examples/prose/prose.py).
+  --estimates-only  plan the published configurations alone (about a minute) and keep the spp
+            column OUTPUT holds; without it spp plans every row too (a quarter of an hour).
 
 Python 3 standard library only. Output is deterministic: the same binary gives the same bytes.
 """
@@ -283,8 +285,7 @@ def kept_spp(text, megatron):
 
 
 def main(argv):
-    flags = [arg for arg in argv[1:] if arg.startswith("--")]
-    args = [argv[0]] + [arg for arg in argv[1:] if not arg.startswith("--")]
+    args, flags = validate.parse_args(argv, __doc__, ("--estimates-only",))
     estimates_only = "--estimates-only" in flags
     binary = validate.find_binary(args)
     validate.load_ceilings(binary)

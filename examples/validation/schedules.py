@@ -78,6 +78,7 @@ def plan_row(binary, work, entry, row, system, schedules):
 
 
 def main(argv):
+    argv, _ = validate.parse_args(argv, __doc__)
     binary = validate.find_binary(argv)
     validate.load_ceilings(binary)
     output = argv[2] if len(argv) > 2 else os.path.join(validate.ROOT, "docs", "validation.md")

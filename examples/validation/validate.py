@@ -52,6 +52,33 @@ def team(run_id):
     return "-".join(parts) or run_id
 
 
+def parse_args(argv, usage, flags=()):
+    """`argv` split into the positional arguments (the script's name first, then at most PIPEPLAN
+    and OUTPUT) and the set of `flags` given. `-h`/`--help` prints `usage` (the script's
+    docstring) and exits 0; an unknown flag or a third argument exits 2 with one line, before
+    anything is planned or written."""
+    name = os.path.basename(argv[0])
+    args, given = [argv[0]], set()
+    for arg in argv[1:]:
+        if arg in ("-h", "--help"):
+            print(usage.strip())
+            sys.exit(0)
+        if arg.startswith("-") and arg != "-":
+            if arg not in flags:
+                known = ", ".join(flags) if flags else "none"
+                print("%s: unknown option %s (options: %s; see --help)" % (name, arg, known),
+                      file=sys.stderr)
+                sys.exit(2)
+            given.add(arg)
+        else:
+            args.append(arg)
+    if len(args) > 3:
+        print("%s: at most two arguments, PIPEPLAN and OUTPUT, got %d (see --help)"
+              % (name, len(args) - 1), file=sys.stderr)
+        sys.exit(2)
+    return args, given
+
+
 def find_binary(argv):
     if len(argv) > 1:
         return argv[1]
@@ -267,6 +294,7 @@ def spp_cell(spp, megatron):
 
 
 def main(argv):
+    argv, _ = parse_args(argv, __doc__)
     binary = find_binary(argv)
     load_ceilings(binary)
     output = argv[2] if len(argv) > 2 else os.path.join(ROOT, "docs", "validation.md")

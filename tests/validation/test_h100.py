@@ -4,6 +4,8 @@ that quotes them (examples/prose/prose.py, validation-h100), without a pipeplan 
 Run: python3 -m unittest -v test_h100 (from tests/validation; ctest's Validation.H100Script).
 """
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -17,6 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "prose"))
 
 import h100  # noqa: E402
 import prose  # noqa: E402
+import validate  # noqa: E402
 
 
 def stage(gpus, t, forward, backward, allreduce):
@@ -180,6 +183,30 @@ class ProseTest(unittest.TestCase):
         broken = self.text.replace(row, " | ".join(cells))
         with self.assertRaisesRegex(prose.ClaimError, "the 15B rows are pessimistic"):
             prose.validation_h100(broken)
+
+
+class ArgumentsTest(unittest.TestCase):
+    """The scripts refuse what they do not know before planning or writing anything: `h100.py
+    --help` once ran the whole regeneration into docs/validation.md, the flag ignored."""
+
+    def exits(self, argv, flags=()):
+        quiet = contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())
+        with self.assertRaises(SystemExit) as raised, quiet[0], quiet[1]:
+            validate.parse_args(argv, "usage text", flags)
+        return raised.exception.code
+
+    def test_known_flags_and_arguments(self):
+        self.assertEqual(validate.parse_args(["h100.py", "--estimates-only", "bin", "out.md"],
+                                             "usage", ("--estimates-only",)),
+                         (["h100.py", "bin", "out.md"], {"--estimates-only"}))
+        self.assertEqual(validate.parse_args(["validate.py"], "usage"), (["validate.py"], set()))
+
+    def test_help_unknown_flags_and_extra_arguments(self):
+        self.assertEqual(self.exits(["h100.py", "--help"]), 0)
+        self.assertEqual(self.exits(["h100.py", "bin", "-h"]), 0)
+        self.assertEqual(self.exits(["h100.py", "--estimates"], ("--estimates-only",)), 2)
+        self.assertEqual(self.exits(["schedules.py", "--estimates-only"]), 2)
+        self.assertEqual(self.exits(["validate.py", "bin", "out.md", "more.md"]), 2)
 
 
 if __name__ == "__main__":
