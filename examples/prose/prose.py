@@ -983,8 +983,10 @@ def validation_h100(text):
     figures["fp8_median"] = median_text(fp8_errors)
     claim(statistics.median(fp8_errors) > statistics.median(errors), "FP8 is estimated less"
           " well than BF16", "%s against %s" % (median_text(fp8_errors), median_text(errors)))
-    ratios = [part["ratio"] for part in fp8.parts.values()]
-    claim(min(ratios) > max(both), "FP8's ratios are above BF16's", ", ".join(map(str, ratios)))
+    ratios = [part["ratio"] for run, part in fp8.parts.items()
+              if run.startswith(("dgxc-gpt3", "dgxc-nemotron4-15b"))]
+    claim(min(ratios) > max(both), "FP8's ratios on GPT-3 and the 15B model are above BF16's",
+          ", ".join(map(str, ratios)))
     figures["fp8_ratio_least"], figures["fp8_ratio_most"] = str(min(ratios)), str(max(ratios))
     for name, prefix in (("spp_15b", "dgxc-nemotron4-15b"), ("spp_340b", "dgxc-nemotron4-340b")):
         values = [number(plan_shape(row["spp"])["speed_up"]) for row in bf16.estimated(prefix)]

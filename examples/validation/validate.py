@@ -144,6 +144,10 @@ def model(run, system, fixed_size):
         description["matmul_ceiling"] = ceiling
     if "dropout" not in description and not preset_dropout(description.get("preset")):
         description["dropout"] = False
+    # What `model transformer --dtype fp8` writes: Transformer Engine's default recipe computes
+    # the attention in bf16 (docs/transformer-model.md, "Time", FP8).
+    if description.get("dtype") == "fp8" and "attention_dtype" not in description:
+        description["attention_dtype"] = "bf16"
     return {"schema": "pipeplan/model/v2", "name": run["id"], "transformer": description}
 
 

@@ -37,6 +37,7 @@ struct TransformerOptions {
   std::string matmul_ceiling;
   std::string dropout;  // on, off, or empty: the preset's published setting (else on)
   std::string gradient_dtype = "fp32", optimizer_dtype = "fp32";
+  std::string attention_dtype;  // bf16, fp8, or empty: bf16 when training in fp8, else unset
   std::int64_t micro_batches = 0;
   std::string name;
   std::string output;
@@ -108,6 +109,12 @@ model::TransformerConfig config_from(const TransformerOptions& options) {
   if (!options.dropout.empty()) config.dropout = options.dropout == "on";
   config.gradient_dtype = *hardware::parse_dtype(options.gradient_dtype);  // CLI11 checked it
   config.optimizer_dtype = *hardware::parse_dtype(options.optimizer_dtype);
+  // Transformer Engine's default recipe computes fp8 training's attention in bf16.
+  if (!options.attention_dtype.empty()) {
+    config.attention_dtype = hardware::parse_dtype(options.attention_dtype);  // CLI11 checked it
+  } else if (config.dtype == hardware::DType::kFp8) {
+    config.attention_dtype = hardware::DType::kBf16;
+  }
   config.flash_attention = options.flash_attention;
   config.degrees = options.degrees;
   if (!options.kernel_overhead_us.empty()) {
@@ -187,6 +194,12 @@ void add_training_options(CLI::App& transformer, TransformerOptions& options) {
                   "default) or bf16 (two bf16 moments, no master copy: NeMo's "
                   "distributed_fused_adam with dtype bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  transformer
+      .add_option("--attention-dtype", options.attention_dtype,
+                  "With --dtype fp8, the format of the attention products: bf16 (Transformer "
+                  "Engine's default, the default here) or fp8 (its recipe's fp8_dpa; the "
+                  "megatron export then asks for it)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   transformer
       .add_option("--degrees", options.degrees,
                   "Tensor-parallel degrees, comma-separated, from 1 (default: 1,2,4,8 where they "

@@ -50,6 +50,21 @@ hardware::DType state_dtype(const io::Node& node) {
   node.fail("must be \"fp32\" or \"bf16\", got " + io::describe_value(node.json()));
 }
 
+// `gradient_dtype`, `optimizer_dtype` and `attention_dtype`, where given. O(1).
+void read_formats(const io::ObjectReader& object, TransformerConfig& config) {
+  for (auto [key, target] : {std::pair{"gradient_dtype", &config.gradient_dtype},
+                             std::pair{"optimizer_dtype", &config.optimizer_dtype}}) {
+    if (auto format = object.optional(key)) *target = state_dtype(*format);
+  }
+  if (auto format = object.optional("attention_dtype")) {
+    const std::string text = format->as_string();
+    if (text != "bf16" && text != "fp8") {
+      format->fail("must be \"bf16\" or \"fp8\", got " + io::describe_value(format->json()));
+    }
+    config.attention_dtype = hardware::parse_dtype(text);
+  }
+}
+
 }  // namespace
 
 TransformerConfig read_description(const io::Node& node) {
@@ -76,7 +91,8 @@ TransformerConfig read_description(const io::Node& node) {
                                  "kernel_overhead_us",
                                  "matmul_ceiling",
                                  "gradient_dtype",
-                                 "optimizer_dtype"});
+                                 "optimizer_dtype",
+                                 "attention_dtype"});
   TransformerConfig config;
   if (auto preset = object.optional("preset")) {
     const std::string name = preset->as_nonempty_string();
@@ -133,10 +149,7 @@ TransformerConfig read_description(const io::Node& node) {
   }
   if (auto ceiling = object.optional("matmul_ceiling"))
     config.matmul_ceiling = ceiling->as_number();
-  for (auto [key, target] : {std::pair{"gradient_dtype", &config.gradient_dtype},
-                             std::pair{"optimizer_dtype", &config.optimizer_dtype}}) {
-    if (auto format = object.optional(key)) *target = state_dtype(*format);
-  }
+  read_formats(object, config);
   if (auto degrees = object.optional("degrees")) {
     std::vector<io::Node> entries = degrees->elements();
     if (entries.empty()) degrees->fail("must list the allowed degrees, starting at 1");
@@ -194,6 +207,10 @@ nlohmann::ordered_json description_to_json(const TransformerConfig& config) {
   // Written only when bf16, so that a description without them reads as before (fp32).
   if (config.gradient_dtype != hardware::DType::kFp32) out["gradient_dtype"] = "bf16";
   if (config.optimizer_dtype != hardware::DType::kFp32) out["optimizer_dtype"] = "bf16";
+  // Written only when set (fp8 training), so that a description without it reads as before.
+  if (config.attention_dtype) {
+    out["attention_dtype"] = std::string(hardware::dtype_name(*config.attention_dtype));
+  }
   return out;
 }
 

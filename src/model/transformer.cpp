@@ -88,9 +88,11 @@ Shape shape_of(const TransformerConfig& config, int t) {
 }
 
 // A matrix multiplication (M x K) by (K x N): its FLOPs and the bytes it reads and writes.
+// `attention`: a product of the attention core (Q K^T, P V, or the fused kernel doing both).
 struct Op {
   double flops = 0;
   double bytes = 0;
+  bool attention = false;
 };
 
 Op gemm(double m, double k, double n, double value_bytes) {
@@ -99,10 +101,20 @@ Op gemm(double m, double k, double n, double value_bytes) {
 
 Op memory_op(double bytes) { return {0, bytes}; }
 
+// The attention products run in `attention_dtype` where the description sets it: fp8 training
+// with Transformer Engine's default recipe (`fp8_dpa` off) computes them in BF16, costed as a
+// bf16 model costs them, at the BF16 peak under the GPU's measured BF16 maximum
+// (docs/transformer-model.md, "Time", FP8). Everything else runs in the training format under
+// `matmul_ceiling`.
 double ms_of(const GpuType& gpu, const TransformerConfig& config, const std::vector<Op>& ops) {
   double total = 0;
   for (const Op& op : ops) {
-    total += operation_ms(gpu, config.dtype, op.flops, op.bytes, config.matmul_ceiling);
+    const DType format =
+        op.attention ? config.attention_dtype.value_or(config.dtype) : config.dtype;
+    const double ceiling = format == config.dtype
+                               ? config.matmul_ceiling
+                               : hardware::measured_matmul_fraction(gpu, format).value_or(1);
+    total += operation_ms(gpu, format, op.flops, op.bytes, ceiling);
   }
   return total;
 }
@@ -113,15 +125,16 @@ std::vector<Op> attention_core_ops(const Shape& x) {
   const double scores = x.b * heads * x.s * x.s;  // elements of the s x s matrices
   if (x.flash) {
     // One fused kernel: both products, reading Q, K, V and writing the output once.
-    return {
-        {4 * x.b * heads * x.s * x.s * x.d, x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads)}};
+    return {{4 * x.b * heads * x.s * x.s * x.d, x.vb * x.b * x.s * x.d * (2 * heads + 2 * kv_heads),
+             true}};
   }
   std::vector<Op> ops = {
-      {2 * scores * x.d, x.vb * (x.b * x.s * x.d * (heads + kv_heads) + scores)},  // Q K^T
-      memory_op(2 * x.vb * scores),                                                // softmax
+      {2 * scores * x.d, x.vb * (x.b * x.s * x.d * (heads + kv_heads) + scores), true},  // Q K^T
+      memory_op(2 * x.vb * scores),                                                      // softmax
   };
   if (x.dropout) ops.push_back(memory_op((2 * x.vb + 1) * scores));  // dropout and its mask
-  ops.push_back({2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads))});  // P V
+  ops.push_back(
+      {2 * scores * x.d, x.vb * (scores + x.b * x.s * x.d * (kv_heads + heads)), true});  // P V
   return ops;
 }
 
@@ -478,6 +491,16 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
       return fail(field, "bf16 needs " + field_name("dtype", spelling) + " bf16 or fp8, got " +
                              std::string(hardware::dtype_name(config.dtype)));
     }
+  }
+  if (config.attention_dtype && config.dtype != hardware::DType::kFp8) {
+    return fail("attention_dtype", "only with " + field_name("dtype", spelling) +
+                                       " fp8 (attention runs in the training format), got " +
+                                       std::string(hardware::dtype_name(config.dtype)));
+  }
+  if (config.attention_dtype && *config.attention_dtype != hardware::DType::kBf16 &&
+      *config.attention_dtype != hardware::DType::kFp8) {
+    return fail("attention_dtype", "must be bf16 or fp8, got " +
+                                       std::string(hardware::dtype_name(*config.attention_dtype)));
   }
   if (auto problem = check_per_op_recompute(config, spelling)) return {config, problem};
   if (config.name.empty()) {

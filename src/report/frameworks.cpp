@@ -496,6 +496,10 @@ void megatron_model_arguments(const model::TransformerConfig& config, int tensor
       break;
     case hardware::DType::kFp8:
       arguments.insert(arguments.end(), {"--bf16", "--fp8-format", "hybrid"});
+      // Megatron-LM computes the attention in bf16 unless told (Transformer Engine's fp8_dpa).
+      if (config.attention_dtype == hardware::DType::kFp8) {
+        arguments.emplace_back("--fp8-dot-product-attention");
+      }
       break;
     case hardware::DType::kFp32:
     case hardware::DType::kTf32:

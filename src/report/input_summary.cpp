@@ -81,7 +81,7 @@ std::string v2_summary(const model::Model& model) {
 
 // For a model generated from a description, what it sets otherwise than Calculon's tables and
 // the description's old defaults: `, no dropout, per-operator recomputation, bf16 gradients, GEMMs
-// at most 80.3% of the bf16 peak`.
+// at most 70.9% of the fp8 peak, attention in bf16`.
 std::string description_settings_summary(const model::TransformerConfig& config) {
   std::string line = config.dropout ? "" : ", no dropout";
   if (config.per_op_recompute) line += ", per-operator recomputation";
@@ -89,9 +89,14 @@ std::string description_settings_summary(const model::TransformerConfig& config)
     line += ", torch's fp32 cross-entropy";
   if (config.gradient_dtype != hardware::DType::kFp32) line += ", bf16 gradients";
   if (config.optimizer_dtype != hardware::DType::kFp32) line += ", bf16 optimizer state";
-  if (config.matmul_ceiling >= 1) return line;
-  return line + ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) +
-         "% of the " + std::string(hardware::dtype_name(config.dtype)) + " peak";
+  if (config.matmul_ceiling < 1) {
+    line += ", GEMMs at most " + io::format_number(100 * config.matmul_ceiling, 3) + "% of the " +
+            std::string(hardware::dtype_name(config.dtype)) + " peak";
+  }
+  if (config.attention_dtype) {
+    line += ", attention in " + std::string(hardware::dtype_name(*config.attention_dtype));
+  }
+  return line;
 }
 
 // For a model generated from a description, its fixed time (docs/transformer-model.md, "Fixed

@@ -183,6 +183,32 @@ TEST_F(ModelCommandTest, CapsTheGemmsAtTheMeasuredMaximum) {
             "1, got \"0.8x\"\n");
 }
 
+// FP8 training's attention: bf16 unless told (Transformer Engine's default recipe), and the
+// option only with --dtype fp8.
+TEST_F(ModelCommandTest, Fp8TrainingRunsItsAttentionInBf16UnlessTold) {
+  auto attention_of = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"model", "transformer", "--preset", "gpt3-13b", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 0) << result.err;
+    return model::read_model(io::source_from_text("out", result.out)).transformer->attention_dtype;
+  };
+  EXPECT_FALSE(attention_of({}).has_value());  // bf16 training: its own format
+  EXPECT_EQ(attention_of({"--gpu", "H100", "--dtype", "fp8"}), hardware::DType::kBf16);
+  EXPECT_EQ(attention_of({"--gpu", "H100", "--dtype", "fp8", "--attention-dtype", "fp8"}),
+            hardware::DType::kFp8);
+  auto refused =
+      run_cli({"model", "transformer", "--preset", "gpt3-13b", "--attention-dtype", "bf16"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err,
+            "pipeplan: error: --attention-dtype: only with --dtype fp8 (attention runs in the "
+            "training format), got bf16\n");
+  EXPECT_EQ(run_cli({"model", "transformer", "--preset", "gpt3-13b", "--gpu", "H100", "--dtype",
+                     "fp8", "--attention-dtype", "fp16"})
+                .code,
+            2);
+}
+
 // Dropout as each preset's model was trained: off for Llama, Qwen, Mistral and Nemotron-4.
 TEST_F(ModelCommandTest, DropoutAsThePresetWasTrained) {
   auto dropout_of = [](const std::vector<std::string>& extra) {

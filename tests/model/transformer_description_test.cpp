@@ -134,6 +134,29 @@ TEST(TransformerDescriptionTest, TakesGradientAndOptimizerFormats) {
   EXPECT_EQ(io::dump_json(model_to_json(fp32)), io::dump_json(model_to_json(plain)));
 }
 
+// `attention_dtype`, fp8 training only: without the key (every description written before it)
+// the attention runs in fp8 as before; "bf16" (what `model transformer --dtype fp8` writes) runs
+// it at the BF16 rate, so the decoders are slower and nothing else changes; read back the same.
+TEST(TransformerDescriptionTest, TakesTheAttentionFormatOfFp8Training) {
+  const std::string fp8 =
+      R"({"transformer": {"preset": "llama3-8b", "layers": 2, "gpu": "H100", "dtype": "fp8")";
+  const Model before = read(fp8 + "}}");
+  EXPECT_FALSE(before.transformer->attention_dtype.has_value());
+  EXPECT_FALSE(description_to_json(*before.transformer).contains("attention_dtype"));
+  const Model bf16 = read(fp8 + R"(, "attention_dtype": "bf16"}})");
+  EXPECT_EQ(bf16.transformer->attention_dtype, hardware::DType::kBf16);
+  EXPECT_GT(bf16.layers[1].forward_ms, before.layers[1].forward_ms);
+  EXPECT_EQ(bf16.layers[0].forward_ms, before.layers[0].forward_ms);  // the embedding
+  EXPECT_EQ(bf16.layers[3].forward_ms, before.layers[3].forward_ms);  // the output layer
+  const nlohmann::ordered_json written = description_to_json(*bf16.transformer);
+  EXPECT_EQ(written["attention_dtype"], "bf16");
+  Model again = read(R"({"transformer": )" + written.dump() + "}");
+  again.name = bf16.name;  // the preset's name, which the description does not write
+  EXPECT_EQ(io::dump_json(model_to_json(again)), io::dump_json(model_to_json(bf16)));
+  const Model fp8_attention = read(fp8 + R"(, "attention_dtype": "fp8"}})");
+  EXPECT_EQ(fp8_attention.layers[1].forward_ms, before.layers[1].forward_ms);
+}
+
 TEST(TransformerDescriptionTest, StartsFromAPresetAndTakesOverrides) {
   const Model model = read(R"({"transformer": {"preset": "llama3-8b", "layers": 4,
       "gpu": "H100", "dtype": "bf16", "ffn": "swiglu", "sequence_parallel": true,
@@ -212,6 +235,11 @@ TEST(TransformerDescriptionTest, NamesTheFieldOfEveryProblem) {
             "m.json: /transformer/optimizer_dtype: must be a string, got number 16");
   EXPECT_EQ(error(shape + R"(, "dtype": "fp32", "gradient_dtype": "bf16")"),
             "m.json: /transformer/gradient_dtype: bf16 needs dtype bf16 or fp8, got fp32");
+  EXPECT_EQ(error(shape + R"(, "dtype": "fp8", "gpu": "H100", "attention_dtype": "fp16")"),
+            "m.json: /transformer/attention_dtype: must be \"bf16\" or \"fp8\", got \"fp16\"");
+  EXPECT_EQ(error(shape + R"(, "attention_dtype": "bf16")"),
+            "m.json: /transformer/attention_dtype: only with dtype fp8 (attention runs in the "
+            "training format), got bf16");
   EXPECT_EQ(error(shape + R"(, "matmul_ceiling": "0.8")"),
             "m.json: /transformer/matmul_ceiling: must be a number, got string \"0.8\"");
   EXPECT_EQ(error(R"("preset": "gpt5")"),

@@ -361,6 +361,61 @@ TEST(TransformerTest, ALayerTakesTheTimeOfItsOperations) {
   EXPECT_EQ(last.backward_ms, 2 * last.forward_ms);
 }
 
+// FP8 training runs the linear layers' GEMMs in FP8 and the attention core in BF16 (Transformer
+// Engine's default, `fp8_dpa` off; `attention_dtype` bf16): config A in fp8 on an H100 takes its
+// QKV, projection and MLP GEMMs at the FP8 peak and its two attention products at the BF16 peak,
+// each at 10 % (every operation is below 1 GFLOP), the memory-bound operations as in bf16 (e = 2
+// either way).
+TEST(TransformerTest, Fp8TrainingRunsTheAttentionCoreInBf16) {
+  using hardware::DType;
+  TransformerConfig config = gpt_style();
+  config.gpu = "H100-SXM";
+  config.dtype = DType::kFp8;
+  config.attention_dtype = DType::kBf16;  // what `model transformer --dtype fp8` writes
+  config.matmul_ceiling = default_matmul_ceiling(config);  // 0.709: no operation reaches it
+  const double gemm_flops = 2.0 * 32 * 64 * (192 + 64 + 256 + 256);  // QKV, projection, MLP
+  const double attention_flops = 2 * (2.0 * 2 * 4 * 256 * 16);       // Q K^T and P V
+  const double bytes = 284672;  // every operation's reads and writes, as in bf16
+  const double expected = gemm_flops / (1978.9e12 * 0.1) * 1e3 +
+                          attention_flops / (989.4e12 * 0.1) * 1e3 + bytes / (3.35e12 * 0.3) * 1e3;
+  const double fp8_ms = transformer_layer_costs(config, TransformerPart::kDecoder, 1).forward_ms;
+  EXPECT_NEAR(fp8_ms, expected, 1e-12 * expected);
+  // With the attention in fp8 (Megatron-LM's --fp8-dot-product-attention) its two products run
+  // at the FP8 peak too.
+  config.attention_dtype = DType::kFp8;
+  EXPECT_NEAR(transformer_layer_costs(config, TransformerPart::kDecoder, 1).forward_ms,
+              expected - attention_flops / (989.4e12 * 0.1) * 1e3 +
+                  attention_flops / (1978.9e12 * 0.1) * 1e3,
+              1e-12 * expected);
+  // The same layer in bf16 differs by its GEMMs alone.
+  config.attention_dtype.reset();
+  config.dtype = DType::kBf16;
+  config.matmul_ceiling = default_matmul_ceiling(config);
+  const double bf16_ms = transformer_layer_costs(config, TransformerPart::kDecoder, 1).forward_ms;
+  EXPECT_NEAR(bf16_ms - fp8_ms,
+              gemm_flops / (989.4e12 * 0.1) * 1e3 - gemm_flops / (1978.9e12 * 0.1) * 1e3,
+              1e-9 * bf16_ms);
+  // GPT-3 175B at t = 8 with fused attention, where the ceilings bind (the QKV GEMM is above 128
+  // GFLOP): the forward in fp8 and in bf16 still differ by the four weighted GEMMs alone, the
+  // weight-gradient part W (backward_weight_ms) of each, so the attention core takes the same time
+  // in both, capped at the BF16 maximum.
+  TransformerConfig big =
+      complete_transformer_config(find_transformer_preset("gpt3-175b")->config).first;
+  big.gpu = "H100-SXM";
+  big.flash_attention = true;
+  big.kernel_overhead_us = 0;
+  const auto costs = [&](DType dtype) {
+    big.dtype = dtype;
+    big.attention_dtype = dtype == DType::kFp8 ? std::optional(DType::kBf16) : std::nullopt;
+    big.matmul_ceiling = default_matmul_ceiling(big);
+    return transformer_layer_costs(big, TransformerPart::kDecoder, 8);
+  };
+  const TransformerLayerCosts big_bf16 = costs(DType::kBf16), big_fp8 = costs(DType::kFp8);
+  EXPECT_NEAR(big_bf16.forward_ms - big_fp8.forward_ms,
+              big_bf16.backward_weight_ms - big_fp8.backward_weight_ms, 1e-9 * big_bf16.forward_ms);
+  EXPECT_GT(big_bf16.backward_weight_ms, 1.5 * big_fp8.backward_weight_ms);  // the GEMMs are FP8
+}
+
 TEST(TransformerTest, LayerTimesAndUpdate) {
   const TransformerConfig config = gpt_style();
   const TransformerLayerCosts one = transformer_layer_costs(config, TransformerPart::kDecoder, 1);

@@ -44,6 +44,7 @@ const std::map<std::string, bool>& megatron_lm_flags() {
       {"--disable-bias-linear", false},
       {"--ffn-hidden-size", true},
       {"--fp16", false},
+      {"--fp8-dot-product-attention", false},
       {"--fp8-format", true},
       {"--global-batch-size", true},
       {"--grad-reduce-in-bf16", false},
@@ -390,6 +391,32 @@ TEST(MegatronLmRulesTest, AFullyShardedPlanIsTorchFsdp2WithoutPipelineParallelis
 
 // torchtitan's per-operator checkpointing has no Megatron-LM or DeepSpeed setting: both exports
 // refuse a plan of such a model (exit 3, naming the model's field), whatever the plan recomputes.
+// FP8 training: Megatron-LM computes the attention in bf16 unless `--fp8-dot-product-attention`
+// (Transformer Engine's fp8_dpa), so the export asks for it exactly where the model ran its
+// attention in fp8 (`attention_dtype`), and Megatron-LM accepts both.
+TEST(MegatronLmRulesTest, Fp8AttentionIsAskedForOnlyWhereTheModelRunsIt) {
+  const topology::Topology topology = testing::uniform_topology(8, 50e9, 0.002);
+  model::TransformerConfig config = *llama_shaped(8, false).transformer;
+  config.gpu = "H100-SXM";
+  config.dtype = hardware::DType::kFp8;
+  for (const hardware::DType attention : {hardware::DType::kBf16, hardware::DType::kFp8}) {
+    config.attention_dtype = attention;
+    const model::Model model = testing::described_model(config);
+    planners::Request request{model, topology, 16};
+    request.tensor_parallel = {2};
+    request.pipeline_parallel = 2;
+    const ordered_json out =
+        megatron_json(make_view(planners::make_plan("megatron", request), model, topology));
+    EXPECT_EQ(megatron_lm_refusal(out), "") << out.at("command_line");
+    const auto& arguments = out.at("arguments");
+    const auto has = [&](const char* flag) {
+      return std::find(arguments.begin(), arguments.end(), flag) != arguments.end();
+    };
+    EXPECT_TRUE(has("--fp8-format"));
+    EXPECT_EQ(has("--fp8-dot-product-attention"), attention == hardware::DType::kFp8);
+  }
+}
+
 TEST(MegatronLmRulesTest, PerOperatorCheckpointingIsTorchtitansOnly) {
   const topology::Topology topology = testing::uniform_topology(8, 50e9, 0.002);
   model::TransformerConfig config = *llama_shaped(8, false).transformer;

@@ -97,6 +97,12 @@ struct TransformerConfig {
   /// copy, the optimizer updating the bf16 weights (NeMo's `distributed_fused_adam` with `dtype:
   /// bf16`). bf16 only when training in bf16 or fp8.
   hardware::DType optimizer_dtype = hardware::DType::kFp32;
+  /// The number format of the attention products (`Q K^T`, `P V`, or the fused kernel) when
+  /// training in fp8 (`attention_dtype`): bf16, Transformer Engine's default (its recipes'
+  /// `fp8_dpa` off; what `pipeplan model transformer` writes for fp8), or fp8 (Megatron-LM's
+  /// `--fp8-dot-product-attention`). Unset: the training format, as a description without the
+  /// key reads (every one written before it). Only with `dtype` fp8.
+  std::optional<hardware::DType> attention_dtype;
 };
 
 }  // namespace pipeplan::model
