@@ -42,8 +42,15 @@ const Option kOptions[] = {{"--preset", false},
                            {"--micro-batches", false},
                            {"--name", false},
                            {"--cross-entropy", false},
+                           {"--dropout", false},
+                           {"--gradient-dtype", false},
+                           {"--optimizer-dtype", false},
+                           {"--attention-dtype", false},
+                           {"--kernel-overhead-us", false},
+                           {"--matmul-ceiling", false},
                            {"--sequence-parallel", true},
                            {"--selective-recompute", true},
+                           {"--per-op-recompute", true},
                            {"--flash-attention", true}};
 
 // Whether `value` holds a run of digits worth more than 4,096 (leading zeros aside).
