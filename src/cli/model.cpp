@@ -140,6 +140,7 @@ int run_transformer(const TransformerOptions& options, Context& context) {
       {},
       {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
   context.emit("-o", io::dump_json(model::model_to_json(model)));
+  context.commit();  // written before the line that says so: a failed write says only that
 
   std::string line = report::transformer_summary(model, config);
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;

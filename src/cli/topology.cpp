@@ -32,6 +32,7 @@ int run_cluster(const ClusterOptions& options, Context& context) {
       {},
       {{"-o", options.output.empty() ? std::nullopt : std::optional<std::string>(options.output)}});
   context.emit("-o", report::cluster_topology_json(type, options.nodes));
+  context.commit();  // written before the line that says so: a failed write says only that
   std::string line = "topology: " + std::to_string(options.nodes) + " x " + type.name + " (" +
                      std::to_string(options.nodes * type.gpus) + " " + type.gpu_type + ")";
   if (!options.output.empty() && options.output != "-") line += " -> " + options.output;

@@ -243,6 +243,29 @@ TEST_F(OutputSafetyTest, PlanWithTraceAndReportWritesAllOrNothing) {
   EXPECT_EQ(read(report).rfind("<!DOCTYPE html>", 0), 0u);
 }
 
+// The commands that write a file and then say so (`-> FILE`) say it only once it is written:
+// a failed write prints its error alone, not a line claiming the file first.
+TEST_F(OutputSafetyTest, ALineNamingTheOutputFollowsTheWrite) {
+  const std::string missing = (folder_ / "no-such-dir" / "file.json").string();
+  const std::string written = (folder_ / "written.json").string();
+  const std::vector<std::vector<std::string>> commands{
+      {"model", "transformer", "--preset", "opt-350m", "--layers", "2"},
+      {"topology", "cluster", "--type", "dgx-h100", "--nodes", "2"}};
+  for (std::vector<std::string> args : commands) {
+    SCOPED_TRACE(args[0]);
+    args.insert(args.end(), {"-o", missing});
+    const Result failed = run_cli(args);
+    EXPECT_EQ(failed.code, 5);
+    EXPECT_EQ(failed.err,
+              "pipeplan: error: " + missing + ": cannot write: No such file or directory\n");
+    args.back() = written;
+    const Result result = run_cli(args);
+    ASSERT_EQ(result.code, 0) << result.err;
+    EXPECT_NE(result.err.find(" -> " + written + "\n"), std::string::npos) << result.err;
+    EXPECT_FALSE(read(written).empty());
+  }
+}
+
 TEST_F(OutputSafetyTest, TwoOutputsOrAnOutputAndAnInputCannotNameOneFile) {
   const std::string previous = "previous content\n";
   const std::string same = write("same.json", previous);
