@@ -497,11 +497,6 @@ std::pair<TransformerConfig, std::optional<TransformerProblem>> check_transforme
                                        " fp8 (attention runs in the training format), got " +
                                        std::string(hardware::dtype_name(config.dtype)));
   }
-  if (config.attention_dtype && *config.attention_dtype != hardware::DType::kBf16 &&
-      *config.attention_dtype != hardware::DType::kFp8) {
-    return fail("attention_dtype", "must be bf16 or fp8, got " +
-                                       std::string(hardware::dtype_name(*config.attention_dtype)));
-  }
   if (auto problem = check_per_op_recompute(config, spelling)) return {config, problem};
   if (config.name.empty()) {
     config.name =

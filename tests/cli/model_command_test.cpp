@@ -31,6 +31,13 @@ class ModelCommandTest : public ::testing::Test {
     fs::create_directories(folder_);
   }
   void TearDown() override { fs::remove_all(folder_); }
+  // The description `model transformer -q ARGS` writes, read back (the run must succeed).
+  static model::TransformerConfig written(std::vector<std::string> args) {
+    args.insert(args.begin(), {"model", "transformer", "-q"});
+    auto result = run_cli(args);
+    EXPECT_EQ(result.code, 0) << result.err;
+    return *model::read_model(io::source_from_text("out", result.out)).transformer;
+  }
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
   static std::string contents(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
@@ -155,12 +162,9 @@ TEST_F(ModelCommandTest, RejectsBadShapesAsUsageErrors) {
 
 // Issue 33 item 7: the GEMMs are capped at the GPU's measured maximum unless told otherwise.
 TEST_F(ModelCommandTest, CapsTheGemmsAtTheMeasuredMaximum) {
-  auto ceiling_of = [](const std::vector<std::string>& extra) -> double {
-    std::vector<std::string> args{"model", "transformer", "--preset", "gpt3-13b", "-q"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto result = run_cli(args);
-    EXPECT_EQ(result.code, 0) << result.err;
-    return model::read_model(io::source_from_text("out", result.out)).transformer->matmul_ceiling;
+  auto ceiling_of = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--preset", "gpt3-13b"});
+    return written(extra).matmul_ceiling;
   };
   EXPECT_DOUBLE_EQ(ceiling_of({}), 271.2 / 312);  // the default A100-80GB
   EXPECT_DOUBLE_EQ(ceiling_of({"--gpu", "H100"}), 794.5 / 989.4);
@@ -186,17 +190,20 @@ TEST_F(ModelCommandTest, CapsTheGemmsAtTheMeasuredMaximum) {
 // FP8 training's attention: bf16 unless told (Transformer Engine's default recipe), and the
 // option only with --dtype fp8.
 TEST_F(ModelCommandTest, Fp8TrainingRunsItsAttentionInBf16UnlessTold) {
-  auto attention_of = [](const std::vector<std::string>& extra) {
-    std::vector<std::string> args{"model", "transformer", "--preset", "gpt3-13b", "-q"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto result = run_cli(args);
-    EXPECT_EQ(result.code, 0) << result.err;
-    return model::read_model(io::source_from_text("out", result.out)).transformer->attention_dtype;
+  auto attention_of = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--preset", "gpt3-13b"});
+    return written(extra).attention_dtype;
   };
   EXPECT_FALSE(attention_of({}).has_value());  // bf16 training: its own format
   EXPECT_EQ(attention_of({"--gpu", "H100", "--dtype", "fp8"}), hardware::DType::kBf16);
   EXPECT_EQ(attention_of({"--gpu", "H100", "--dtype", "fp8", "--attention-dtype", "fp8"}),
             hardware::DType::kFp8);
+  // The summary line says so (`validate` prints the same settings).
+  auto said = run_cli({"model", "transformer", "--preset", "gpt3-13b", "--gpu", "H100", "--dtype",
+                       "fp8", "-o", "-"});
+  EXPECT_NE(said.err.find(", GEMMs at most 70.9% of the fp8 peak, attention in bf16\n"),
+            std::string::npos)
+      << said.err;
   auto refused =
       run_cli({"model", "transformer", "--preset", "gpt3-13b", "--attention-dtype", "bf16"});
   EXPECT_EQ(refused.code, 2);
@@ -211,13 +218,7 @@ TEST_F(ModelCommandTest, Fp8TrainingRunsItsAttentionInBf16UnlessTold) {
 
 // Dropout as each preset's model was trained: off for Llama, Qwen, Mistral and Nemotron-4.
 TEST_F(ModelCommandTest, DropoutAsThePresetWasTrained) {
-  auto dropout_of = [](const std::vector<std::string>& extra) {
-    std::vector<std::string> args{"model", "transformer", "-q"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto result = run_cli(args);
-    EXPECT_EQ(result.code, 0) << result.err;
-    return model::read_model(io::source_from_text("out", result.out)).transformer->dropout;
-  };
+  auto dropout_of = [](const std::vector<std::string>& extra) { return written(extra).dropout; };
   for (const model::TransformerPreset& preset : model::transformer_presets()) {
     const bool published = preset.name.rfind("gpt3", 0) == 0 || preset.name.rfind("opt", 0) == 0 ||
                            preset.name == "mt-nlg-530b";
