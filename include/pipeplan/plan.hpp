@@ -268,9 +268,6 @@ struct Plan {
                                       ///< for `--verbose`; not part of plan.json.
   std::vector<std::string> warnings;  ///< What the user should know about the plan's quality
                                       ///< (a heuristic used at scale); shown unless `--quiet`.
-  /// Time spent per planning phase (`ordering`, `dp`, `scheduling`), ms of CPU work summed
-  /// over candidates that may have run in parallel; not part of plan.json.
-  std::vector<std::pair<std::string, double>> phase_ms;
 };
 
 }  // namespace pipeplan

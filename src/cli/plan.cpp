@@ -84,16 +84,19 @@ auto skipping_refusals(const std::string& planner, RequestFor request_for, Make 
   };
 }
 
-// `reading 1 ms, writing 2 ms; DP 3 ms, ... summed over threads`. Reading and writing (making
-// the plan's text as it is written) are wall time; the planner's phases may run on several threads
-// at once (spp's candidates), so theirs are summed over threads and can add up to more than the
-// total.
-std::string phase_times(const Plan& plan, double reading_ms, double writing_ms) {
+// `reading 1 ms, writing 2 ms; DP 3 ms (2 runs), ... summed over threads`. Reading and writing
+// (making the plan's text as it is written) are wall time; the planner's phases are CPU time,
+// timed on `clock` over all it tried (every micro-batch size, setting, degree, order and
+// schedule), and may run on several threads at once (spp's candidates), so theirs are summed over
+// threads and can add up to more than the total.
+std::string phase_times(const planners::PhaseClock& clock, double reading_ms, double writing_ms) {
   std::string phases =
       "reading " + io::format_ms(reading_ms) + ", writing " + io::format_ms(writing_ms);
   std::string planner_phases;
-  for (const auto& [phase, ms] : plan.phase_ms) {
-    planner_phases += (planner_phases.empty() ? "" : ", ") + phase + " " + io::format_ms(ms);
+  for (const planners::PhaseClock::Total& total : clock.totals()) {
+    planner_phases += (planner_phases.empty() ? "" : ", ") + total.phase + " " +
+                      io::format_ms(total.ms) + " (" + io::format_count(total.runs, "run", "runs") +
+                      ")";
   }
   if (!planner_phases.empty()) phases += "; " + planner_phases + " summed over threads";
   return phases;
@@ -118,10 +121,12 @@ int run_plan(const PlanOptions& options, Context& context) {
   std::optional<schedule::Policy> policy;
   if (options.policy) policy = schedule::parse_policy(*options.policy);
   const bool schedule_auto = options.policy == "auto";
+  planners::PhaseClock clock;
   auto request_for = [&](const model::Model& planned, int micro_batches) {
     planners::Request request{planned, topology, micro_batches};
     apply_planning_options(options.planning, request);
     request.schedule_auto = schedule_auto;
+    request.clock = &clock;
     return request;
   };
   auto make = [&](const model::Model& planned, int micro_batches) {
@@ -188,7 +193,7 @@ int run_plan(const PlanOptions& options, Context& context) {
   context.commit();
   const double total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  const std::string phases = phase_times(plan, reading_ms, total_ms - elapsed_ms);
+  const std::string phases = phase_times(clock, reading_ms, total_ms - elapsed_ms);
   // The memory breakdown for models with a framework reserve (described transformers): a
   // profile's summary stays as it was (docs/memory.md); `simulate` prints it for every plan.
   const std::string memory =

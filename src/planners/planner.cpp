@@ -428,7 +428,8 @@ Request with_inputs(const Request& request, const model::Model& model,
                  .virtual_stages = request.virtual_stages,
                  .context_parallel = request.context_parallel,
                  .list_rule = request.list_rule,
-                 .schedule_auto = request.schedule_auto};
+                 .schedule_auto = request.schedule_auto,
+                 .clock = request.clock};
 }
 
 int virtual_stages_of(const Request& request, schedule::Policy policy) {
@@ -459,6 +460,7 @@ namespace {
 // listed (a candidate's are computed when it is completed).
 Finished attempt_plan(std::string planner, const Partition& partition, const Request& request,
                       schedule::Policy policy, std::int64_t task_limit, simulate::Listing listing) {
+  const PhaseTimer timer(request.clock, "scheduling");
   simulate::check_stages(request.model, request.topology, partition.stages);
   // A partition the policy cannot run (Megatron-LM's micro-batch groups, a one-stage policy on
   // shared devices) is "no plan" for a search's candidate; finish_plan makes it a usage error.
@@ -528,6 +530,7 @@ Candidate try_candidate_plan(std::string planner, const Partition& partition,
 Plan complete_plan(Plan sketch, const Request& request) {
   // A complete plan lists its tasks (at least one forward): nothing to add.
   if (!sketch.timeline.compute.empty()) return sketch;
+  const PhaseTimer timer(request.clock, "scheduling");
   // The same schedule replayed again gives the same times, now with the tasks listed.
   sketch.timeline = simulate::replay(request.model, request.topology, sketch.stages,
                                      sketch.schedule, request.optimizer);

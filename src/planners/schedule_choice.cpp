@@ -156,7 +156,6 @@ Plan spread_over_devices(const Request& request, Plan plan, schedule::Policy pol
       "spread to " + what + ": " + io::format_ms(finished.plan->timeline.iteration_ms) +
       " (one stage per device: " + io::format_ms(plan.timeline.iteration_ms) + ")");
   finished.plan->warnings = std::move(plan.warnings);
-  finished.plan->phase_ms = std::move(plan.phase_ms);
   finished.plan->micro_batch_size = plan.micro_batch_size;
   return std::move(*finished.plan);
 }
@@ -299,7 +298,6 @@ Plan fastest_schedule(const Request& request, Plan plan, schedule::Policy policy
     Plan chosen = std::move(*kept[*faster]);
     chosen.notes = std::move(plan.notes);
     chosen.warnings = std::move(plan.warnings);
-    chosen.phase_ms = std::move(plan.phase_ms);
     chosen.micro_batch_size = plan.micro_batch_size;
     plan = std::move(chosen);
   }

@@ -233,7 +233,6 @@ void adopt(Plan adopted, const std::string& what, Variants& tried) {
   std::string note = adoption_note(what, adopted.timeline.iteration_ms);
   adopted.notes = std::move(plan.notes);
   adopted.notes.push_back(std::move(note));
-  adopted.phase_ms = std::move(plan.phase_ms);
   plan = std::move(adopted);
 }
 

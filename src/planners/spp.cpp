@@ -14,7 +14,6 @@
 // order and schedule model, O(T log T) per shape of T tasks.
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <future>
 #include <numeric>
@@ -167,25 +166,19 @@ std::string no_degree_message(const Request& request) {
   return message;
 }
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 // Step 1, the candidate GPU orders: the min-cut order, its reverse and the input order, without
 // repeats. O(ordering) (mincut_order.hpp).
 struct CandidateOrders {
   std::vector<std::vector<int>> orders;
   ordering::OrderStats stats;
-  double ordering_ms = 0;
 };
 
-CandidateOrders candidate_orders(const topology::Topology& topology) {
+CandidateOrders candidate_orders(const topology::Topology& topology, PhaseClock* clock) {
   CandidateOrders out;
-  const auto started = Clock::now();
-  out.orders.push_back(ordering::mincut_order(topology, &out.stats));
-  out.ordering_ms = ms_since(started);
+  {
+    const PhaseTimer timer(clock, "ordering");
+    out.orders.push_back(ordering::mincut_order(topology, &out.stats));
+  }
   std::vector<int> reversed(out.orders.front().rbegin(), out.orders.front().rend());
   std::vector<int> input(static_cast<std::size_t>(topology.size()));
   std::iota(input.begin(), input.end(), 0);
@@ -220,7 +213,7 @@ std::vector<partition::ScheduleModel> schedule_models(schedule::Policy policy, l
 struct Outcome {
   std::optional<Plan> plan;
   double dp_ms = 0;
-  double scheduling_ms = 0;
+  double search_ms = 0;  // the local search (its replays included), CPU time
   std::string note;
   std::exception_ptr failure;  // an error (never "does not fit"): rethrown on the calling thread
 };
@@ -278,12 +271,12 @@ class SppRun {
       std::string name = c < 3 ? kCandidateNames[c] : "order";
       if (model.stashes > 0) name += " (" + std::to_string(model.stashes) + " stashes per replica)";
       std::string how;
-      const auto started = Clock::now();
       std::optional<partition::Found> found;
       std::optional<Plan> fastest;
       if (exhaustive_) {
+        const PhaseTimer timer(nullptr, "search");
         found = replay_every_shape(order, how, fastest);
-        out.scheduling_ms = ms_since(started);
+        out.search_ms = timer.elapsed_ms();
       } else {
         found = search(c, model, first_model, out, how, fastest);
       }
@@ -300,7 +293,7 @@ class SppRun {
       out.note = name + ": " + how + ", replayed " +
                  io::format_ms(out.plan->timeline.iteration_ms) + ", " +
                  std::to_string(found->stages.size()) + " stages, DP " + io::format_ms(out.dp_ms) +
-                 ", search " + io::format_ms(out.scheduling_ms);
+                 ", search " + io::format_ms(out.search_ms);
     } catch (...) {
       out.failure = std::current_exception();
     }
@@ -343,15 +336,16 @@ class SppRun {
                                          bool first_model, Outcome& out, std::string& how,
                                          std::optional<Plan>& fastest) const {
     const auto& order = orders_[c];
-    const auto started = Clock::now();
     partition::SolveOptions options;
     options.solutions = search_.dp_solutions;
     options.max_stages = limits_.max_stages;
     options.choices = choices_;
+    PhaseTimer dp_timer(request_.clock, "DP");
     const auto solutions = partition::solve_several(request_.model, request_.topology, order,
                                                     request_.micro_batches, model, options);
-    out.dp_ms = ms_since(started);
-    const auto search_started = Clock::now();
+    out.dp_ms = dp_timer.elapsed_ms();
+    dp_timer.stop();
+    const PhaseTimer timer(nullptr, "search");  // its replays are timed as "scheduling"
     const Starts starts = starts_for(c, model, first_model, solutions);
     // The DP's best shape is the search's first start, always replayed: its replay is kept as it
     // passes (no extra replay, the search unchanged) for the verbose line.
@@ -366,7 +360,7 @@ class SppRun {
           return evaluation;
         },
         budget());
-    out.scheduling_ms = ms_since(search_started);
+    out.search_ms = timer.elapsed_ms();
     how = solutions.empty() ? std::string("DP found nothing") : dp_note(solutions, dp_replay);
     return found;
   }
@@ -487,7 +481,6 @@ class SppRun {
 struct Merged {
   std::optional<Plan> best;
   std::vector<std::string> notes;
-  double dp_ms = 0, scheduling_ms = 0;
 };
 
 // Step 3: every order under every schedule model. Per model the orders are evaluated on
@@ -510,8 +503,6 @@ Merged search_every_order(const SppRun& run, std::size_t orders,
     for (Outcome& out : outcomes) {
       if (out.failure) std::rethrow_exception(out.failure);
       merged.notes.push_back(out.note);
-      merged.dp_ms += out.dp_ms;
-      merged.scheduling_ms += out.scheduling_ms;
       if (out.plan &&
           (!merged.best || out.plan->timeline.iteration_ms < merged.best->timeline.iteration_ms))
         merged.best = std::move(out.plan);
@@ -552,17 +543,13 @@ std::future<std::optional<Plan>> start_uniform_search(const Request& request,
 }
 
 // Step 4, after step 3: the uniform search's plan replaces the best where faster by more than
-// kUniformMargin; its DP and scheduling times count either way.
+// kUniformMargin (its phases were timed on the request's clock either way).
 void keep_uniform_if_faster(Merged& merged, std::future<std::optional<Plan>>& uniform_search) {
   if (!uniform_search.valid()) return;
   std::optional<Plan> uniform_plan = uniform_search.get();
   if (!uniform_plan) {
     merged.notes.push_back("uniform search: no plan");
     return;
-  }
-  for (const auto& [phase, ms] : uniform_plan->phase_ms) {
-    if (phase == "DP") merged.dp_ms += ms;
-    if (phase == "scheduling") merged.scheduling_ms += ms;
   }
   const bool kept =
       !merged.best || uniform_plan->timeline.iteration_ms <
@@ -573,12 +560,11 @@ void keep_uniform_if_faster(Merged& merged, std::future<std::optional<Plan>>& un
   if (kept) {
     uniform_plan->notes.clear();
     uniform_plan->warnings.clear();
-    uniform_plan->phase_ms.clear();
     merged.best = std::move(uniform_plan);
   }
 }
 
-// Step 5: the best plan with the notes, the phase times and the ordering's warning.
+// Step 5: the best plan with the notes and the ordering's warning.
 Plan annotated(Merged merged, const CandidateOrders& candidates) {
   Plan best = std::move(*merged.best);
   if (candidates.stats.spanning_tree_groups > 0) {
@@ -589,9 +575,6 @@ Plan annotated(Merged merged, const CandidateOrders& candidates) {
         "minimum cuts' work budget being spent (docs/algorithms.md)");
   }
   best.notes = std::move(merged.notes);
-  best.phase_ms = {{"ordering", candidates.ordering_ms},
-                   {"DP", merged.dp_ms},
-                   {"scheduling", merged.scheduling_ms}};
   return best;
 }
 
@@ -602,7 +585,7 @@ Plan annotated(Merged merged, const CandidateOrders& candidates) {
 std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
                                const SppSearch& search, const partition::StageChoices& choices) {
   // 1. The candidate GPU orders: min-cut, reversed, input (the ordering's own work limit).
-  const CandidateOrders candidates = candidate_orders(request.topology);
+  const CandidateOrders candidates = candidate_orders(request.topology, request.clock);
   // 2. What the DP assumes of the schedule: one model, or 1, 2, 4, ... stashes under 1F1B.
   std::vector<partition::ScheduleModel> models = schedule_models(policy, request.micro_batches);
   const SppRun run(request, policy, search, choices, candidates);
@@ -621,7 +604,7 @@ std::optional<Plan> spp_recipe(const Request& request, schedule::Policy policy,
         with_list_stages(request, std::move(merged.best), policy, search, choices, merged.notes);
   }
   if (!merged.best) return std::nullopt;
-  // 5. The notes, the phase times and the ordering's warning.
+  // 5. The notes and the ordering's warning.
   return annotated(std::move(merged), candidates);
 }
 

@@ -35,8 +35,8 @@ node0/gpu3, ... node0/gpu7], F+B 193.4 ms, allreduce 17.38 ms
 node1/gpu3, ... node1/gpu7], F+B 150.4 ms, allreduce 12.42 ms
   iteration {iteration} ms: 1.00x the partition bound (812.9 ms), 1.18x the any-plan bound \
 (687.5 ms)
-  planned in … ms (reading … ms, writing … ms; ordering … ms, DP … ms, scheduling … ms summed \
-over threads)
+  planned in … ms (reading … ms, writing … ms; ordering … ms (…), DP … ms (…), scheduling … ms \
+(…) summed over threads)
 """
 # The inputs beyond the pipedream planner's search-step limit, as docs/errors.md makes them.
 LIMIT_INPUTS = """\

@@ -13,6 +13,7 @@
 #include "pipeplan/model/model.hpp"
 #include "pipeplan/partition/search_constants.hpp"
 #include "pipeplan/plan.hpp"
+#include "pipeplan/planners/phase_clock.hpp"
 #include "pipeplan/schedule/scheduler.hpp"
 #include "pipeplan/topology/topology.hpp"
 
@@ -83,10 +84,14 @@ struct Request {
   /// The planner chooses what the request leaves open among the optimizer and the description's
   /// flags (`settings_candidates`): spp's default on the command line (`--optimizer auto`).
   bool choose_settings = false;
+  /// Where the planner adds the time of each phase of its work (the summary's figures); null:
+  /// not timed. Shared by every request derived from this one.
+  PhaseClock* clock = nullptr;
 };
 
-/// `request` with another model and topology, every setting kept (a request holds its inputs by
-/// reference: a planner that plans a derived problem asks with this). O(size of the lists).
+/// `request` with another model and topology, its planning settings and its clock kept (a
+/// request holds its inputs by reference: a planner that plans a derived problem asks with
+/// this). O(size of the lists).
 Request with_inputs(const Request& request, const model::Model& model,
                     const topology::Topology& topology);
 
