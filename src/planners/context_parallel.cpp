@@ -147,7 +147,12 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
   try {
     plan = plan_at_one(reduced, policy);
   } catch (const InfeasibleError& error) {
-    return {std::nullopt, error.what()};
+    // The reduced problem's reasons count its blocks as GPUs: said so.
+    return {std::nullopt, "context-parallel degree " + std::to_string(c) + " (the " +
+                              std::to_string(request.topology.size()) + " GPUs planned as " +
+                              std::to_string(blocks.members.size()) + " groups of " +
+                              std::to_string(c) +
+                              ", a group counting as one GPU below): " + error.what()};
   }
   Request real = request;
   real.context_parallel = {c};
@@ -161,7 +166,6 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
                                      " (reduced problem): " + note);
     }
     finished.plan->warnings = plan.warnings;
-    finished.plan->phase_ms = plan.phase_ms;
   }
   return finished;
 }

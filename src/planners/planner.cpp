@@ -760,9 +760,9 @@ std::optional<std::string> infeasibility_reason_v2(const Request& request) {
     return "packed in order with one micro-batch in flight, the layers need " +
            std::to_string(fewest) + " GPUs " + how +
            " (the choice that needs the fewest) and there are " + std::to_string(topology.size()) +
-           (request.optimizer == Optimizer::kSharded
-                ? ""
-                : "; --shard-optimizer divides the optimizer state among a stage's replicas");
+           (request.optimizer == Optimizer::kReplicated
+                ? "; --shard-optimizer divides the optimizer state among a stage's replicas"
+                : "");
   }
   return std::nullopt;
 }

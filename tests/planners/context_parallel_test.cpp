@@ -167,6 +167,54 @@ TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne)
   for (const Plan* plan : {&at_two, &at_four, &chosen}) expect_checks(*plan, model, topology);
 }
 
+// The reduced problem plans groups of c GPUs as one GPU each; its reasons for refusing count
+// those groups as GPUs, and the refusal says so (until 2026-12-07 it told a user of 64 GPUs at
+// degree 4 that "there are 16").
+TEST(ContextParallelPlanning, ARefusalAtADegreeSaysItCountsGroupsOfGpus) {
+  const model::Model model = long_sequence_model(6);
+  // 8 GPUs of 1.2 GB, no recomputation: at degree 2 a decoder's stash is 1 GB (0.5 GB split over
+  // 2 GPUs) and its weights 0.4 GB (0.2 GB), and the 4 groups are too few for 6 decoders.
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 1.2e9);
+  Request request = request_for(model, topology, 8, {2});
+  request.recompute = Recompute::kNever;
+  try {
+    make_plan("spp", request);
+    ADD_FAILURE() << "planned";
+  } catch (const InfeasibleError& error) {
+    const std::string what = error.what();
+    EXPECT_EQ(what.rfind("context-parallel degree 2 (the 8 GPUs planned as 4 groups of 2, a group "
+                         "counting as one GPU below): no placement fits in GPU memory: ",
+                         0),
+              0U)
+        << what;
+    EXPECT_NE(what.find(" and there are 4"), std::string::npos) << what;
+  }
+}
+
+// The refusal suggests --shard-optimizer where the optimizer state is replicated, not where it
+// is sharded already or fully sharded (which shards more).
+TEST(ContextParallelPlanning, ARefusalSuggestsShardingOnlyAReplicatedOptimizer) {
+  const model::Model model = long_sequence_model(6);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 1.2e9);
+  const std::string hint =
+      "; --shard-optimizer divides the optimizer state among a stage's replicas";
+  for (const Optimizer optimizer :
+       {Optimizer::kReplicated, Optimizer::kSharded, Optimizer::kFullySharded}) {
+    Request request = request_for(model, topology, 8, {2});
+    request.recompute = Recompute::kNever;
+    request.optimizer = optimizer;
+    try {
+      make_plan("spp", request);
+      ADD_FAILURE() << "planned";
+    } catch (const InfeasibleError& error) {
+      const std::string what = error.what();
+      const bool hinted = what.size() > hint.size() &&
+                          what.compare(what.size() - hint.size(), hint.size(), hint) == 0;
+      EXPECT_EQ(hinted, optimizer == Optimizer::kReplicated) << what;
+    }
+  }
+}
+
 TEST(ContextParallelPlanning, CompareRunsSppAndMegatronAtTheDegreeGiven) {
   const model::Model model = long_sequence_model(4);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
