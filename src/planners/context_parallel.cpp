@@ -120,6 +120,14 @@ Partition expanded(const Plan& reduced, const Blocks& blocks, int c) {
   return out;
 }
 
+// The faster of two finished plans (the first on ties), or the one that exists.
+Finished faster(Finished a, Finished b) {
+  if (!b.plan) return a.plan ? std::move(a) : std::move(b);
+  if (!a.plan) return b;
+  const double x = a.plan->timeline.iteration_ms, y = b.plan->timeline.iteration_ms;
+  return y < x && !simulate::times_equal(x, y) ? std::move(b) : std::move(a);
+}
+
 // spp (or another planner) at degree c > 1 through the reduced problem of blocks at `stride`,
 // finished on the real one.
 Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, int stride,
@@ -158,7 +166,19 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
   real.context_parallel = {c};
   const auto chosen = schedule::parse_policy(plan.schedule_policy);
   if (!chosen) throw InternalError("a plan with the unknown policy " + plan.schedule_policy);
-  Finished finished = try_finish_plan(plan.planner, expanded(plan, blocks, c), real, *chosen);
+  const Partition partition = expanded(plan, blocks, c);
+  Finished finished = try_finish_plan(plan.planner, partition, real, *chosen);
+  // The reduced search may have kept whole backwards where a split was slower or did not fit
+  // (fastest_schedule): the real plan is made with them too, kept where the split plan does not
+  // fit or is slower (before 2026-12-07 it was remade with the split alone, and refused where
+  // that did not fit: spp planned nothing at --context-parallel 2 --optimizer fully-sharded for
+  // Llama 3.1 70B at 32,768 tokens on 64 H100, which the megatron planner plans).
+  if (!plan.schedule.split_backward && uses_split_backward(real, *chosen)) {
+    Request whole = real;
+    whole.split_backward = SplitBackward::kNever;
+    finished =
+        faster(std::move(finished), try_finish_plan(plan.planner, partition, whole, *chosen));
+  }
   if (finished.plan) {
     // The search's notes speak of the reduced problem's times: said so.
     for (const std::string& note : plan.notes) {
@@ -168,14 +188,6 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
     finished.plan->warnings = plan.warnings;
   }
   return finished;
-}
-
-// The faster of two finished plans (the first on ties), or the one that exists.
-Finished faster(Finished a, Finished b) {
-  if (!b.plan) return a.plan ? std::move(a) : std::move(b);
-  if (!a.plan) return b;
-  const double x = a.plan->timeline.iteration_ms, y = b.plan->timeline.iteration_ms;
-  return y < x && !simulate::times_equal(x, y) ? std::move(b) : std::move(a);
 }
 
 // Degree c > 1: the reduced problem at stride 1 and at each tensor-parallel degree the request

@@ -98,8 +98,12 @@ std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<
   const int P = static_cast<int>(devices.size());
   const int K = P * V;
   const int t = stages.front().tensor_parallel;
+  const int c = stages.front().context_parallel;
   for (const Stage& stage : stages) {
-    if (stage.replicas() != stages.front().replicas() || stage.tensor_parallel != t) return {};
+    if (stage.replicas() != stages.front().replicas() || stage.tensor_parallel != t ||
+        stage.context_parallel != c) {
+      return {};
+    }
   }
   if (static_cast<int>(model.layers.size()) < K) return {};
   const std::vector<int> firsts = balanced_firsts(model, K, t);
@@ -107,13 +111,14 @@ std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<
       std::any_of(stages.begin(), stages.end(), [](const Stage& stage) { return stage.recompute; });
   std::vector<Stage> out(static_cast<std::size_t>(K));
   for (int p = 0; p < P; ++p) {
-    for (int c = 0; c < V; ++c) {
-      const int k = schedule::placed_stage(policy, P, p, c);
+    for (int v = 0; v < V; ++v) {
+      const int k = schedule::placed_stage(policy, P, p, v);
       Stage& stage = out[static_cast<std::size_t>(k)];
       stage.gpus =
           stages[static_cast<std::size_t>(devices[static_cast<std::size_t>(p)].stages.front())]
               .gpus;
       stage.tensor_parallel = t;
+      stage.context_parallel = c;  // the plan's degree (spec 10.2): its groups of c x t GPUs
       stage.recompute = recompute;
     }
   }

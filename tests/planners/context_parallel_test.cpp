@@ -13,6 +13,7 @@
 #include "pipeplan/error.hpp"
 #include "pipeplan/io/files.hpp"
 #include "pipeplan/planners/planner.hpp"
+#include "pipeplan/planners/schedule_choice.hpp"
 #include "pipeplan/report/compare.hpp"
 #include "pipeplan/report/export.hpp"
 #include "pipeplan/report/plan_json.hpp"
@@ -212,6 +213,74 @@ TEST(ContextParallelPlanning, ARefusalSuggestsShardingOnlyAReplicatedOptimizer) 
                           what.compare(what.size() - hint.size(), hint.size(), hint) == 0;
       EXPECT_EQ(hinted, optimizer == Optimizer::kReplicated) << what;
     }
+  }
+}
+
+// A plan's stages spread over devices (several stages per device: `--schedule auto`'s variants,
+// and a multi-stage policy's spreading of the search's stages) keep the degree they were
+// planned at: until 2026-12-07 they were made at degree 1 on the same GPUs, so that
+// `--context-parallel 2` could give a plan without context parallelism (Llama 3.1 70B at 32,768
+// tokens on 64 H100: 4 interleaved stages at c = 1).
+TEST(ContextParallelPlanning, StagesSpreadOverDevicesKeepTheirDegree) {
+  const model::Model model = long_sequence_model(6);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 12e9);
+  Request automatic = request_for(model, topology, 8, {2});
+  automatic.schedule_auto = true;
+  Request interleaved = request_for(model, topology, 8, {2});
+  interleaved.virtual_stages = 2;
+  const std::vector<std::pair<const Request*, schedule::Policy>> asked = {
+      {&automatic, schedule::Policy::kList},
+      {&interleaved, schedule::Policy::kInterleaved1F1B},
+      {&interleaved, schedule::Policy::kLoopedBfs}};
+  for (const auto& [request, policy] : asked) {
+    SCOPED_TRACE(std::string(schedule::policy_name(policy)));
+    const Plan plan = make_plan("spp", *request, policy);
+    for (const Stage& stage : plan.stages) EXPECT_EQ(stage.context_parallel, 2);
+    expect_checks(plan, model, topology);
+  }
+}
+
+// The reduced problem's plan keeps whole backwards where a split does not fit (spp tries both,
+// searched_plan); its plan on the real GPUs is made with them too. Until 2026-12-07 it was
+// remade with the split, which did not fit, and spp refused the degree.
+TEST(ContextParallelPlanning, TheRealPlanKeepsTheReducedPlansWholeBackwards) {
+  model::Model model = long_sequence_model(6);
+  for (std::size_t l = 1; l + 1 < model.layers.size(); ++l) {
+    model.layers[l].backward_weight_ms = 40;    // W: half the backward
+    model.layers[l].weight_stash_bytes = 1e11;  // kept until W: fits on no GPU
+  }
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 12e9);
+  Request request = request_for(model, topology, 8, {2});
+  ASSERT_TRUE(uses_split_backward(request, schedule::Policy::kList));
+  const Plan plan = make_plan("spp", request, schedule::Policy::kList);
+  EXPECT_EQ(context_parallel(plan.stages), 2);
+  EXPECT_FALSE(plan.schedule.split_backward);
+  expect_checks(plan, model, topology);
+}
+
+// The variants themselves: Megatron-LM's two stages at c = 2 spread to 2 stages per device, their
+// groups of c x t GPUs as before.
+TEST(ContextParallelPlanning, AVirtualVariantKeepsTheDegreeAndTheGroups) {
+  const model::Model model = long_sequence_model(6);
+  const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
+  Request request = request_for(model, topology, 4, {2});
+  request.tensor_parallel = {2};
+  request.pipeline_parallel = 2;
+  const Plan plan = make_plan("megatron", request);
+  ASSERT_EQ(plan.stages.front().context_parallel, 2);
+  for (const schedule::Policy policy :
+       {schedule::Policy::kInterleaved1F1B, schedule::Policy::kLoopedBfs}) {
+    const std::vector<Stage> variant = virtual_variant(model, plan.stages, 2, policy);
+    ASSERT_EQ(variant.size(), 4U);
+    for (const Stage& stage : variant) {
+      EXPECT_EQ(stage.context_parallel, 2);
+      EXPECT_EQ(stage.tensor_parallel, 2);
+      EXPECT_EQ(stage.replicas(), 1);
+    }
+    Request spread = request;
+    spread.virtual_stages = 2;
+    const Plan made = finish_plan("spp", Partition{plan.gpu_order, variant}, spread, policy);
+    expect_checks(made, model, topology);
   }
 }
 

@@ -14,8 +14,9 @@ namespace pipeplan::planners {
 
 /// The stages of `stages`' devices re-split into `V` stages per device (`V` times as many
 /// stages, layers balanced by compute at the devices' degree), placed as `policy` places
-/// them (`schedule::placed_stage`). Empty when the devices differ in replica count or degree,
-/// when there are fewer layers than stages, or when a new stage cannot run at the degree.
+/// them (`schedule::placed_stage`), at the devices' tensor- and context-parallel degrees. Empty
+/// when the devices differ in replica count or either degree, when there are fewer layers than
+/// stages, or when a new stage cannot run at the degree.
 /// O(L + S V).
 std::vector<Stage> virtual_variant(const model::Model& model, const std::vector<Stage>& stages,
                                    int V, schedule::Policy policy);
