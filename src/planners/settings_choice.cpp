@@ -571,7 +571,8 @@ bool may_shard_fully(const Request& request) {
 
 // The fastest fully sharded plan among `plan`'s stages replayed so and Megatron-LM's one-stage
 // configurations (tensor, context and data parallelism alone: what torchtitan and
-// Megatron-LM's --use-torch-fsdp2 run), the latter within `steps_left`, each under the list
+// Megatron-LM's --use-torch-fsdp2 run; at c = 1, then at the plan's context-parallel degree where
+// spp chose it from a list), the latter within `steps_left`, each under the list
 // schedule or, where that holds no micro-batch (it reserves a split backward's weight stash
 // beside the stash), under 1F1B, as the frameworks run them: a search's candidate (`adopt`).
 // Nothing when none fits. O(degrees) plans.
@@ -588,7 +589,17 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
     keep(
         try_candidate_plan(plan.planner, Partition{plan.gpu_order, plan.stages}, sharded, *policy));
   }
-  const std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
+  std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
+  // spp's list of degrees leaves Megatron-LM's configurations at c = 1 (megatron_configurations):
+  // those at the degree the plan chose follow them.
+  const int c = context_parallel(plan.stages);
+  if (c > 1 && sharded.context_parallel.size() > 1) {
+    Request at_c = sharded;
+    at_c.context_parallel = {c};
+    for (Request& fixed : megatron_candidates(at_c, stage_choices(at_c))) {
+      configurations.push_back(std::move(fixed));
+    }
+  }
   for (const Request& fixed : one_stage_configurations(sharded, configurations)) {
     for (const schedule::Policy each : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
       try {

@@ -57,6 +57,36 @@ TEST_F(SettingsCliTest, APlanRecordsTheFlagsItWasMadeWithAndItsExportWritesThem)
   EXPECT_NE(file_flags.at("iteration_ms"), plan.at("iteration_ms"));
 }
 
+// Full sharding at the context-parallel degree spp chose from a list (issue 33 item 8: never
+// slower than a configuration another planner plans). Llama 3.1 8B at 32,768 tokens on one DGX
+// H100: the megatron planner's one stage at t = 2, c = 2, fully sharded, is 4,166 ms; spp with
+// --context-parallel 1,2 chose c = 2 and tried Megatron-LM's fully sharded one-stage
+// configurations at c = 1 alone, and ended at 4,305 ms (sharded) until 2026-12-07.
+TEST_F(SettingsCliTest, FullShardingIsTriedAtTheContextParallelDegreeSppChose) {
+  ASSERT_EQ(run_cli({"model", "transformer", "--preset", "llama3.1-8b", "--sequence", "32768",
+                     "--flash-attention", "--sequence-parallel", "--gpu", "H100-SXM", "-o",
+                     path("llama.json")})
+                .code,
+            0);
+  ASSERT_EQ(run_cli({"topology", "cluster", "--type", "dgx-h100", "--nodes", "1", "-o",
+                     path("h100.json")})
+                .code,
+            0);
+  const auto megatron =
+      run_cli({"plan", path("llama.json"), path("h100.json"), "-m", "8", "--planner", "megatron",
+               "--tensor-parallel", "2", "--pipeline-parallel", "1", "--context-parallel", "2",
+               "--optimizer", "fully-sharded"});
+  ASSERT_EQ(megatron.code, 0) << megatron.err;
+  const auto spp = run_cli(
+      {"plan", path("llama.json"), path("h100.json"), "-m", "8", "--context-parallel", "1,2"});
+  ASSERT_EQ(spp.code, 0) << spp.err;
+  const auto chosen = nlohmann::json::parse(spp.out);
+  EXPECT_LE(chosen.at("iteration_ms").get<double>(),
+            nlohmann::json::parse(megatron.out).at("iteration_ms").get<double>());
+  EXPECT_EQ(chosen.at("context_parallel"), 2);
+  EXPECT_EQ(chosen.at("optimizer"), "fully-sharded");
+}
+
 TEST_F(SettingsCliTest, OtherPlannersRefuseAuto) {
   const auto result = run_cli({"plan", path("gpt.json"), path("topo.json"), "--planner", "megatron",
                                "--tensor-parallel", "4", "--pipeline-parallel", "1",
