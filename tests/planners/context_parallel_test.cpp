@@ -56,6 +56,25 @@ Request request_for(const model::Model& model, const topology::Topology& topolog
   return request;
 }
 
+// The megatron planner's two pipeline stages at c = 2 and tensor-parallel degree t, M = 4.
+Request megatron_at_two(const model::Model& model, const topology::Topology& topology, int t) {
+  Request request = request_for(model, topology, 4, {2});
+  request.tensor_parallel = {t};
+  request.pipeline_parallel = 2;
+  return request;
+}
+
+// spp's refusal of `request` (a failure where it plans).
+std::string refusal(const Request& request) {
+  try {
+    make_plan("spp", request);
+    ADD_FAILURE() << "planned";
+  } catch (const InfeasibleError& error) {
+    return error.what();
+  }
+  return {};
+}
+
 // The plan as plan.json text, read back and checked as `simulate` does.
 void expect_checks(const Plan& plan, const model::Model& model,
                    const topology::Topology& topology) {
@@ -70,9 +89,7 @@ void expect_checks(const Plan& plan, const model::Model& model,
 TEST(ContextParallelPlanning, MegatronPlacesTensorThenContextThenDataRanks) {
   const model::Model model = long_sequence_model(4);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
-  Request request = request_for(model, topology, 4, {2});
-  request.tensor_parallel = {2};
-  request.pipeline_parallel = 2;
+  Request request = megatron_at_two(model, topology, 2);
   const Plan plan = make_plan("megatron", request);
   ASSERT_EQ(plan.stages.size(), 2U);
   // D = 8 / (2 x 2 x 2) = 1: stage p on GPUs 4p .. 4p+3, one replica of two groups of two.
@@ -132,9 +149,7 @@ TEST(ContextParallelPlanning, MegatronPlacesTensorThenContextThenDataRanks) {
 TEST(ContextParallelPlanning, TheMegatronHandOffSetsOneCudaConnectionWithoutTensorParallelism) {
   const model::Model model = long_sequence_model(4);
   const topology::Topology topology = uniform_topology(4, 50e9, 0.002);
-  Request request = request_for(model, topology, 4, {2});
-  request.tensor_parallel = {1};
-  request.pipeline_parallel = 2;
+  Request request = megatron_at_two(model, topology, 1);
   const Plan plan = make_plan("megatron", request);
   ASSERT_EQ(plan.stages.front().tensor_parallel, 1);
   ASSERT_EQ(plan.stages.front().context_parallel, 2);
@@ -170,32 +185,12 @@ TEST(ContextParallelPlanning, SppKeepsTheFastestDegreeAndIsUnchangedAtDegreeOne)
 
 // The reduced problem plans groups of c GPUs as one GPU each; its reasons for refusing count
 // those groups as GPUs, and the refusal says so (until 2026-12-07 it told a user of 64 GPUs at
-// degree 4 that "there are 16").
+// degree 4 that "there are 16"). It suggests --shard-optimizer where the optimizer state is
+// replicated, not where it is sharded already or fully sharded (which shards more).
 TEST(ContextParallelPlanning, ARefusalAtADegreeSaysItCountsGroupsOfGpus) {
   const model::Model model = long_sequence_model(6);
   // 8 GPUs of 1.2 GB, no recomputation: at degree 2 a decoder's stash is 1 GB (0.5 GB split over
   // 2 GPUs) and its weights 0.4 GB (0.2 GB), and the 4 groups are too few for 6 decoders.
-  const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 1.2e9);
-  Request request = request_for(model, topology, 8, {2});
-  request.recompute = Recompute::kNever;
-  try {
-    make_plan("spp", request);
-    ADD_FAILURE() << "planned";
-  } catch (const InfeasibleError& error) {
-    const std::string what = error.what();
-    EXPECT_EQ(what.rfind("context-parallel degree 2 (the 8 GPUs planned as 4 groups of 2, a group "
-                         "counting as one GPU below): no placement fits in GPU memory: ",
-                         0),
-              0U)
-        << what;
-    EXPECT_NE(what.find(" and there are 4"), std::string::npos) << what;
-  }
-}
-
-// The refusal suggests --shard-optimizer where the optimizer state is replicated, not where it
-// is sharded already or fully sharded (which shards more).
-TEST(ContextParallelPlanning, ARefusalSuggestsShardingOnlyAReplicatedOptimizer) {
-  const model::Model model = long_sequence_model(6);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002, {}, 1.2e9);
   const std::string hint =
       "; --shard-optimizer divides the optimizer state among a stage's replicas";
@@ -204,15 +199,16 @@ TEST(ContextParallelPlanning, ARefusalSuggestsShardingOnlyAReplicatedOptimizer) 
     Request request = request_for(model, topology, 8, {2});
     request.recompute = Recompute::kNever;
     request.optimizer = optimizer;
-    try {
-      make_plan("spp", request);
-      ADD_FAILURE() << "planned";
-    } catch (const InfeasibleError& error) {
-      const std::string what = error.what();
-      const bool hinted = what.size() > hint.size() &&
-                          what.compare(what.size() - hint.size(), hint.size(), hint) == 0;
-      EXPECT_EQ(hinted, optimizer == Optimizer::kReplicated) << what;
-    }
+    const std::string what = refusal(request);
+    EXPECT_EQ(what.rfind("context-parallel degree 2 (the 8 GPUs planned as 4 groups of 2, a group "
+                         "counting as one GPU below): no placement fits in GPU memory: ",
+                         0),
+              0U)
+        << what;
+    EXPECT_NE(what.find(" and there are 4"), std::string::npos) << what;
+    const bool hinted = what.size() > hint.size() &&
+                        what.compare(what.size() - hint.size(), hint.size(), hint) == 0;
+    EXPECT_EQ(hinted, optimizer == Optimizer::kReplicated) << what;
   }
 }
 
@@ -263,9 +259,7 @@ TEST(ContextParallelPlanning, TheRealPlanKeepsTheReducedPlansWholeBackwards) {
 TEST(ContextParallelPlanning, AVirtualVariantKeepsTheDegreeAndTheGroups) {
   const model::Model model = long_sequence_model(6);
   const topology::Topology topology = uniform_topology(8, 50e9, 0.002);
-  Request request = request_for(model, topology, 4, {2});
-  request.tensor_parallel = {2};
-  request.pipeline_parallel = 2;
+  const Request request = megatron_at_two(model, topology, 2);
   const Plan plan = make_plan("megatron", request);
   ASSERT_EQ(plan.stages.front().context_parallel, 2);
   for (const schedule::Policy policy :
