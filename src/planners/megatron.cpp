@@ -266,20 +266,25 @@ std::vector<Request> megatron_configurations(const Request& request,
   if (!model::has_tensor_parallel_layers(request.model)) return out;
   const int N = request.topology.size();
   const int L = static_cast<int>(layers.size());
-  // One context-parallel degree is kept; a list (spp's choice) leaves the configurations at 1.
-  const std::vector<int> context =
-      request.context_parallel.size() == 1 ? request.context_parallel : std::vector<int>{};
-  const long C = context.empty() ? 1 : context.front();
-  for (const int t : degrees) {
-    for (int P = 1; P <= L && static_cast<long>(t) * P * C <= N; ++P) {
-      const long per_copy = static_cast<long>(t) * P * C;
-      if (N % per_copy != 0) continue;
-      Request fixed = request;
-      fixed.tensor_parallel = {t};
-      fixed.context_parallel = context;
-      fixed.pipeline_parallel = P;
-      fixed.data_parallel = static_cast<int>(N / per_copy);
-      out.push_back(std::move(fixed));
+  // Each context-parallel degree of the request the model allows, in the order given: one is
+  // kept; a list (spp's choice) gives the configurations at each of its degrees, so that spp's
+  // variants and compare's rows are Megatron-LM's at every degree the user allows (before
+  // 2026-12-07 a list left them at 1).
+  std::vector<int> context{1};
+  if (!request.context_parallel.empty()) context = request.context_parallel;
+  for (const int C : context) {
+    if (context.size() > 1 && !model::allows_context_degree(request.model, C)) continue;
+    for (const int t : degrees) {
+      for (int P = 1; P <= L && static_cast<long>(t) * P * C <= N; ++P) {
+        const long per_copy = static_cast<long>(t) * P * C;
+        if (N % per_copy != 0) continue;
+        Request fixed = request;
+        fixed.tensor_parallel = {t};
+        if (context.size() > 1) fixed.context_parallel = {C};
+        fixed.pipeline_parallel = P;
+        fixed.data_parallel = static_cast<int>(N / per_copy);
+        out.push_back(std::move(fixed));
+      }
     }
   }
   return out;

@@ -601,12 +601,19 @@ Plan make_plan(std::string_view name, const Request& request,
   // flags), each a whole plan of the row; settings_choice.hpp.
   Request settings = request;
   settings.choose_settings = request.choose_settings && row.chooses_settings;
-  Plan plan = plan_choosing_settings(
-      settings, chosen, [&row](const Request& asked, schedule::Policy under) {
-        return row.plan
-                   ? row.plan(asked, under)
-                   : finish_plan(std::string(row.name), row.partition(asked, under), asked, under);
-      });
+  const auto plan_at = [&](const Request& at) {
+    return plan_choosing_settings(
+        at, std::string(row.name), chosen, [&row](const Request& asked, schedule::Policy under) {
+          return row.plan ? row.plan(asked, under)
+                          : finish_plan(std::string(row.name), row.partition(asked, under), asked,
+                                        under);
+        });
+  };
+  // A planner that chooses its settings chooses the context-parallel degree of a list as one of
+  // them: everything else searched at each degree (context_parallel.hpp).
+  Plan plan = row.chooses_settings && settings.context_parallel.size() > 1
+                  ? plan_each_context_degree(settings, plan_at)
+                  : plan_at(settings);
   if (request.uniform &&
       (!is_uniform(plan.stages) ||
        !partition::shares_equally(request.micro_batches, plan.stages.front().replicas()))) {
@@ -717,6 +724,11 @@ std::string infeasibility_message(const Request& request) {
 
 namespace {
 
+// "there are 16" or "there is 1" (GPUs, or a reduced problem's groups). O(1).
+std::string there_are(int gpus) {
+  return gpus == 1 ? std::string("there is 1") : "there are " + std::to_string(gpus);
+}
+
 // Spec 8: with tensor parallelism or recomputation allowed, the reason reads the best choice
 // for each layer and for the packing, not one GPU per stage without recomputation. Nothing for
 // a request whose only choice is section 3's.
@@ -758,8 +770,8 @@ std::optional<std::string> infeasibility_reason_v2(const Request& request) {
   }
   if (fewest > topology.size()) {
     return "packed in order with one micro-batch in flight, the layers need " +
-           std::to_string(fewest) + " GPUs " + how +
-           " (the choice that needs the fewest) and there are " + std::to_string(topology.size()) +
+           std::to_string(fewest) + " GPUs " + how + " (the choice that needs the fewest) and " +
+           there_are(topology.size()) +
            (request.optimizer == Optimizer::kReplicated
                 ? "; --shard-optimizer divides the optimizer state among a stage's replicas"
                 : "");
@@ -822,8 +834,8 @@ std::string infeasibility_reason(const Request& request) {
     return "packed in order with one micro-batch in flight (" +
            io::format_number(model.parameter_memory_factor) +
            " x parameters + one stash per layer, " + io::format_bytes(static_total) +
-           " in all), the layers need " + std::to_string(needed) + " GPUs and there are " +
-           std::to_string(topology.size()) + " (" + io::format_bytes(total_memory) + " in total)";
+           " in all), the layers need " + std::to_string(needed) + " GPUs and " +
+           there_are(topology.size()) + " (" + io::format_bytes(total_memory) + " in total)";
   }
   return "the model needs at least " + io::format_bytes(static_total) + " (" +
          io::format_number(model.parameter_memory_factor) +

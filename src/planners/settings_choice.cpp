@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/error.hpp"
@@ -293,7 +294,7 @@ void try_beyond_search(const Request& request, Variants& tried) {
   }
 }
 
-// `kind` and "t8 p16 V2 interleaved-1f1b" and the like. O(1).
+// `kind` and "t8 p16 V2 interleaved-1f1b", "t8 p4 c2 V1 list" and the like. O(1).
 std::string variant_label(const std::string& kind, const Request& fixed, int V,
                           schedule::Policy policy) {
   std::string label = kind;
@@ -301,6 +302,10 @@ std::string variant_label(const std::string& kind, const Request& fixed, int V,
   label += std::to_string(fixed.tensor_parallel.front());
   label += " p";
   label += std::to_string(*fixed.pipeline_parallel);
+  if (fixed.context_parallel.size() == 1 && fixed.context_parallel.front() > 1) {
+    label += " c";
+    label += std::to_string(fixed.context_parallel.front());
+  }
   label += " V";
   label += std::to_string(V);
   label += " ";
@@ -569,15 +574,15 @@ bool may_shard_fully(const Request& request) {
          model::uses_v2_fields(request.model) && sharding_matters(request);
 }
 
-// The fastest fully sharded plan among `plan`'s stages replayed so and Megatron-LM's one-stage
+// The fastest fully sharded plan of `planner` among `plan`'s stages (when given) replayed so and
+// Megatron-LM's one-stage
 // configurations (tensor, context and data parallelism alone: what torchtitan and
-// Megatron-LM's --use-torch-fsdp2 run; at c = 1, then at the plan's context-parallel degree where
-// spp chose it from a list), the latter within `steps_left`, each under the list
-// schedule or, where that holds no micro-batch (it reserves a split backward's weight stash
-// beside the stash), under 1F1B, as the frameworks run them: a search's candidate (`adopt`).
-// Nothing when none fits. O(degrees) plans.
-std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& plan,
-                                          StepsLeft& steps_left) {
+// Megatron-LM's --use-torch-fsdp2 run; at each context-parallel degree of a list, in its order),
+// the latter within `steps_left`, each under the list schedule or, where that holds no micro-batch
+// (it reserves a split backward's weight stash beside the stash), under 1F1B, as the frameworks run
+// them: a search's candidate (`adopt`). Nothing when none fits. O(degrees) plans.
+std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::string& planner,
+                                          const Plan* plan, StepsLeft& steps_left) {
   std::optional<Plan> best;
   auto keep = [&](Candidate made) {
     if (made.sketch && (!best || strictly_faster(made.sketch->timeline.iteration_ms,
@@ -585,27 +590,16 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
       best = std::move(made.sketch);
     }
   };
-  if (const auto policy = schedule::parse_policy(plan.schedule_policy)) {
-    keep(
-        try_candidate_plan(plan.planner, Partition{plan.gpu_order, plan.stages}, sharded, *policy));
+  if (const auto policy = plan ? schedule::parse_policy(plan->schedule_policy) : std::nullopt) {
+    keep(try_candidate_plan(planner, Partition{plan->gpu_order, plan->stages}, sharded, *policy));
   }
-  std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
-  // spp's list of degrees leaves Megatron-LM's configurations at c = 1 (megatron_configurations):
-  // those at the degree the plan chose follow them.
-  const int c = context_parallel(plan.stages);
-  if (c > 1 && sharded.context_parallel.size() > 1) {
-    Request at_c = sharded;
-    at_c.context_parallel = {c};
-    for (Request& fixed : megatron_candidates(at_c, stage_choices(at_c))) {
-      configurations.push_back(std::move(fixed));
-    }
-  }
+  const std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
   for (const Request& fixed : one_stage_configurations(sharded, configurations)) {
     for (const schedule::Policy each : {schedule::Policy::kList, schedule::Policy::kOneFOneB}) {
       try {
         const Partition shape = megatron_partition(fixed, each);
         if (!spend(steps_left, sharded, shape.stages)) break;
-        Candidate made = try_candidate_plan(plan.planner, shape, sharded, each);
+        Candidate made = try_candidate_plan(planner, shape, sharded, each);
         const bool planned = made.sketch.has_value();
         keep(std::move(made));
         if (planned) break;
@@ -617,21 +611,19 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const Plan& pl
   return best;
 }
 
-// Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
-// schedule: the fastest fully sharded plan of `request` (the kept candidate's; the description's
-// flags it was planned with), `fastest_fully_sharded`, with its devices shared as spp's default
-// shares them and its fixed policies tried (`fastest_schedule`, as `--schedule auto`), adopted
-// where strictly faster than `plan`. Within its own budget of kMegatronVariantExtraSteps
-// scheduling steps (the devices shared cost about 23 schedules of the plan). O(degrees + 23)
-// plans.
-Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
-                        schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
+// The fastest fully sharded plan of `request` (`fastest_fully_sharded`; `plan`'s stages among
+// them when given), with its devices shared as spp's default shares them and its fixed policies
+// tried (`fastest_schedule`, as `--schedule auto`), within its own budget of
+// kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23 schedules of the
+// plan). Nothing when none fits. O(degrees + 23) plans.
+
+std::optional<Plan> fully_sharded_plan(const Request& request, const std::string& planner,
+                                       const Plan* plan, schedule::Policy policy) {
   Request sharded = request;
   sharded.optimizer = Optimizer::kFullySharded;
   StepsLeft budget = kMegatronVariantExtraSteps;
-  std::optional<Plan> found = fastest_fully_sharded(sharded, plan, budget);
-  if (!found) return plan;
+  std::optional<Plan> found = fastest_fully_sharded(sharded, planner, plan, budget);
+  if (!found) return found;
   if (scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
           kSharedDeviceSchedules <=
       *budget) {
@@ -641,7 +633,19 @@ Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
     shared.schedule_auto = true;
     found = fastest_schedule(shared, std::move(*found), policy);
   }
-  if (!strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) return plan;
+  return found;
+}
+
+// Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
+// schedule: `fully_sharded_plan` of `request` (the kept candidate's; the description's flags it
+// was planned with), adopted where strictly faster than `plan`.
+Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
+                        schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
+  std::optional<Plan> found = fully_sharded_plan(request, plan.planner, &plan, policy);
+  if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+    return plan;
+  }
   Variants tried{std::move(plan), std::nullopt};
   adopt(std::move(*found), "fully sharded optimizer faster", tried);
   return std::move(tried.plan);
@@ -693,9 +697,48 @@ Plan completed(Plan plan, const Request& kept) {
   return complete_plan(std::move(plan), made_with);
 }
 
+// Where no candidate of the settings search has a plan (each refused for memory): the fastest
+// fully sharded plan of `planner` (`fully_sharded_plan`, Megatron-LM's one-stage configurations)
+// under each candidate's description flags, `requests`, its first with the same flags tried
+// alone, kept where strictly faster than those before it; with the index of the candidate it
+// was made under. Only where spp may choose full sharding (`may_shard_fully` of the user's
+// request, `asked`) under its list schedule: the megatron planner plans such configurations
+// (Llama 3.1 70B at 32,768 tokens on 64 H100 at --context-parallel 4: t1 p1 c4, 99.01 s) where
+// spp refused until 2026-12-07, as it tried full sharding only beside a plan it had.
+// O(K (degrees + 23)) plans for K candidates.
+std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
+    const Request& asked, const std::vector<const Request*>& requests, const std::string& planner,
+    schedule::Policy policy) {
+  std::optional<std::pair<Plan, std::size_t>> best;
+  if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return best;
+  auto flags = [](const Request& request) {
+    const model::TransformerConfig& description = *request.model.transformer;
+    return std::pair{description.sequence_parallel, description.selective_recompute};
+  };
+  for (std::size_t x = 0; x < requests.size(); ++x) {
+    const bool seen =
+        std::any_of(requests.begin(), requests.begin() + static_cast<std::ptrdiff_t>(x),
+                    [&](const Request* before) { return flags(*before) == flags(*requests[x]); });
+    if (seen) continue;
+    std::optional<Plan> found = fully_sharded_plan(*requests[x], planner, nullptr, policy);
+    if (found && (!best || strictly_faster(found->timeline.iteration_ms,
+                                           best->first.timeline.iteration_ms))) {
+      best.emplace(std::move(*found), x);
+    }
+  }
+  if (best) {
+    best->first.notes.push_back(
+        "no plan under the settings searched; Megatron-LM's fully sharded one-stage "
+        "configuration: " +
+        io::format_ms(best->first.timeline.iteration_ms));
+  }
+  return best;
+}
+
 }  // namespace
 
-Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
+Plan plan_choosing_settings(const Request& request, const std::string& planner,
+                            schedule::Policy policy,
                             const std::function<Plan(const Request&, schedule::Policy)>& plan_one) {
   const std::vector<SettingsCandidate> candidates = settings_candidates(request);
   const model::Model& file_model = request.model;
@@ -706,7 +749,14 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
                                        file_model.transformer->sequence_parallel &&
                                    candidates.front().settings.selective_recompute ==
                                        file_model.transformer->selective_recompute))) {
-    Plan plan = plan_one(request, policy);
+    Plan plan;
+    try {
+      plan = plan_one(request, policy);
+    } catch (const InfeasibleError&) {
+      auto instead = fully_sharded_instead(request, {&request}, planner, policy);
+      if (!instead) throw;
+      return completed(std::move(instead->first), request);
+    }
     if (!request.choose_settings) return plan;
     return completed(
         with_full_sharding(
@@ -745,7 +795,17 @@ Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
       notes.push_back(asked[x].label + "no plan (" + error.what() + ")");
     }
   }
-  if (!best) throw *first_refusal;
+  if (!best) {
+    std::vector<const Request*> requests;
+    requests.reserve(asked.size());
+    for (const Asked& each : asked) requests.push_back(&each.request);
+    auto instead = fully_sharded_instead(request, requests, planner, policy);
+    if (!instead) throw *first_refusal;
+    Plan out = completed(std::move(instead->first), asked[instead->second].request);
+    record_flags(candidates[instead->second], file_model, out);
+    out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+    return out;
+  }
   cross_replay(asked, best, best_x, notes);
   // The later steps try their variants under the kept candidate's request, or where it keeps the
   // replicated optimizer spp may shard, its sharded twin's (the same flags): sharded is never

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "../support/cli_run.hpp"
 #include "../support/temp_folder.hpp"
@@ -25,6 +27,8 @@ class SettingsCliTest : public pipeplan::testing::TempFolderTest {
       "link": {"bandwidth": "100 GB/s", "latency": "2 us"}}]})");
   }
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
+  void write_llama_8b_and_one_dgx(const std::vector<std::string>& extra);
+  nlohmann::json plan_llama(int micro_batches, std::vector<std::string> flags);
 };
 
 TEST_F(SettingsCliTest, APlanRecordsTheFlagsItWasMadeWithAndItsExportWritesThem) {
@@ -57,34 +61,124 @@ TEST_F(SettingsCliTest, APlanRecordsTheFlagsItWasMadeWithAndItsExportWritesThem)
   EXPECT_NE(file_flags.at("iteration_ms"), plan.at("iteration_ms"));
 }
 
+// Llama 3.1 8B at 32,768 tokens (with `extra` flags) and one DGX H100, as llama.json and
+// h100.json.
+void SettingsCliTest::write_llama_8b_and_one_dgx(const std::vector<std::string>& extra) {
+  std::vector<std::string> model{"model",      "transformer",     "--preset", "llama3.1-8b",
+                                 "--sequence", "32768",           "--gpu",    "H100-SXM",
+                                 "-o",         path("llama.json")};
+  model.insert(model.end(), extra.begin(), extra.end());
+  const auto described = run_cli(model);
+  ASSERT_EQ(described.code, 0) << described.err;
+  const auto cluster = run_cli(
+      {"topology", "cluster", "--type", "dgx-h100", "--nodes", "1", "-o", path("h100.json")});
+  ASSERT_EQ(cluster.code, 0) << cluster.err;
+}
+
+// The iteration of `plan llama.json h100.json -m M` with `flags`, and its plan. O(one plan).
+nlohmann::json SettingsCliTest::plan_llama(int micro_batches, std::vector<std::string> flags) {
+  std::vector<std::string> args{"plan", path("llama.json"), path("h100.json"), "-m",
+                                std::to_string(micro_batches)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const auto made = run_cli(args);
+  EXPECT_EQ(made.code, 0) << made.err;
+  return made.code == 0 ? nlohmann::json::parse(made.out) : nlohmann::json{};
+}
+
 // Full sharding at the context-parallel degree spp chose from a list (issue 33 item 8: never
 // slower than a configuration another planner plans). Llama 3.1 8B at 32,768 tokens on one DGX
 // H100: the megatron planner's one stage at t = 2, c = 2, fully sharded, is 4,166 ms; spp with
 // --context-parallel 1,2 chose c = 2 and tried Megatron-LM's fully sharded one-stage
 // configurations at c = 1 alone, and ended at 4,305 ms (sharded) until 2026-12-07.
 TEST_F(SettingsCliTest, FullShardingIsTriedAtTheContextParallelDegreeSppChose) {
-  ASSERT_EQ(run_cli({"model", "transformer", "--preset", "llama3.1-8b", "--sequence", "32768",
-                     "--flash-attention", "--sequence-parallel", "--gpu", "H100-SXM", "-o",
-                     path("llama.json")})
-                .code,
-            0);
-  ASSERT_EQ(run_cli({"topology", "cluster", "--type", "dgx-h100", "--nodes", "1", "-o",
-                     path("h100.json")})
-                .code,
-            0);
+  write_llama_8b_and_one_dgx({"--flash-attention", "--sequence-parallel"});
   const auto megatron =
-      run_cli({"plan", path("llama.json"), path("h100.json"), "-m", "8", "--planner", "megatron",
-               "--tensor-parallel", "2", "--pipeline-parallel", "1", "--context-parallel", "2",
-               "--optimizer", "fully-sharded"});
-  ASSERT_EQ(megatron.code, 0) << megatron.err;
-  const auto spp = run_cli(
-      {"plan", path("llama.json"), path("h100.json"), "-m", "8", "--context-parallel", "1,2"});
-  ASSERT_EQ(spp.code, 0) << spp.err;
-  const auto chosen = nlohmann::json::parse(spp.out);
-  EXPECT_LE(chosen.at("iteration_ms").get<double>(),
-            nlohmann::json::parse(megatron.out).at("iteration_ms").get<double>());
+      plan_llama(8, {"--planner", "megatron", "--tensor-parallel", "2", "--pipeline-parallel", "1",
+                     "--context-parallel", "2", "--optimizer", "fully-sharded"});
+  const auto chosen = plan_llama(8, {"--context-parallel", "1,2"});
+  ASSERT_FALSE(megatron.is_null() || chosen.is_null());
+  EXPECT_LE(chosen.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
   EXPECT_EQ(chosen.at("context_parallel"), 2);
   EXPECT_EQ(chosen.at("optimizer"), "fully-sharded");
+}
+
+// Megatron-LM's configurations at every degree of a list (issue 33 item 8). Llama 3.1 8B at
+// 32,768 tokens without flash attention, 16 micro-batches on one DGX H100: spp's search alone
+// keeps c = 1 (35.22 s; c = 2 searched is 35.24 s), and the megatron planner's one stage at
+// t = 1, c = 2, fully sharded with recomputation, plans 35.10 s. Until 2026-12-07 a list left
+// Megatron-LM's configurations at c = 1 (megatron_configurations): spp ended at 35.21 s and
+// compare listed the megatron planner at c = 1 alone. The list now plans 34.13 s (c = 2, where
+// Megatron-LM's interleaved and one-stage configurations at c = 2 are tried), and compare lists
+// both degrees.
+TEST_F(SettingsCliTest, MegatronConfigurationsAreTriedAtEveryDegreeOfTheList) {
+  write_llama_8b_and_one_dgx({});
+  const auto megatron = plan_llama(
+      16, {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1",
+           "--context-parallel", "2", "--optimizer", "fully-sharded", "--recompute", "always"});
+  const auto chosen = plan_llama(16, {"--context-parallel", "1,2"});
+  ASSERT_FALSE(megatron.is_null() || chosen.is_null());
+  EXPECT_LE(chosen.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
+  EXPECT_EQ(chosen.at("context_parallel"), 2);
+  // compare lists the megatron planner's configurations at each degree of the list.
+  const auto compared = run_cli({"compare", path("llama.json"), path("h100.json"), "-m", "16",
+                                 "--context-parallel", "1,2", "--format", "csv"});
+  ASSERT_EQ(compared.code, 0) << compared.err;
+  EXPECT_NE(compared.out.find("megatron t1 p1 d8,"), std::string::npos) << compared.out;
+  EXPECT_NE(compared.out.find("megatron t1 p1 d4 c2,"), std::string::npos) << compared.out;
+}
+
+// A degree at which spp's search finds no placement (issue 33 item 8: never a refusal where
+// another planner plans). Llama 3.1 8B at 32,768 tokens without flash attention, 8
+// micro-batches on one DGX H100 at c = 8: every candidate of the settings search is refused for
+// memory (one group of 8 GPUs), where the megatron planner's one stage at t = 1, c = 8, fully
+// sharded with recomputation, plans 17.61 s. spp refused until 2026-12-07 (it tried full
+// sharding only beside a plan it had); it now plans Megatron-LM's fully sharded one-stage
+// configurations instead (16.84 s, c = 8, its devices shared).
+TEST_F(SettingsCliTest, FullShardingPlansADegreeTheSearchRefuses) {
+  write_llama_8b_and_one_dgx({});
+  const auto megatron = plan_llama(
+      8, {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1",
+          "--context-parallel", "8", "--optimizer", "fully-sharded", "--recompute", "always"});
+  const auto at_eight = plan_llama(8, {"--context-parallel", "8"});
+  ASSERT_FALSE(megatron.is_null() || at_eight.is_null());
+  EXPECT_LE(at_eight.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
+  EXPECT_EQ(at_eight.at("context_parallel"), 8);
+  EXPECT_EQ(at_eight.at("optimizer"), "fully-sharded");
+  // Where full sharding is not spp's to choose, the search's refusal stands (exit 4).
+  const auto fixed = run_cli({"plan", path("llama.json"), path("h100.json"), "-m", "8",
+                              "--context-parallel", "8", "--optimizer", "sharded"});
+  EXPECT_EQ(fixed.code, 4);
+  EXPECT_EQ(fixed.err,
+            "pipeplan: error: context-parallel degree 8 (the 8 GPUs planned as 1 "
+            "group of 8, a group counting as one GPU below): no placement fits in "
+            "GPU memory: packed in order with one micro-batch in flight, the "
+            "layers need 2 GPUs at tensor-parallel degree 1 with recomputation "
+            "(the choice that needs the fewest) and there is 1\n");
+}
+
+// A list of degrees is each degree planned as if given alone, the fastest kept (issue 33 item
+// 8): never slower than any of its degrees. The same Llama 3.1 8B: c = 1, 2, 4 and 8 alone plan
+// 17.61, 17.07, 17.57 and 16.84 s; until 2026-12-07 the list planned each degree inside each
+// candidate of the settings search and tried the later steps (Megatron-LM's configurations,
+// full sharding) on the fastest alone, and refused c = 8: 17.07 s.
+TEST_F(SettingsCliTest, AListOfDegreesIsNeverSlowerThanAnyOfItsDegrees) {
+  write_llama_8b_and_one_dgx({});
+  const auto listed = plan_llama(8, {"--context-parallel", "1,2,4,8"});
+  ASSERT_FALSE(listed.is_null());
+  double fastest = 0;
+  int fastest_c = 0;
+  for (const int c : {1, 2, 4, 8}) {
+    const auto alone = plan_llama(8, {"--context-parallel", std::to_string(c)});
+    ASSERT_FALSE(alone.is_null()) << c;
+    const double ms = alone.at("iteration_ms").get<double>();
+    EXPECT_LE(listed.at("iteration_ms").get<double>(), ms) << c;
+    if (fastest_c == 0 || ms < fastest) {
+      fastest = ms;
+      fastest_c = c;
+    }
+  }
+  EXPECT_EQ(listed.at("iteration_ms").get<double>(), fastest);
+  EXPECT_EQ(listed.value("context_parallel", 1), fastest_c);
 }
 
 TEST_F(SettingsCliTest, OtherPlannersRefuseAuto) {

@@ -220,7 +220,7 @@ TEST(BackwardWorking, TheRefusalsCountIt) {
   EXPECT_NE(refusal("gpipe").find("with 4 stashes, layer 3 alone needs 8.587 MiB"),
             std::string::npos)
       << refusal("gpipe");
-  EXPECT_NE(refusal("spp").find("the layers need 2 GPUs and there are 1"), std::string::npos)
+  EXPECT_NE(refusal("spp").find("the layers need 2 GPUs and there is 1"), std::string::npos)
       << refusal("spp");
 }
 

@@ -81,10 +81,12 @@ std::optional<std::string> megatron_refusal(const Request& request);
 std::optional<std::string> data_parallel_refusal(const Request& request);
 
 /// The megatron configurations that use every GPU, for a model with tensor-parallel layers
-/// (none otherwise): each degree `t` of `degrees`, each depth `P` up to the layers with `t P`
-/// dividing the GPUs, `D = N / (t P)`, as `request` with `tensor_parallel = {t}`,
-/// `pipeline_parallel = P` and `data_parallel = D`. `compare` lists them and spp starts its
-/// search from them. O(degrees x L).
+/// (none otherwise): each context-parallel degree `C` of the request (1 when it gives none; each
+/// of a list that the model allows, as `context_parallel = {C}`, in the list's order), each
+/// degree `t` of `degrees`, each depth `P` up to the layers with `t P C` dividing the GPUs,
+/// `D = N / (t P C)`, as `request` with `tensor_parallel = {t}`, `pipeline_parallel = P` and
+/// `data_parallel = D`. `compare` lists them and spp starts its search and its variants from
+/// them. O(C x degrees x L).
 std::vector<Request> megatron_configurations(const Request& request,
                                              const std::vector<int>& degrees);
 

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Planning with context parallelism (spec 10.4): a planner of one-stage-per-group plans runs at
-/// every context-parallel degree `c` of `--context-parallel LIST`, and the fastest plan is kept.
+/// every context-parallel degree `c` of `--context-parallel LIST`, and the fastest plan is kept
+/// (spp: its whole settings search at each degree, `plan_each_context_degree`).
 ///
 /// At `c > 1` the planner sees a **reduced problem**: every block of `c` GPUs is one GPU (its
 /// slowest speed, its smallest memory, between two blocks the slowest of the pairs of their j-th
@@ -25,12 +26,23 @@ namespace pipeplan::planners {
 /// A planner at context-parallel degree 1 (the request's `context_parallel` is {1} or empty).
 using PlanAtOne = std::function<Plan(const Request&, schedule::Policy)>;
 
-/// The fastest of `plan_at_one`'s plans over the degrees of `request.context_parallel` (1 when
-/// empty) that the model allows and the GPUs hold; ties keep the smaller degree. With only
-/// degree 1 it is `plan_at_one(request, policy)` itself. Throws `InfeasibleError` when no degree
-/// gives a plan (the last degree's reason). Complexity: one run of `plan_at_one` per degree
-/// and stride (1 + the tensor-parallel degrees), plus O((N/c)^2 c) for each reduced topology and
-/// O(L x degrees) for each reduced model.
+/// A planner at the one context-parallel degree of its request (`context_parallel = {c}`).
+using PlanAtDegree = std::function<Plan(const Request&)>;
+
+/// The fastest of `plan_at`'s plans over the degrees of `request.context_parallel` that the model
+/// allows, each planned as if given alone (`context_parallel = {c}`), so that a list is never
+/// slower than any of its degrees; ties keep the earlier (smaller) degree. Throws
+/// `InfeasibleError` when no degree gives a plan (the last degree's reason). `make_plan` runs
+/// the planners that choose their settings (spp) so: everything they choose besides the degree
+/// is chosen at each degree (issue 33 item 8). One run of `plan_at` per degree.
+Plan plan_each_context_degree(const Request& request, const PlanAtDegree& plan_at);
+
+/// `plan_at_one`'s plan at the request's one context-parallel degree (1 when empty): at 1,
+/// `plan_at_one(request, policy)` itself; above, the fastest over the strides of the reduced
+/// problem (the file comment). A list is planned degree by degree (`plan_each_context_degree`).
+/// Throws `InfeasibleError` when the degree gives no plan. Complexity: one run of
+/// `plan_at_one` per stride (1 + the tensor-parallel degrees), plus O((N/c)^2 c) for each
+/// reduced topology and O(L x degrees) for each reduced model.
 Plan plan_context_parallel(const Request& request, schedule::Policy policy,
                            const PlanAtOne& plan_at_one);
 

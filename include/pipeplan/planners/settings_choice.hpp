@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeplan/model/transformer.hpp"
@@ -53,13 +54,16 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// every V dividing their decoders per stage; then, with the optimizer left open
 /// (`!optimizer_fixed`), the fastest fully sharded plan among the kept stages and Megatron-LM's
 /// one-stage configurations, its devices shared so too (within a budget of scheduling steps);
-/// each kept only where strictly faster. The plan records the flags it was made with where they
-/// differ from the model file (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes
-/// list each candidate's time.
-/// O(K) plans and O(K^2) replays for K candidates (at most 5), each set on parallel threads
-/// (up to four) and read in order, so the result does not depend on the threads; `plan_one`
-/// must be safe to call from several threads at once (the planners share no mutable state).
-Plan plan_choosing_settings(const Request& request, schedule::Policy policy,
+/// each kept only where strictly faster. Where no candidate fits and spp may choose full
+/// sharding, the fastest fully sharded one-stage configuration of `planner` under any
+/// candidate's flags is the plan (the first refusal is rethrown when none fits either). The plan
+/// records the flags it was made with where they differ from the model file
+/// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time. O(K)
+/// plans and O(K^2) replays for K candidates (at most 5), each set on parallel threads (up to four)
+/// and read in order, so the result does not depend on the threads; `plan_one` must be safe to call
+/// from several threads at once (the planners share no mutable state).
+Plan plan_choosing_settings(const Request& request, const std::string& planner,
+                            schedule::Policy policy,
                             const std::function<Plan(const Request&, schedule::Policy)>& plan_one);
 
 /// The end of the last backward of `shape` (a Megatron-LM configuration: r identical replicas)
