@@ -697,6 +697,31 @@ Plan completed(Plan plan, const Request& kept) {
   return complete_plan(std::move(plan), made_with);
 }
 
+// Whether spp plans full sharding where its settings search finds nothing (`may_shard_fully` of
+// the user's request, `asked`, under its list schedule). O(1).
+bool falls_back_to_full_sharding(const Request& asked, schedule::Policy policy) {
+  return policy == schedule::Policy::kList && may_shard_fully(asked);
+}
+
+// What follows a refusal where full sharding was tried too. Since 2026-12-07.
+constexpr const char* kNorFullySharded =
+    "; none of Megatron-LM's fully sharded one-stage configurations (--optimizer fully-sharded) "
+    "fits either";
+
+// The refusal where no candidate has a plan, nor full sharding where tried (`tried_full`): the
+// refusal of the sharded twin of the file's settings where spp chose the optimizer (the first
+// candidate's would advise --shard-optimizer, which spp tried), else the first candidate's.
+// O(1).
+InfeasibleError refusal_of_all(const std::vector<SettingsCandidate>& candidates,
+                               const std::vector<std::optional<InfeasibleError>>& refusals,
+                               bool tried_full) {
+  const bool twin = candidates.size() > 1 && candidates[0].optimizer == Optimizer::kReplicated &&
+                    candidates[1].optimizer == Optimizer::kSharded && refusals[1].has_value();
+  const InfeasibleError& refusal = *refusals[twin ? 1 : 0];
+  if (!tried_full) return refusal;
+  return InfeasibleError(refusal.what() + std::string(kNorFullySharded));
+}
+
 // Where no candidate of the settings search has a plan (each refused for memory): the fastest
 // fully sharded plan of `planner` (`fully_sharded_plan`, Megatron-LM's one-stage configurations)
 // under each candidate's description flags, `requests`, its first with the same flags tried
@@ -710,7 +735,7 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
     const Request& asked, const std::vector<const Request*>& requests, const std::string& planner,
     schedule::Policy policy) {
   std::optional<std::pair<Plan, std::size_t>> best;
-  if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return best;
+  if (!falls_back_to_full_sharding(asked, policy)) return best;
   auto flags = [](const Request& request) {
     const model::TransformerConfig& description = *request.model.transformer;
     return std::pair{description.sequence_parallel, description.selective_recompute};
@@ -752,10 +777,11 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
     Plan plan;
     try {
       plan = plan_one(request, policy);
-    } catch (const InfeasibleError&) {
+    } catch (const InfeasibleError& error) {
       auto instead = fully_sharded_instead(request, {&request}, planner, policy);
-      if (!instead) throw;
-      return completed(std::move(instead->first), request);
+      if (instead) return completed(std::move(instead->first), request);
+      if (!falls_back_to_full_sharding(request, policy)) throw;
+      throw InfeasibleError(error.what() + std::string(kNorFullySharded));
     }
     if (!request.choose_settings) return plan;
     return completed(
@@ -776,7 +802,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
   }
   std::optional<Plan> best;
   std::size_t best_x = 0;
-  std::optional<InfeasibleError> first_refusal;
+  std::vector<std::optional<InfeasibleError>> refusals(asked.size());
   std::vector<std::string> notes;
   // Every candidate planned on parallel threads, then read in order (deterministic).
   const std::vector<std::exception_ptr> failures = for_each_index(
@@ -791,7 +817,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
         best_x = x;
       }
     } catch (const InfeasibleError& error) {
-      if (x == 0) first_refusal = error;
+      refusals[x] = error;
       notes.push_back(asked[x].label + "no plan (" + error.what() + ")");
     }
   }
@@ -800,7 +826,9 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
     requests.reserve(asked.size());
     for (const Asked& each : asked) requests.push_back(&each.request);
     auto instead = fully_sharded_instead(request, requests, planner, policy);
-    if (!instead) throw *first_refusal;
+    if (!instead) {
+      throw refusal_of_all(candidates, refusals, falls_back_to_full_sharding(request, policy));
+    }
     Plan out = completed(std::move(instead->first), asked[instead->second].request);
     record_flags(candidates[instead->second], file_model, out);
     out.notes.insert(out.notes.end(), notes.begin(), notes.end());

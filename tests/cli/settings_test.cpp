@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../support/cli_run.hpp"
@@ -179,6 +180,39 @@ TEST_F(SettingsCliTest, AListOfDegreesIsNeverSlowerThanAnyOfItsDegrees) {
   }
   EXPECT_EQ(listed.at("iteration_ms").get<double>(), fastest);
   EXPECT_EQ(listed.value("context_parallel", 1), fastest_c);
+}
+
+// A refusal where spp chose the optimizer says what it tried (issue 33 item 8). Llama 3.1 70B at
+// 32,768 tokens on one DGX H100 fits in no way: the replicated candidate's refusal advised
+// --shard-optimizer, which spp had tried, and said nothing of full sharding, which it tries too
+// since 2026-12-07. It now gives the sharded candidate's reason and says full sharding fits
+// neither; with the optimizer fixed, the reason alone (and the hint where it is replicated).
+TEST_F(SettingsCliTest, ARefusalSaysWhatTheOptimizerSearchTried) {
+  const auto described = run_cli({"model", "transformer", "--preset", "llama3.1-70b", "--sequence",
+                                  "32768", "--gpu", "H100-SXM", "-o", path("llama.json")});
+  ASSERT_EQ(described.code, 0) << described.err;
+  const auto cluster = run_cli(
+      {"topology", "cluster", "--type", "dgx-h100", "--nodes", "1", "-o", path("h100.json")});
+  ASSERT_EQ(cluster.code, 0) << cluster.err;
+  const std::string reason =
+      "pipeplan: error: no placement fits in GPU memory: packed in order with one micro-batch in "
+      "flight, the layers need 32 GPUs at tensor-parallel degree 8 with recomputation (the choice "
+      "that needs the fewest) and there are 8";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{},
+       reason + "; none of Megatron-LM's fully sharded one-stage configurations (--optimizer "
+                "fully-sharded) fits either\n"},
+      {{"--optimizer", "sharded"}, reason + "\n"},
+      {{"--optimizer", "replicated"},
+       reason + "; --shard-optimizer divides the optimizer state among a stage's replicas\n"}};
+  for (const auto& [flags, expected] : cases) {
+    std::vector<std::string> args{"plan", path("llama.json"), path("h100.json"), "-m", "8"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto refused = run_cli(args);
+    EXPECT_EQ(refused.code, 4);
+    EXPECT_EQ(refused.err, expected);
+    EXPECT_TRUE(refused.out.empty());
+  }
 }
 
 TEST_F(SettingsCliTest, OtherPlannersRefuseAuto) {
