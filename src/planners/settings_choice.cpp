@@ -575,9 +575,9 @@ bool may_shard_fully(const Request& request) {
 }
 
 // The fastest fully sharded plan of `planner` among `plan`'s stages (when given) replayed so and
-// Megatron-LM's one-stage
-// configurations (tensor, context and data parallelism alone: what torchtitan and
-// Megatron-LM's --use-torch-fsdp2 run; at each context-parallel degree of a list, in its order),
+// Megatron-LM's one-stage configurations (tensor, context and data parallelism alone: what
+// torchtitan and Megatron-LM's --use-torch-fsdp2 run; at each context-parallel degree of a list,
+// in its order),
 // the latter within `steps_left`, each under the list schedule or, where that holds no micro-batch
 // (it reserves a split backward's weight stash beside the stash), under 1F1B, as the frameworks run
 // them: a search's candidate (`adopt`). Nothing when none fits. O(degrees) plans.
@@ -616,7 +616,6 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::str
 // tried (`fastest_schedule`, as `--schedule auto`), within its own budget of
 // kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23 schedules of the
 // plan). Nothing when none fits. O(degrees + 23) plans.
-
 std::optional<Plan> fully_sharded_plan(const Request& request, const std::string& planner,
                                        const Plan* plan, schedule::Policy policy) {
   Request sharded = request;
@@ -703,6 +702,43 @@ bool falls_back_to_full_sharding(const Request& asked, schedule::Policy policy) 
   return policy == schedule::Policy::kList && may_shard_fully(asked);
 }
 
+// Whether the first two candidates are the file's settings with the optimizer replicated, then
+// sharded (settings_candidates: spp chooses the optimizer). O(1).
+bool has_sharded_twin(const std::vector<SettingsCandidate>& candidates) {
+  return candidates.size() > 1 && candidates[0].optimizer == Optimizer::kReplicated &&
+         candidates[1].optimizer == Optimizer::kSharded;
+}
+
+// The description's flags a candidate's model was made with: sequence parallelism, selective
+// recomputation. O(1).
+std::pair<bool, bool> description_flags(const Request& request) {
+  const model::TransformerConfig& description = *request.model.transformer;
+  return {description.sequence_parallel, description.selective_recompute};
+}
+
+// The candidates' requests, in order. O(K).
+std::vector<const Request*> requests_of(const std::deque<Asked>& asked) {
+  std::vector<const Request*> out;
+  out.reserve(asked.size());
+  for (const Asked& each : asked) out.push_back(&each.request);
+  return out;
+}
+
+// The indices of `requests` whose flags no earlier one (nor `except`, when given) has: each
+// distinct flag set once, in order. O(K^2).
+std::vector<std::size_t> first_of_each_flags(const std::vector<const Request*>& requests,
+                                             const Request* except = nullptr) {
+  std::vector<std::size_t> out;
+  for (std::size_t x = 0; x < requests.size(); ++x) {
+    const auto flags = description_flags(*requests[x]);
+    bool seen = except && description_flags(*except) == flags;
+    for (const std::size_t before : out)
+      seen = seen || description_flags(*requests[before]) == flags;
+    if (!seen) out.push_back(x);
+  }
+  return out;
+}
+
 // What follows a refusal where full sharding was tried too. Since 2026-12-07.
 constexpr const char* kNorFullySharded =
     "; none of Megatron-LM's fully sharded one-stage configurations (--optimizer fully-sharded) "
@@ -715,8 +751,7 @@ constexpr const char* kNorFullySharded =
 InfeasibleError refusal_of_all(const std::vector<SettingsCandidate>& candidates,
                                const std::vector<std::optional<InfeasibleError>>& refusals,
                                bool tried_full) {
-  const bool twin = candidates.size() > 1 && candidates[0].optimizer == Optimizer::kReplicated &&
-                    candidates[1].optimizer == Optimizer::kSharded && refusals[1].has_value();
+  const bool twin = has_sharded_twin(candidates) && refusals[1].has_value();
   const InfeasibleError& refusal = *refusals[twin ? 1 : 0];
   if (!tried_full) return refusal;
   return InfeasibleError(refusal.what() + std::string(kNorFullySharded));
@@ -736,15 +771,7 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
     schedule::Policy policy) {
   std::optional<std::pair<Plan, std::size_t>> best;
   if (!falls_back_to_full_sharding(asked, policy)) return best;
-  auto flags = [](const Request& request) {
-    const model::TransformerConfig& description = *request.model.transformer;
-    return std::pair{description.sequence_parallel, description.selective_recompute};
-  };
-  for (std::size_t x = 0; x < requests.size(); ++x) {
-    const bool seen =
-        std::any_of(requests.begin(), requests.begin() + static_cast<std::ptrdiff_t>(x),
-                    [&](const Request* before) { return flags(*before) == flags(*requests[x]); });
-    if (seen) continue;
+  for (const std::size_t x : first_of_each_flags(requests)) {
     std::optional<Plan> found = fully_sharded_plan(*requests[x], planner, nullptr, policy);
     if (found && (!best || strictly_faster(found->timeline.iteration_ms,
                                            best->first.timeline.iteration_ms))) {
@@ -771,14 +798,8 @@ std::size_t with_full_sharding_elsewhere(const Request& user, const std::deque<A
                                          std::size_t kept_x, schedule::Policy policy, Plan& plan) {
   std::size_t flags_x = kept_x;
   if (!falls_back_to_full_sharding(user, policy)) return flags_x;
-  auto flags = [&](std::size_t x) {
-    const model::TransformerConfig& description = *asked[x].request.model.transformer;
-    return std::pair{description.sequence_parallel, description.selective_recompute};
-  };
-  for (std::size_t x = 0; x < asked.size(); ++x) {
-    bool seen = flags(x) == flags(kept_x);
-    for (std::size_t before = 0; before < x && !seen; ++before) seen = flags(before) == flags(x);
-    if (seen) continue;
+  const std::vector<const Request*> requests = requests_of(asked);
+  for (const std::size_t x : first_of_each_flags(requests, requests[kept_x])) {
     std::optional<Plan> found = fully_sharded_plan(asked[x].request, plan.planner, nullptr, policy);
     if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
       continue;
@@ -853,10 +874,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
     }
   }
   if (!best) {
-    std::vector<const Request*> requests;
-    requests.reserve(asked.size());
-    for (const Asked& each : asked) requests.push_back(&each.request);
-    auto instead = fully_sharded_instead(request, requests, planner, policy);
+    auto instead = fully_sharded_instead(request, requests_of(asked), planner, policy);
     if (!instead) {
       throw refusal_of_all(candidates, refusals, falls_back_to_full_sharding(request, policy));
     }
@@ -870,9 +888,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
   // replicated optimizer spp may shard, its sharded twin's (the same flags): sharded is never
   // slower and never needs more memory for the same stages (spec 8.3), so more variants fit. The
   // kept plan stays as it is unless a variant is strictly faster.
-  const bool twin = best_x == 0 && candidates.size() > 1 &&
-                    candidates[0].optimizer == Optimizer::kReplicated &&
-                    candidates[1].optimizer == Optimizer::kSharded;
+  const bool twin = best_x == 0 && has_sharded_twin(candidates);
   const Request& kept = asked[twin ? 1 : best_x].request;
   Plan planned = with_full_sharding(
       request, kept,
