@@ -241,6 +241,13 @@ model::Model reduced_model(const model::Model& model, int c, double ring_bandwid
   return out;
 }
 
+std::optional<std::string> context_degree_refusal(const model::Model& model, int c) {
+  if (model::allows_context_degree(model, c)) return std::nullopt;
+  return "context-parallel degree " + std::to_string(c) +
+         " is not allowed by the model: some layer's context_parallel does not list it (spec "
+         "10.1)";
+}
+
 namespace {
 
 // "c4: " and what follows, the notes' entry of one degree. Appended piece by piece: `"c" +
@@ -260,8 +267,9 @@ Plan plan_each_context_degree(const Request& request, const PlanAtDegree& plan_a
   std::vector<std::string> tried;
   std::string last_refusal = "no context-parallel degree of --context-parallel gives a plan";
   for (const int c : request.context_parallel) {
-    if (!model::allows_context_degree(request.model, c)) {
+    if (auto refused = context_degree_refusal(request.model, c)) {
       tried.push_back(degree_entry(c, "not allowed by the model"));
+      last_refusal = std::move(*refused);
       continue;
     }
     Request at_c = request;
@@ -295,9 +303,7 @@ Plan plan_context_parallel(const Request& request, schedule::Policy policy,
   }
   const int c = request.context_parallel.empty() ? 1 : request.context_parallel.front();
   if (c == 1) return plan_at_one(request, policy);
-  if (!model::allows_context_degree(request.model, c)) {
-    throw InfeasibleError("no context-parallel degree of --context-parallel gives a plan");
-  }
+  if (auto refused = context_degree_refusal(request.model, c)) throw InfeasibleError(*refused);
   Finished finished = plan_at_degree(request, policy, c, plan_at_one);
   if (!finished.plan) throw InfeasibleError(finished.refusal);
   return std::move(*finished.plan);

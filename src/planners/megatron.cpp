@@ -22,6 +22,7 @@
 #include "pipeplan/partition/dp.hpp"
 #include "pipeplan/planners/baselines.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/context_parallel.hpp"
 #include "pipeplan/planners/planner.hpp"
 #include "pipeplan/simulate/execution.hpp"
 #include "pipeplan/simulate/simulator.hpp"
@@ -198,11 +199,7 @@ int megatron_context_degree(const Request& request) {
         "--context-parallel: the megatron planner plans one configuration: give one degree");
   }
   const int C = request.context_parallel.front();
-  if (!model::allows_context_degree(request.model, C)) {
-    throw InfeasibleError("context-parallel degree " + std::to_string(C) +
-                          " is not allowed by the model: some layer's context_parallel does not "
-                          "list it (spec 10.1)");
-  }
+  if (auto refused = context_degree_refusal(request.model, C)) throw InfeasibleError(*refused);
   return C;
 }
 

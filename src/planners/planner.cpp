@@ -610,8 +610,9 @@ Plan make_plan(std::string_view name, const Request& request,
         });
   };
   // A planner that chooses its settings chooses the context-parallel degree of a list as one of
-  // them: everything else searched at each degree (context_parallel.hpp).
-  Plan plan = row.chooses_settings && settings.context_parallel.size() > 1
+  // them: everything else searched at each degree the model allows (context_parallel.hpp; one
+  // degree the model refuses is refused before any search).
+  Plan plan = row.chooses_settings && !settings.context_parallel.empty()
                   ? plan_each_context_degree(settings, plan_at)
                   : plan_at(settings);
   if (request.uniform &&

@@ -30,6 +30,8 @@ class SettingsCliTest : public pipeplan::testing::TempFolderTest {
   std::string path(const std::string& name) const { return (folder_ / name).string(); }
   void write_llama_8b_and_dgx_h100(const std::vector<std::string>& extra, int nodes = 1);
   nlohmann::json plan_llama(int micro_batches, std::vector<std::string> flags);
+  nlohmann::json plan_megatron_fully_sharded(int micro_batches, int t, int c,
+                                             const std::vector<std::string>& extra);
 };
 
 TEST_F(SettingsCliTest, APlanRecordsTheFlagsItWasMadeWithAndItsExportWritesThem) {
@@ -87,6 +89,19 @@ nlohmann::json SettingsCliTest::plan_llama(int micro_batches, std::vector<std::s
   return made.code == 0 ? nlohmann::json::parse(made.out) : nlohmann::json{};
 }
 
+// The megatron planner's one stage at tensor-parallel degree `t` and context-parallel degree
+// `c`, fully sharded, with `extra` flags: plan_llama. O(one plan).
+nlohmann::json SettingsCliTest::plan_megatron_fully_sharded(int micro_batches, int t, int c,
+                                                            const std::vector<std::string>& extra) {
+  std::vector<std::string> flags{"--planner",           "megatron",
+                                 "--tensor-parallel",   std::to_string(t),
+                                 "--pipeline-parallel", "1",
+                                 "--context-parallel",  std::to_string(c),
+                                 "--optimizer",         "fully-sharded"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return plan_llama(micro_batches, std::move(flags));
+}
+
 // Full sharding at the context-parallel degree spp chose from a list (issue 33 item 8: never
 // slower than a configuration another planner plans). Llama 3.1 8B at 32,768 tokens on one DGX
 // H100: the megatron planner's one stage at t = 2, c = 2, fully sharded, is 4,166 ms; spp with
@@ -94,9 +109,7 @@ nlohmann::json SettingsCliTest::plan_llama(int micro_batches, std::vector<std::s
 // configurations at c = 1 alone, and ended at 4,305 ms (sharded) until 2026-12-07.
 TEST_F(SettingsCliTest, FullShardingIsTriedAtTheContextParallelDegreeSppChose) {
   write_llama_8b_and_dgx_h100({"--flash-attention", "--sequence-parallel"});
-  const auto megatron =
-      plan_llama(8, {"--planner", "megatron", "--tensor-parallel", "2", "--pipeline-parallel", "1",
-                     "--context-parallel", "2", "--optimizer", "fully-sharded"});
+  const auto megatron = plan_megatron_fully_sharded(8, 2, 2, {});
   const auto chosen = plan_llama(8, {"--context-parallel", "1,2"});
   ASSERT_FALSE(megatron.is_null() || chosen.is_null());
   EXPECT_LE(chosen.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
@@ -114,9 +127,7 @@ TEST_F(SettingsCliTest, FullShardingIsTriedAtTheContextParallelDegreeSppChose) {
 // both degrees.
 TEST_F(SettingsCliTest, MegatronConfigurationsAreTriedAtEveryDegreeOfTheList) {
   write_llama_8b_and_dgx_h100({});
-  const auto megatron = plan_llama(
-      16, {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1",
-           "--context-parallel", "2", "--optimizer", "fully-sharded", "--recompute", "always"});
+  const auto megatron = plan_megatron_fully_sharded(16, 1, 2, {"--recompute", "always"});
   const auto chosen = plan_llama(16, {"--context-parallel", "1,2"});
   ASSERT_FALSE(megatron.is_null() || chosen.is_null());
   EXPECT_LE(chosen.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
@@ -138,9 +149,7 @@ TEST_F(SettingsCliTest, MegatronConfigurationsAreTriedAtEveryDegreeOfTheList) {
 // configurations instead (16.84 s, c = 8, its devices shared).
 TEST_F(SettingsCliTest, FullShardingPlansADegreeTheSearchRefuses) {
   write_llama_8b_and_dgx_h100({});
-  const auto megatron = plan_llama(
-      8, {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1",
-          "--context-parallel", "8", "--optimizer", "fully-sharded", "--recompute", "always"});
+  const auto megatron = plan_megatron_fully_sharded(8, 1, 8, {"--recompute", "always"});
   const auto at_eight = plan_llama(8, {"--context-parallel", "8"});
   ASSERT_FALSE(megatron.is_null() || at_eight.is_null());
   EXPECT_LE(at_eight.at("iteration_ms").get<double>(), megatron.at("iteration_ms").get<double>());
@@ -237,6 +246,30 @@ TEST_F(SettingsCliTest, ARefusalSaysWhatTheOptimizerSearchTried) {
     EXPECT_EQ(refused.err, expected);
     EXPECT_TRUE(refused.out.empty());
   }
+}
+
+// A degree the model does not allow is refused as the megatron planner refuses it, before any
+// search (until 2026-12-07 spp said "no context-parallel degree of --context-parallel gives a
+// plan", and then that full sharding did not fit either); in a list it is skipped.
+TEST_F(SettingsCliTest, ADegreeTheModelDoesNotAllowIsRefusedByName) {
+  write_llama_8b_and_dgx_h100({});
+  const std::string refusal =
+      "pipeplan: error: context-parallel degree 3 is not allowed by the model: some layer's "
+      "context_parallel does not list it (spec 10.1)\n";
+  const std::vector<std::vector<std::string>> planners = {
+      {"--planner", "spp"},
+      {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "1"}};
+  for (const auto& planner : planners) {
+    std::vector<std::string> args{
+        "plan", path("llama.json"), path("h100.json"), "-m", "8", "--context-parallel", "3"};
+    args.insert(args.end(), planner.begin(), planner.end());
+    const auto refused = run_cli(args);
+    EXPECT_EQ(refused.code, 4) << planner[1];
+    EXPECT_EQ(refused.err, refusal) << planner[1];
+  }
+  const auto listed = plan_llama(8, {"--context-parallel", "2,3"});
+  ASSERT_FALSE(listed.is_null());
+  EXPECT_EQ(listed.at("context_parallel"), 2);
 }
 
 TEST_F(SettingsCliTest, OtherPlannersRefuseAuto) {

@@ -18,6 +18,8 @@
 /// the real one, and the reduced problem only guides the search.
 
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "pipeplan/planners/planner.hpp"
 
@@ -25,6 +27,11 @@ namespace pipeplan::planners {
 
 /// A planner at context-parallel degree 1 (the request's `context_parallel` is {1} or empty).
 using PlanAtOne = std::function<Plan(const Request&, schedule::Policy)>;
+
+/// Why `model` cannot run at context-parallel degree `c` (spec 10.1: some layer's
+/// `context_parallel` does not list it), or nothing. Every planner refuses such a degree with this
+/// reason. O(L x degrees).
+std::optional<std::string> context_degree_refusal(const model::Model& model, int c);
 
 /// A planner at the one context-parallel degree of its request (`context_parallel = {c}`).
 using PlanAtDegree = std::function<Plan(const Request&)>;

@@ -54,10 +54,11 @@ std::vector<SettingsCandidate> settings_candidates(const Request& request);
 /// every V dividing their decoders per stage; then, with the optimizer left open
 /// (`!optimizer_fixed`), the fastest fully sharded plan among the kept stages and Megatron-LM's
 /// one-stage configurations, its devices shared so too (within a budget of scheduling steps),
-/// then the latter under each other candidate's flags; each kept only where strictly faster (the
-/// plan records the flags it was made with). Where no candidate fits and spp may choose full
-/// sharding, the fastest fully sharded one-stage configuration of `planner` under any
-/// candidate's flags is the plan (the first refusal is rethrown when none fits either). The plan
+/// then the latter under each other candidate's flags; each kept only where strictly faster.
+/// Where no candidate fits and spp may choose full sharding, the fastest fully sharded one-stage
+/// configuration of `planner` under any candidate's flags is the plan; when none fits either,
+/// the refusal is the sharded candidate's (else the first's), saying full sharding was tried. The
+/// plan
 /// records the flags it was made with where they differ from the model file
 /// (`Plan::sequence_parallel`, `Plan::selective_recompute`); notes list each candidate's time. O(K)
 /// plans and O(K^2) replays for K candidates (at most 5), each set on parallel threads (up to four)
