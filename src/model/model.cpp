@@ -572,6 +572,10 @@ double weight_stash_bytes_at(const Layer& layer, int t) {
                    &TensorParallel::weight_stash_bytes);
 }
 
+double backward_recompute_ms_at(const Layer& layer, int t) {
+  return at_degree(layer, t, layer.backward_recompute_ms, &TensorParallel::backward_recompute_ms);
+}
+
 double backward_working_bytes_at(const Layer& layer, int t) {
   return at_degree(layer, t, layer.backward_working_bytes, &TensorParallel::backward_working_bytes);
 }
@@ -641,6 +645,7 @@ StageCost stage_cost(const Model& model, int first, int last, int t) {
         std::max(cost.max_recompute_transient_bytes, backward_transient_bytes_at(layer, t, true));
     cost.update_ms += update_ms_at(layer, t);
     cost.backward_weight_ms += backward_weight_ms_at(layer, t);
+    cost.backward_recompute_ms += backward_recompute_ms_at(layer, t);
     cost.weight_stash_bytes += weight_stash_bytes_at(layer, t);
     cost.recompute_input_bytes +=
         l == 0 ? model.input_bytes : model.layers[static_cast<std::size_t>(l - 1)].activation_bytes;
@@ -684,6 +689,7 @@ Layer layer_at_context_degree(Layer layer, double c) {
   layer.backward_weight_ms /= c;
   if (layer.weight_stash_bytes) *layer.weight_stash_bytes /= c;
   layer.backward_working_bytes /= c;
+  layer.backward_recompute_ms /= c;
   if (layer.tensor_parallel) {
     TensorParallel& split = *layer.tensor_parallel;
     split.allreduce_bytes /= c;
@@ -693,6 +699,7 @@ Layer layer_at_context_degree(Layer layer, double c) {
     divide_all(split.backward_weight_ms, c);
     divide_all(split.weight_stash_bytes, c);
     divide_all(split.backward_working_bytes, c);
+    divide_all(split.backward_recompute_ms, c);
   }
   return layer;
 }

@@ -663,6 +663,15 @@ TransformerLayerCosts transformer_layer_costs(const TransformerConfig& config, T
   costs.parameter_bytes = parameters * weight_bytes;
   costs.update_ms = update_ms_of(config, gpu, parameters);
   apply_kernel_floor(config, part, costs);  // the launches' floor (kernel_counts.cpp)
+  if (x.selective || x.per_op) {
+    // What a full recomputation makes redundant: the backward less the same layer's backward
+    // without partial recomputation (floors included), within the forward it replays.
+    TransformerConfig whole = config;
+    whole.selective_recompute = false;
+    whole.per_op_recompute = false;
+    const double saved = costs.backward_ms - transformer_layer_costs(whole, part, t).backward_ms;
+    costs.backward_recompute_ms = std::clamp(saved, 0.0, costs.forward_ms);
+  }
   return costs;
 }
 
@@ -737,11 +746,14 @@ Model transformer_model(const TransformerConfig& config) {
       split.backward_weight_ms.push_back(costs.backward_weight_ms);
       split.weight_stash_bytes.push_back(costs.weight_stash_bytes);
       split.backward_working_bytes.push_back(costs.backward_working_bytes);
+      split.backward_recompute_ms.push_back(costs.backward_recompute_ms);
     }
-    // Written only where some degree has one, so that other layers read as before.
-    if (std::all_of(split.backward_working_bytes.begin(), split.backward_working_bytes.end(),
-                    [](double bytes) { return bytes == 0; })) {
-      split.backward_working_bytes.clear();
+    // Kept only where some degree has one: the working sets are written only then, so that other
+    // layers read as before (the recomputed part is never written).
+    for (auto* values : {&split.backward_working_bytes, &split.backward_recompute_ms}) {
+      if (std::all_of(values->begin(), values->end(), [](double v) { return v == 0; })) {
+        values->clear();
+      }
     }
     layer.forward_ms = split.forward_ms.front();
     layer.backward_ms = split.backward_ms.front();
@@ -752,6 +764,9 @@ Model transformer_model(const TransformerConfig& config) {
     layer.weight_stash_bytes = split.weight_stash_bytes.front();
     if (!split.backward_working_bytes.empty()) {
       layer.backward_working_bytes = split.backward_working_bytes.front();
+    }
+    if (!split.backward_recompute_ms.empty()) {
+      layer.backward_recompute_ms = split.backward_recompute_ms.front();
     }
     layer.activation_bytes = activation_bytes;
     layer.tensor_parallel = std::move(split);

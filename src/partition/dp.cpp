@@ -45,6 +45,7 @@ long ceil_div(long a, long b) { return (a + b - 1) / b; }
 struct DegreeColumns {
   int t = 1;
   std::vector<double> forward, backward, parameters, stash, update;
+  std::vector<double> backward_recompute;  // the part of backward a recomputing stage skips
   std::vector<double> forward_allreduce_bytes, backward_allreduce_bytes;  // count x bytes
   std::vector<double> forward_allreduces, backward_allreduces;            // counts
   std::vector<int> listing;  // layers with tensor_parallel that list t
@@ -77,9 +78,9 @@ DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables)
   const std::size_t n = model.layers.size();
   DegreeColumns c;
   c.t = t;
-  for (auto* column :
-       {&c.forward, &c.backward, &c.parameters, &c.stash, &c.update, &c.forward_allreduce_bytes,
-        &c.backward_allreduce_bytes, &c.forward_allreduces, &c.backward_allreduces}) {
+  for (auto* column : {&c.forward, &c.backward, &c.backward_recompute, &c.parameters, &c.stash,
+                       &c.update, &c.forward_allreduce_bytes, &c.backward_allreduce_bytes,
+                       &c.forward_allreduces, &c.backward_allreduces}) {
     column->assign(n + 1, 0);
   }
   c.listing.assign(n + 1, 0);
@@ -94,6 +95,8 @@ DegreeColumns degree_columns(const model::Model& model, int t, MaxTables tables)
     const int at = (t == 1 || lists || !layer.tensor_parallel) ? t : 1;
     c.forward[l + 1] = c.forward[l] + model::forward_ms_at(layer, at);
     c.backward[l + 1] = c.backward[l] + model::backward_ms_at(layer, at);
+    c.backward_recompute[l + 1] =
+        c.backward_recompute[l] + model::backward_recompute_ms_at(layer, at);
     parameters[l] = model::parameter_bytes_at(layer, at);
     c.parameters[l + 1] = c.parameters[l] + parameters[l];
     c.stash[l + 1] = c.stash[l] + model::stash_bytes_at(layer, at);
@@ -156,6 +159,7 @@ bool allowed(const Sums& sums, const DegreeColumns& c, int i, int j) {
 // A stage's per-GPU sums at its degree: layers [i, j).
 struct StageSums {
   double forward = 0, backward = 0, parameters = 0, stash = 0, update = 0;
+  double backward_recompute = 0;
   double forward_allreduce_bytes = 0, backward_allreduce_bytes = 0;
   double forward_allreduces = 0, backward_allreduces = 0;
   double inputs = 0, largest_parameters = 0;
@@ -168,6 +172,7 @@ StageSums stage_sums(const Sums& sums, const DegreeColumns& c, int i, int j) {
   StageSums x;
   x.forward = c.forward[b] - c.forward[a];
   x.backward = c.backward[b] - c.backward[a];
+  x.backward_recompute = c.backward_recompute[b] - c.backward_recompute[a];
   x.parameters = c.parameters[b] - c.parameters[a];
   x.stash = c.stash[b] - c.stash[a];
   x.update = c.update[b] - c.update[a];
@@ -388,7 +393,8 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
   Terms t;
   memory_terms(t, x, run, recompute, rule, schedule);
   if (!t.fits) return t;
-  const double F = x.forward, B = x.backward;
+  // B: the backward's own compute (model::StageCost::own_backward_ms).
+  const double F = x.forward, B = recompute ? x.backward - x.backward_recompute : x.backward;
   const double update_divisor = rule.sharded || rule.fully ? run.groups_count : 1;
   // Full sharding overlaps each layer's gathers with its compute; the DP takes the stage's sums
   // (a lower bound of the per-layer maxima simulate::execution adds up) and has no AllReduce.

@@ -221,21 +221,27 @@ model::Model reduced_model(const model::Model& model, int c, double ring_bandwid
     if (bytes_at_one <= 0) continue;
     const std::vector<int> degrees =
         layer.tensor_parallel ? layer.tensor_parallel->degrees : std::vector<int>{1};
-    std::vector<double> forward, backward, weight;
+    std::vector<double> forward, backward, weight, recomputed;
     for (const int t : degrees) {
       const double step = ring_latency_ms + bytes_at_one / t / ring_bandwidth_bytes_per_s * 1e3;
       const double w = model::backward_weight_ms_at(layer, t);
+      const double b = model::backward_ms_at(layer, t);
+      const double r = model::backward_recompute_ms_at(layer, t);
       forward.push_back(std::max(model::forward_ms_at(layer, t), steps * step));
-      backward.push_back(std::max(model::backward_ms_at(layer, t) - w, 2 * steps * step) + w);
+      backward.push_back(std::max(b - w, 2 * steps * step) + w);
+      // A recomputing stage's backward, its recomputed part left out, overlaps the same steps.
+      recomputed.push_back(backward.back() - (std::max(b - r - w, 2 * steps * step) + w));
       weight.push_back(w);
     }
     layer.forward_ms = forward.front();
     layer.backward_ms = backward.front();
     layer.backward_weight_ms = weight.front();
+    layer.backward_recompute_ms = recomputed.front();
     if (layer.tensor_parallel) {
       layer.tensor_parallel->forward_ms = forward;
       layer.tensor_parallel->backward_ms = backward;
       layer.tensor_parallel->backward_weight_ms = weight;
+      layer.tensor_parallel->backward_recompute_ms = recomputed;
     }
   }
   return out;

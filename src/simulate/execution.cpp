@@ -112,8 +112,9 @@ double gather_ms(double n, double bytes, const Ring& ring) {
 // when split). Full sharding: an all-gather of its weights in its forward, an all-gather and a
 // reduce-scatter of its gradients in its backward (the all-gather in its `I`, the reduce-scatter in
 // its `W` when split). The tensor-parallel all-reduces come on top (already in `group`); a
-// recomputing stage adds its forward again (group_execution). `divided` holds the per-GPU values at
-// `c` (model::at_context_degree). O(layers of the stage x degrees).
+// recomputing stage's backward leaves out what it recomputes itself
+// (`model::backward_recompute_ms_at`), and adds its forward again (group_execution). `divided`
+// holds the per-GPU values at `c` (model::at_context_degree). O(layers of the stage x degrees).
 void layered_compute(const model::Model& divided, const Stage& stage, const LayerComm& comm,
                      GroupExecution& group) {
   const int t = stage.tensor_parallel;
@@ -127,7 +128,8 @@ void layered_compute(const model::Model& divided, const Stage& stage, const Laye
         bytes > 0 ? comm.context.latency_ms + bytes / comm.context.bandwidth * 1e3 : 0;
     const double gather =
         gather_ms(comm.gather_ranks, model::parameter_bytes_at(layer, t), comm.gather);
-    const double b = model::backward_ms_at(layer, t) / v;
+    const double saved = stage.recompute ? model::backward_recompute_ms_at(layer, t) : 0;
+    const double b = (model::backward_ms_at(layer, t) - saved) / v;
     const double w = model::backward_weight_ms_at(layer, t) / v;
     forward += std::max({model::forward_ms_at(layer, t) / v, steps * step, gather});
     backward += std::max({b, 2 * steps * step, 2 * gather});
@@ -162,12 +164,13 @@ GroupExecution group_execution(const topology::Topology& topology, const model::
     layered_compute(divided, stage, comm, group);
   } else {
     group.forward_ms = cost.forward_ms / v + group.forward_allreduce_ms;
-    group.backward_ms = cost.backward_ms / v + group.backward_allreduce_ms;
+    group.backward_ms = cost.own_backward_ms(stage.recompute) / v + group.backward_allreduce_ms;
     group.weight_ms = cost.backward_weight_ms / v;
   }
-  double work = cost.forward_ms + cost.backward_ms;
+  double work = cost.forward_ms + cost.own_backward_ms(stage.recompute);
   if (stage.recompute) {
-    // The backward runs the whole forward again first (spec 8.3).
+    // The backward runs the whole forward again first (spec 8.3), and not the forward work it
+    // would recompute itself (own_backward_ms; docs/decisions.md).
     group.recompute_ms = group.forward_ms;
     group.backward_ms += group.forward_ms;
     group.backward_allreduce_ms += group.forward_allreduce_ms;
@@ -268,6 +271,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     StageExecution e;
     e.forward_ms = cost.forward_ms;
     e.backward_ms = cost.backward_ms;
+    e.backward_recompute_ms = cost.backward_recompute_ms;
     e.parameter_bytes = cost.parameter_bytes;
     if (s + 1 < stages.size()) {
       e.boundary_bytes = model.layers[static_cast<std::size_t>(stage.last_layer)].activation_bytes;

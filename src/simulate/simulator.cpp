@@ -832,7 +832,7 @@ double steady_state_ms(const StageExecution& e, const Stage& stage, double M) {
     shortest = std::min(shortest, group.work_ms);
   }
   double work = e.forward_ms + e.backward_ms;
-  if (stage.recompute) work += e.forward_ms;
+  if (stage.recompute) work += e.forward_ms - e.backward_recompute_ms;
   const double spread = proportional ? M * work / speeds : M / rate;
   return std::max(spread, std::ceil(M / r) * shortest);
 }

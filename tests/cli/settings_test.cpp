@@ -64,6 +64,37 @@ TEST_F(SettingsCliTest, APlanRecordsTheFlagsItWasMadeWithAndItsExportWritesThem)
   EXPECT_NE(file_flags.at("iteration_ms"), plan.at("iteration_ms"));
 }
 
+// A stage that recomputes fully runs Megatron-LM's `--recompute-granularity full`, which replaces
+// selective: selective recomputation (without fused attention, so the attention core would be
+// recomputed) changes nothing of its time, for the megatron planner with and without context
+// parallelism (the layer-by-layer replay) and for spp. Without full recomputation it costs time.
+TEST_F(SettingsCliTest, FullRecomputationMakesSelectiveRecomputationFree) {
+  auto iteration = [&](std::vector<std::string> flags, const std::string& selective) {
+    std::vector<std::string> args{"plan", path("gpt.json"), path("topo.json"),
+                                  "--selective-recompute", selective};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto made = run_cli(args);
+    EXPECT_EQ(made.code, 0) << made.err;
+    return made.code == 0 ? nlohmann::json::parse(made.out).at("iteration_ms").get<double>() : 0.0;
+  };
+  const std::vector<std::vector<std::string>> recomputing{
+      {"--planner", "megatron", "--tensor-parallel", "2", "--pipeline-parallel", "2", "--recompute",
+       "always"},
+      {"--planner", "megatron", "--tensor-parallel", "1", "--pipeline-parallel", "2",
+       "--context-parallel", "2", "--recompute", "always"},
+      {"--recompute", "always", "--optimizer", "replicated"},
+  };
+  for (const auto& flags : recomputing) {
+    const double on = iteration(flags, "on");
+    EXPECT_GT(on, 0) << flags[0];
+    EXPECT_EQ(on, iteration(flags, "off")) << flags[0];
+  }
+  const std::vector<std::string> once{
+      "--planner",           "megatron", "--tensor-parallel", "2",
+      "--pipeline-parallel", "2",        "--recompute",       "never"};
+  EXPECT_GT(iteration(once, "on"), iteration(once, "off"));
+}
+
 // Llama 3.1 8B at 32,768 tokens (with `extra` flags) and `nodes` DGX H100, as llama.json and
 // h100.json.
 void SettingsCliTest::write_llama_8b_and_dgx_h100(const std::vector<std::string>& extra,

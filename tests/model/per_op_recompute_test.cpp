@@ -158,5 +158,20 @@ TEST(PerOpRecompute, IsADescriptionFieldWrittenOnlyWhenOn) {
   }
 }
 
+// A stage that recomputes its whole forward (torchtitan's full activation checkpointing)
+// replaces per-operator checkpointing: its backward skips the operators per_op recomputes.
+TEST(PerOpRecompute, AFullRecomputationSkipsWhatPerOpRecomputes) {
+  for (const Ffn ffn : {Ffn::kSwiglu, Ffn::kRelu2}) {
+    const TransformerConfig config = per_op(ffn);
+    const TransformerLayerCosts with =
+        transformer_layer_costs(config, TransformerPart::kDecoder, 1);
+    const TransformerLayerCosts without =
+        transformer_layer_costs(without_per_op(config), TransformerPart::kDecoder, 1);
+    EXPECT_GT(with.backward_recompute_ms, 0);
+    EXPECT_EQ(with.backward_recompute_ms, with.backward_ms - without.backward_ms);
+    EXPECT_LE(with.backward_recompute_ms, with.forward_ms);
+  }
+}
+
 }  // namespace
 }  // namespace pipeplan::model

@@ -591,6 +591,54 @@ TEST(TransformerTest, WeightGradientPartIsTheWeightedGemms) {
   EXPECT_GT(first.backward_weight_ms, 0);
 }
 
+// Megatron-LM's full recomputation replaces selective: a stage that recomputes its whole forward
+// does not recompute the attention core again inside its backward. The part it skips is the
+// backward less the same layer's without selective recomputation, at every degree, kernel floor
+// included; nothing without selective recomputation, with fused attention (nothing recomputed),
+// or outside the decoders. The model carries it per degree, divides it by c, and never writes it.
+TEST(TransformerTest, AFullRecomputationSkipsWhatSelectiveRecomputes) {
+  TransformerConfig off = gpt_style();
+  for (const double overhead : {0.0, 40.0}) {  // roofline, then the kernel floor binding
+    off.kernel_overhead_us = overhead;
+    TransformerConfig on = off;
+    on.selective_recompute = true;
+    for (const int t : off.degrees) {
+      const TransformerLayerCosts with = transformer_layer_costs(on, TransformerPart::kDecoder, t);
+      const TransformerLayerCosts without =
+          transformer_layer_costs(off, TransformerPart::kDecoder, t);
+      EXPECT_EQ(with.backward_recompute_ms, with.backward_ms - without.backward_ms) << t;
+      EXPECT_GT(with.backward_recompute_ms, 0) << t;
+      EXPECT_LE(with.backward_recompute_ms, with.forward_ms) << t;
+      EXPECT_EQ(without.backward_recompute_ms, 0) << t;
+      for (const TransformerPart part : {TransformerPart::kEmbedding, TransformerPart::kOutput}) {
+        EXPECT_EQ(transformer_layer_costs(on, part, t).backward_recompute_ms, 0) << t;
+      }
+    }
+  }
+  off.kernel_overhead_us = 0;
+  TransformerConfig on = off;
+  on.selective_recompute = true;
+  TransformerConfig flash = on;
+  flash.flash_attention = true;
+  EXPECT_EQ(transformer_layer_costs(flash, TransformerPart::kDecoder, 1).backward_recompute_ms, 0);
+  const Model model = transformer_model(on);
+  const Layer& decoder = model.layers[1];
+  for (const int t : on.degrees) {
+    EXPECT_EQ(backward_recompute_ms_at(decoder, t),
+              transformer_layer_costs(on, TransformerPart::kDecoder, t).backward_recompute_ms)
+        << t;
+  }
+  EXPECT_EQ(backward_recompute_ms_at(model.layers[0], 2), 0);
+  const StageCost cost = stage_cost(model, 0, 3, 2);
+  EXPECT_DOUBLE_EQ(cost.backward_recompute_ms, 2 * backward_recompute_ms_at(decoder, 2));
+  EXPECT_EQ(cost.own_backward_ms(false), cost.backward_ms);
+  EXPECT_EQ(cost.own_backward_ms(true), cost.backward_ms - cost.backward_recompute_ms);
+  const Model halves = at_context_degree(model, 2);
+  EXPECT_EQ(backward_recompute_ms_at(halves.layers[1], 2),
+            backward_recompute_ms_at(decoder, 2) / 2);
+  EXPECT_EQ(model_to_json(model).dump().find("recompute_ms"), std::string::npos);
+}
+
 TEST(TransformerTest, WeightStashIsTheGemmInputsAndOutputGradients) {
   TransformerConfig a = gpt_style();
   const double sbh = 16.0 * 2 * 64;

@@ -39,10 +39,11 @@ struct Tracked {
 // fastest of its rules as spp's last step keeps it (schedule::ListRule: two priorities, two
 // replica loads); nullopt when the DP finds nothing or the shape does not fit when replayed.
 std::optional<Tracked> tracked(const model::Model& model, const topology::Topology& topology,
-                               int micro_batches) {
+                               int micro_batches, const SolveOptions& options = {}) {
   std::vector<int> order(topology.gpus().size());
   std::iota(order.begin(), order.end(), 0);
-  const auto solutions = solve_several(model, topology, order, micro_batches, ScheduleModel{}, {});
+  const auto solutions =
+      solve_several(model, topology, order, micro_batches, ScheduleModel{}, options);
   if (solutions.empty()) return std::nullopt;
   planners::Request request{model, topology};
   request.micro_batches = micro_batches;
@@ -76,6 +77,23 @@ TEST(DpTrackingTest, ABalancedPipelineIsEstimatedExactly) {
   EXPECT_EQ(stages_text(result->stages), "0-0@0 1-1@1 2-2@2 3-3@3");
   EXPECT_DOUBLE_EQ(result->replay_ms, 33);
   EXPECT_DOUBLE_EQ(result->estimate_ms, 33);
+}
+
+// The same pipeline, every stage recomputing, each layer's backward holding 0.5 ms of forward work
+// that it recomputes itself (selective recomputation's attention core): a recomputing stage runs
+// F + (B - 0.5) + F = 3.5 ms a micro-batch, and the DP's estimate is the replay's 11 x 3.5.
+TEST(DpTrackingTest, ARecomputingPipelineIsEstimatedExactly) {
+  model::Model model =
+      make_model({{1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}, {1, 2, 0, 100, 0}});
+  for (model::Layer& layer : model.layers) layer.backward_recompute_ms = 0.5;
+  const topology::Topology topology = uniform_topology(4, 1e9, 0, {}, 500);
+  SolveOptions options;
+  options.choices.must_recompute = true;
+  const auto result = tracked(model, topology, 8, options);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(stages_text(result->stages), "0-0@0 1-1@1 2-2@2 3-3@3");
+  EXPECT_DOUBLE_EQ(result->replay_ms, 38.5);
+  EXPECT_DOUBLE_EQ(result->estimate_ms, 38.5);
 }
 
 // The DP's solutions (up to 16) for `model` on the identity order of `topology`.

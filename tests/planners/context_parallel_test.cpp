@@ -316,5 +316,22 @@ TEST(ContextParallelPlanning, TheReducedModelFoldsEachLayersRingStepsIntoItsTime
   EXPECT_DOUBLE_EQ(reduced.layers[0].parameter_bytes, 2e6);
 }
 
+// A backward that recomputes 20 ms of forward work (10 per GPU at c = 2): a recomputing stage
+// leaves it out, unless the ring's steps hide it. Over 1 GB/s the backward's 42 ms of steps
+// cover max(40 - 10 - 15, 42) + 15 = 57 as before: nothing left out. Over 1 TB/s and no latency
+// (a step of 0.02 ms): 40 against max(40 - 10 - 15, 0.04) + 15 = 30, the whole 10 left out.
+TEST(ContextParallelPlanning, TheReducedModelKeepsWhatARecomputingStageLeavesOut) {
+  model::Model model = long_sequence_model(1);
+  model.layers[1].backward_weight_ms = 30;
+  model.layers[1].backward_recompute_ms = 20;
+  const model::Layer slow = reduced_model(model, 2, 1e9, 1).layers[1];
+  EXPECT_DOUBLE_EQ(slow.backward_ms, 57);
+  EXPECT_DOUBLE_EQ(slow.backward_recompute_ms, 0);
+  const model::Layer fast = reduced_model(model, 2, 1e12, 0).layers[1];
+  EXPECT_DOUBLE_EQ(fast.backward_ms, 40);
+  EXPECT_DOUBLE_EQ(fast.backward_recompute_ms, 10);
+  EXPECT_DOUBLE_EQ(model::backward_recompute_ms_at(fast, 2), 5);
+}
+
 }  // namespace
 }  // namespace pipeplan::planners

@@ -140,6 +140,35 @@ TEST(ExecutionV2, RecomputationRunsTheForwardAgainAndHoldsOnlyInputsPlusOneLayer
   EXPECT_DOUBLE_EQ(exec[0].groups[0].backward_allreduce_ms, 8);  // its own 4 and the forward's
 }
 
+// A layer whose backward recomputes part of its forward itself (selective recomputation's
+// attention core: 1.5 ms per GPU at t = 2) skips that part when its stage recomputes the whole
+// forward first: B = (8.5 - 1.5) / 0.5 + 4 = 18, plus F 13 = 31, where without recomputation B is
+// 21. F(m0) 0-13, F(m1) 13-26, B(m0) 26-57, B(m1) 57-88; the steady-state bound 2 (13 + 31).
+TEST(ExecutionV2, RecomputationSkipsTheForwardWorkTheBackwardWouldRecompute) {
+  model::Model model = one_layer_model();
+  model.layers[0].backward_recompute_ms = 3;
+  model.layers[0].tensor_parallel->backward_recompute_ms = {3, 1.5};
+  const topology::Topology topology = four_gpus();
+  const std::vector<Stage> stages{group_stage({0, 1}, 2, true)};
+  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
+  const Timeline t = replay(model, topology, stages, s);
+  expect_times(t, B(0, 0), 26, 57);
+  expect_times(t, B(0, 1), 57, 88);
+  const auto exec = execution(model, topology, stages, Optimizer::kReplicated);
+  EXPECT_DOUBLE_EQ(exec[0].groups[0].recompute_ms, 13);
+  EXPECT_DOUBLE_EQ(exec[0].groups[0].work_ms, 44);
+  EXPECT_DOUBLE_EQ(exec[0].backward_ms, 8.5);  // the stage's figure stays the layers' sum
+  EXPECT_DOUBLE_EQ(compute_bounds(model, topology, stages, 2).partition_ms, 88);
+  // Whole on GPU 0 (speed 1, no all-reduce: section 3's proportional term): F + B = 8 + (16 - 3
+  // + 8) = 29 a micro-batch, 58 for two.
+  const std::vector<Stage> whole{group_stage({0}, 1, true)};
+  EXPECT_DOUBLE_EQ(compute_bounds(model, topology, whole, 2).partition_ms, 58);
+  // Without recomputation the backward runs its whole 8.5 ms: B = 21.
+  const std::vector<Stage> plain{group_stage({0, 1}, 2, false)};
+  const Timeline u = replay(model, topology, plain, s);
+  expect_times(u, B(0, 0), 26, 47);
+}
+
 TEST(ExecutionV2, RecomputationReleasesBeforeAllocatingAtEqualTimes) {
   // One micro-batch in flight at a time (F B F B): at B(m0)'s end the next F allocates at the
   // same instant, after the release: the peak is 200 + 7 + 5, never 200 + 14 + 5.

@@ -55,6 +55,8 @@ struct TensorParallel {
   std::vector<double> weight_stash_bytes;      ///< Per-GPU bytes held from I to W at each degree.
   std::vector<double> backward_working_bytes;  ///< Per-GPU working set of the backward at each
                                                ///< degree (docs/formats.md).
+  std::vector<double> backward_recompute_ms;   ///< `Layer::backward_recompute_ms` at each degree
+                                               ///< (never in a file; empty: none at any degree).
 };
 
 /// How a layer splits over a context-parallel group of `c` GPUs (spec 10.1): each GPU holds `S/c`
@@ -90,6 +92,12 @@ struct Layer {
   /// gradient's part when the backward is split), such as an unfused loss's gradient buffers
   /// (docs/formats.md, docs/memory.md); 0 (absent) for every profile and earlier description.
   double backward_working_bytes = 0;
+  /// The part of `backward_ms` that recomputes forward work (selective or per-operator
+  /// recomputation of a transformer description, docs/decisions.md): a stage that recomputes its
+  /// whole forward before its backward does not run it again. Never in a model file (0 for
+  /// profiles): `transformer_model` derives it from the description. At most `backward_ms` minus
+  /// `backward_weight_ms`, and at most `forward_ms`.
+  double backward_recompute_ms = 0;
   std::optional<TensorParallel> tensor_parallel;  ///< Absent: the layer is never split.
   /// Absent: the layer allows any context-parallel degree, with no exchange (spec 10.1).
   std::optional<ContextParallel> context_parallel;
@@ -206,6 +214,10 @@ double backward_weight_ms_at(const Layer& layer, int t);
 /// per-degree array's entry, else `weight_stash_bytes / t` for a split layer, else
 /// `weight_stash_bytes`; absent fields fall back to `stash_bytes_at(layer, t)`.
 double weight_stash_bytes_at(const Layer& layer, int t);
+/// Per-GPU recomputed forward work inside the backward at degree `t` (`backward_recompute_ms`):
+/// the per-degree array's entry, else `backward_recompute_ms / t` for a split layer, else
+/// `backward_recompute_ms`.
+double backward_recompute_ms_at(const Layer& layer, int t);
 /// Per-GPU working set of the layer's backward at degree `t`: the per-degree array's entry, else
 /// `backward_working_bytes / t` for a split layer, else `backward_working_bytes`.
 double backward_working_bytes_at(const Layer& layer, int t);
@@ -245,6 +257,7 @@ struct StageCost {
   double max_recompute_transient_bytes = 0;  ///< The same when the stage recomputes, bytes.
   double update_ms = 0;                      ///< Sum of `update_ms_at`, ms.
   double backward_weight_ms = 0;             ///< Sum of `backward_weight_ms_at`, ms (spec 9.3).
+  double backward_recompute_ms = 0;          ///< Sum of `backward_recompute_ms_at`, ms.
   double weight_stash_bytes = 0;             ///< Yw_s: sum of `weight_stash_bytes_at`, bytes.
   /// Sum of the layers' inputs (the `activation_bytes` of the layer before each, `input_bytes`
   /// for layer 0).
@@ -257,6 +270,11 @@ struct StageCost {
   /// What each GPU holds during each `B` (or `I`) only: the largest layer's transient.
   [[nodiscard]] double transient_bytes(bool recompute) const {
     return recompute ? max_recompute_transient_bytes : max_transient_bytes;
+  }
+  /// The backward's own compute, ms at speed 1.0: `backward_ms`, less the forward work it
+  /// recomputes when the stage recomputes its whole forward first (spec 8.3 adds that forward).
+  [[nodiscard]] double own_backward_ms(bool recompute) const {
+    return recompute ? backward_ms - backward_recompute_ms : backward_ms;
   }
 };
 
@@ -279,10 +297,10 @@ bool allows_context_degree(const Model& model, int c);
 bool has_context_parallel_layers(const Model& model);
 
 /// The model as a GPU of a context-parallel group of `c` sees it (spec 10.1): every per-GPU
-/// time and byte count of sections 8 and 9 divided by `c` (forward, backward and its weight part,
-/// stash and weight stash, the tensor-parallel all-reduce bytes, each per-degree array's entries,
-/// every layer's `activation_bytes` and `input_bytes`); parameters and update times whole;
-/// `exchange_bytes` kept as given (a ring step's size is `exchange_bytes / (c t)`,
+/// time and byte count of sections 8 and 9 divided by `c` (forward, backward and its weight and
+/// recomputed parts, stash and weight stash, the tensor-parallel all-reduce bytes, each per-degree
+/// array's entries, every layer's `activation_bytes` and `input_bytes`); parameters and update
+/// times whole; `exchange_bytes` kept as given (a ring step's size is `exchange_bytes / (c t)`,
 /// `ring_step_bytes`). `c = 1` returns the model unchanged. `c` must be allowed
 /// (`allows_context_degree`; else `InternalError`). O(L x degrees).
 Model at_context_degree(const Model& model, int c);

@@ -114,6 +114,10 @@ struct TransformerLayerCosts {
   double backward_weight_ms = 0;      ///< The weight-gradient part `W` of `backward_ms`, ms.
   double weight_stash_bytes = 0;      ///< Per-GPU bytes held from `I` to the end of `W`.
   double backward_working_bytes = 0;  ///< Per-GPU bytes held during the backward only.
+  /// The part of `backward_ms` that recomputes forward work (selective or per-operator
+  /// recomputation): what the backward saves when the stage recomputes its whole forward first,
+  /// as Megatron-LM's `--recompute-granularity full` replaces selective (model::Layer).
+  double backward_recompute_ms = 0;
 };
 
 /// Which part of the model.

@@ -56,7 +56,9 @@ Plan plan_context_parallel(const Request& request, schedule::Policy policy,
 /// The reduced model of degree `c` (see the file comment): `model::at_context_degree(model, c)`
 /// with each layer that exchanges keys and values taking, per tensor-parallel degree `t`,
 /// `max(f, (c-1) s)` forward and `max(b - w, 2 (c-1) s) + w` backward (`f`, `b`, `w` its divided
-/// times, `s = ring.latency + ring_step_bytes / ring.bandwidth` in ms). O(L x degrees).
+/// times, `s = ring.latency + ring_step_bytes / ring.bandwidth` in ms), and a recomputed part
+/// that leaves a recomputing stage `max(b - r - w, 2 (c-1) s) + w` (`r` its divided
+/// `backward_recompute_ms`). O(L x degrees).
 model::Model reduced_model(const model::Model& model, int c, double ring_bandwidth_bytes_per_s,
                            double ring_latency_ms);
 

@@ -91,6 +91,9 @@ struct StageExecution {
   double gather_ms = 0;           ///< Fully sharded: one all-gather of all its weights over
                                   ///< those rings (a reduce-scatter takes as long); else 0.
   std::vector<GroupExecution> groups;  ///< In replica order.
+
+  /// The part of B_s a recomputing stage does not run (model::StageCost::own_backward_ms).
+  double backward_recompute_ms = 0;
 };
 
 /// The execution figures of every stage of `stages` (which must pass `check_stages`) under
