@@ -129,6 +129,26 @@ Finished faster(Finished a, Finished b) {
   return y < x && !simulate::times_equal(x, y) ? std::move(b) : std::move(a);
 }
 
+// `finished` (the real plan of `partition` under the list policy's default rule) or, where
+// strictly faster, the same partition under one of the list policy's other rules: spp's last step
+// chose among the rules on the reduced problem, and a plan does not carry its rule, so the real
+// plan chooses again, as that step does at c = 1. Not for a described model under spp's default
+// schedule, whose final plan gets that step again once the settings are chosen (settings_choice's
+// with_devices_shared, under --schedule auto's options). The backward as `finished` has it. O(3)
+// replays of the real plan.
+Finished with_other_list_rules(const std::string& planner, const Partition& partition,
+                               const Request& real, schedule::Policy policy, Finished finished) {
+  const bool chosen_later = real.model.transformer && !real.schedule_auto;
+  if (policy != schedule::Policy::kList || chosen_later || !finished.plan) return finished;
+  Request other = real;
+  if (!finished.plan->schedule.split_backward) other.split_backward = SplitBackward::kNever;
+  for (const schedule::ListRule& rule : schedule::other_list_rules()) {
+    other.list_rule = rule;
+    finished = faster(std::move(finished), try_finish_plan(planner, partition, other, policy));
+  }
+  return finished;
+}
+
 // spp (or another planner) at degree c > 1 through the reduced problem of blocks at `stride`,
 // finished on the real one.
 Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, int stride,
@@ -181,6 +201,7 @@ Finished plan_at_stride(const Request& request, schedule::Policy policy, int c, 
     finished =
         faster(std::move(finished), try_finish_plan(plan.planner, partition, whole, *chosen));
   }
+  finished = with_other_list_rules(plan.planner, partition, real, *chosen, std::move(finished));
   if (finished.plan) {
     // The search's notes speak of the reduced problem's times: said so.
     for (const std::string& note : plan.notes) {

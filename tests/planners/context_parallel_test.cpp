@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "../support/builders.hpp"
 #include "pipeplan/error.hpp"
@@ -314,6 +315,45 @@ TEST(ContextParallelPlanning, TheReducedModelFoldsEachLayersRingStepsIntoItsTime
   // A layer without an exchange is only divided.
   EXPECT_DOUBLE_EQ(reduced.layers[0].forward_ms, 0.5);
   EXPECT_DOUBLE_EQ(reduced.layers[0].parameter_bytes, 2e6);
+}
+
+// spp's last step chooses among the list policy's rules (schedule::other_list_rules); at c > 1 it
+// chose on the reduced problem, and a plan does not carry its rule: the real plan chooses again.
+// On seeded profiles that exchange keys and values (a split backward, memory that binds on some),
+// a list plan at c = 2 or 4 is no slower than its own stages under any other rule. Until
+// 2026-12-07 the real plan took the default rule, and 3 of these trials were slower so.
+TEST(ContextParallelPlanning, APlanAtADegreeIsNoSlowerUnderAnyOtherListRule) {
+  std::mt19937 rng(2026);
+  int checked = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    model::Model model = random_model(rng, 3 + static_cast<int>(rng() % 8), 4e7);
+    std::uniform_real_distribution<double> exchange(0, 1e8), weight(0.3, 0.9);
+    for (model::Layer& layer : model.layers) {
+      layer.backward_weight_ms = weight(rng) * layer.backward_ms;
+      layer.context_parallel = model::ContextParallel{{1, 2, 4}, exchange(rng)};
+    }
+    const topology::Topology topology = random_topology(rng, 8, 2e7, 2e8);
+    const int c = rng() % 2 == 0 ? 2 : 4;
+    Request request = request_for(model, topology, 4 + static_cast<int>(rng() % 20), {c});
+    Plan plan;
+    try {
+      plan = make_plan("spp", request);
+    } catch (const InfeasibleError&) {
+      continue;
+    }
+    if (plan.schedule_policy != "list") continue;
+    ++checked;
+    if (!plan.schedule.split_backward) request.split_backward = SplitBackward::kNever;
+    for (const schedule::ListRule& rule : schedule::other_list_rules()) {
+      request.list_rule = rule;
+      const Finished other = try_finish_plan("spp", Partition{plan.gpu_order, plan.stages}, request,
+                                             schedule::Policy::kList);
+      if (!other.plan) continue;
+      EXPECT_LE(plan.timeline.iteration_ms, other.plan->timeline.iteration_ms * (1 + 1e-9))
+          << "trial " << trial << " at c = " << c << schedule::list_rule_words(rule);
+    }
+  }
+  EXPECT_GE(checked, 12);
 }
 
 // A backward that recomputes 20 ms of forward work (10 per GPU at c = 2): a recomputing stage
