@@ -14,6 +14,7 @@
 #include "pipeplan/io/format.hpp"
 #include "pipeplan/ordering/mincut_order.hpp"
 #include "pipeplan/planners/choices.hpp"
+#include "pipeplan/planners/settings_choice.hpp"
 #include "pipeplan/simulate/simulator.hpp"
 
 namespace pipeplan::planners {
@@ -132,14 +133,13 @@ Finished faster(Finished a, Finished b) {
 // `finished` (the real plan of `partition` under the list policy's default rule) or, where
 // strictly faster, the same partition under one of the list policy's other rules: spp's last step
 // chose among the rules on the reduced problem, and a plan does not carry its rule, so the real
-// plan chooses again, as that step does at c = 1. Not for a described model under spp's default
-// schedule, whose final plan gets that step again once the settings are chosen (settings_choice's
-// with_devices_shared, under --schedule auto's options). The backward as `finished` has it. O(3)
-// replays of the real plan.
+// plan chooses again, as that step does at c = 1; not where the settings' final plan gets that
+// step anyway (`reschedules_final_plan` when choosing them). The backward as `finished` has it.
+// O(3) replays of the real plan.
 Finished with_other_list_rules(const std::string& planner, const Partition& partition,
                                const Request& real, schedule::Policy policy, Finished finished) {
-  const bool chosen_later = real.model.transformer && !real.schedule_auto;
-  if (policy != schedule::Policy::kList || chosen_later || !finished.plan) return finished;
+  const bool later = real.choose_settings && reschedules_final_plan(real, policy);
+  if (policy != schedule::Policy::kList || later || !finished.plan) return finished;
   Request other = real;
   if (!finished.plan->schedule.split_backward) other.split_backward = SplitBackward::kNever;
   for (const schedule::ListRule& rule : schedule::other_list_rules()) {

@@ -25,6 +25,12 @@
 #include "pipeplan/schedule/policy.hpp"
 
 namespace pipeplan::planners {
+
+bool reschedules_final_plan(const Request& request, schedule::Policy policy) {
+  return policy == schedule::Policy::kList && !request.schedule_auto &&
+         request.model.transformer.has_value();
+}
+
 namespace {
 
 // Spec 4's equality of times: `a` is strictly below `b` beyond 1e-9 relative plus 1e-9 ms.
@@ -153,9 +159,7 @@ constexpr double kSharedDeviceSchedules = 23;
 // recipe the choice, at about twice the cost. Profiles keep one stage per device unless asked
 // (pipeplan_torch runs one stage per GPU). O(20) schedules and replays.
 Plan with_devices_shared(const Request& request, Plan plan, schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || request.schedule_auto || !request.model.transformer) {
-    return plan;
-  }
+  if (!reschedules_final_plan(request, policy)) return plan;
   Request shared = request;
   shared.schedule_auto = true;
   return fastest_schedule(shared, std::move(plan), policy);

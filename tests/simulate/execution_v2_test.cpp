@@ -77,6 +77,13 @@ void expect_times(const Timeline& t, ComputeTask task, double start, double end)
   EXPECT_DOUBLE_EQ(e.end_ms, end) << describe(task);
 }
 
+// Two micro-batches through the one stage of `stages`, both forwards first, replayed.
+Timeline forwards_then_backwards(const model::Model& model, const topology::Topology& topology,
+                                 const std::vector<Stage>& stages) {
+  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
+  return replay(model, topology, stages, s);
+}
+
 TEST(ExecutionV2, AGroupIsOneResourceAtItsSlowestSpeedWithItsAllReduces) {
   const model::Model model = one_layer_model();
   const topology::Topology topology = four_gpus();
@@ -90,8 +97,7 @@ TEST(ExecutionV2, AGroupIsOneResourceAtItsSlowestSpeedWithItsAllReduces) {
   EXPECT_DOUBLE_EQ(exec[0].groups[0].backward_ms, 21);
   EXPECT_DOUBLE_EQ(exec[0].groups[0].forward_allreduce_ms, 4);
   EXPECT_DOUBLE_EQ(exec[0].groups[0].backward_allreduce_ms, 4);
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
-  const Timeline t = replay(model, topology, stages, s);
+  const Timeline t = forwards_then_backwards(model, topology, stages);
   expect_times(t, F(0, 0), 0, 13);
   expect_times(t, F(0, 1), 13, 26);
   expect_times(t, B(0, 0), 26, 47);
@@ -127,8 +133,7 @@ TEST(ExecutionV2, RecomputationRunsTheForwardAgainAndHoldsOnlyInputsPlusOneLayer
   const topology::Topology topology = four_gpus();
   const std::vector<Stage> stages{group_stage({0, 1}, 2, true)};
   // B = 21 + F 13 = 34: F(m0) 0-13, F(m1) 13-26, B(m0) 26-60, B(m1) 60-94.
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
-  const Timeline t = replay(model, topology, stages, s);
+  const Timeline t = forwards_then_backwards(model, topology, stages);
   expect_times(t, B(0, 0), 26, 60);
   expect_times(t, B(0, 1), 60, 94);
   // Memory: 200 static; per micro-batch the layer's input (input_bytes 7) from F's start to
@@ -150,8 +155,7 @@ TEST(ExecutionV2, RecomputationSkipsTheForwardWorkTheBackwardWouldRecompute) {
   model.layers[0].tensor_parallel->backward_recompute_ms = {3, 1.5};
   const topology::Topology topology = four_gpus();
   const std::vector<Stage> stages{group_stage({0, 1}, 2, true)};
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
-  const Timeline t = replay(model, topology, stages, s);
+  const Timeline t = forwards_then_backwards(model, topology, stages);
   expect_times(t, B(0, 0), 26, 57);
   expect_times(t, B(0, 1), 57, 88);
   const auto exec = execution(model, topology, stages, Optimizer::kReplicated);
@@ -165,7 +169,7 @@ TEST(ExecutionV2, RecomputationSkipsTheForwardWorkTheBackwardWouldRecompute) {
   EXPECT_DOUBLE_EQ(compute_bounds(model, topology, whole, 2).partition_ms, 58);
   // Without recomputation the backward runs its whole 8.5 ms: B = 21.
   const std::vector<Stage> plain{group_stage({0, 1}, 2, false)};
-  const Timeline u = replay(model, topology, plain, s);
+  const Timeline u = forwards_then_backwards(model, topology, plain);
   expect_times(u, B(0, 0), 26, 47);
 }
 
@@ -276,8 +280,7 @@ TEST(ExecutionV2, WithOneReplicaTheUpdateFollowsTheLastBackward) {
   const model::Model model = one_layer_model(6);
   const topology::Topology topology = four_gpus();
   const std::vector<Stage> stages{group_stage({0, 1}, 2)};
-  Schedule s = schedule_of(2, {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {}, {}, {}});
-  const Timeline t = replay(model, topology, stages, s);
+  const Timeline t = forwards_then_backwards(model, topology, stages);
   ASSERT_TRUE(t.allreduces.empty());
   ASSERT_EQ(t.updates.size(), 1U);
   // 3 ms per GPU at t = 2 on the group's speed 0.5: 68-74.

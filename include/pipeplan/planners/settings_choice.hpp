@@ -39,6 +39,14 @@ struct SettingsCandidate {
 /// with the optimizer's last choice. O(1).
 std::vector<SettingsCandidate> settings_candidates(const Request& request);
 
+/// Whether `plan_choosing_settings`, choosing settings (`choose_settings`), gives its final plan
+/// spp's last scheduling step again: every fixed policy and every rule of the list policy on its
+/// stages, and its devices with 2 to 4 stages each. So it does for a described model under the
+/// list policy, not under `--schedule auto` (whose searches had that step already). An earlier
+/// step whose choice among the rules is lost may leave it to this one (context_parallel.cpp).
+/// O(1).
+bool reschedules_final_plan(const Request& request, schedule::Policy policy);
+
 /// Plans `request` with `plan_one` at every candidate of `settings_candidates` and keeps the
 /// fastest: a later candidate replaces the kept plan only when strictly faster (beyond spec 4's
 /// 1e-9 equality), so a request with nothing to choose plans exactly as `plan_one` alone. Every
