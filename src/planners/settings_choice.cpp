@@ -578,13 +578,42 @@ bool may_shard_fully(const Request& request) {
          model::uses_v2_fields(request.model) && sharding_matters(request);
 }
 
-// The fastest fully sharded plan of `planner` among `plan`'s stages (when given) replayed so and
+// Megatron-LM's pipelined configurations of `sharded` (fully sharded), interleaved and with
+// balanced ends (`add_megatron_variants` of the most promising, `megatron_variant_seeds`),
+// within `steps_left` and spp's search limit, as the megatron planner plans them: full sharding
+// can leave the memory that spares a recomputation (GPT-3 175B on 64 A100-80GB at -m 64:
+// t4 p8 V4 fully sharded, 11,815.97 ms, where spp kept a sharded plan of 11,818.21 ms until
+// 2026-12-07). Made on parallel threads, in the tries' order; a refused one stays empty.
+// O(K V) plans for K seeds.
+std::vector<Candidate> fully_sharded_pipelines(const Request& sharded, const std::string& planner,
+                                               StepsLeft& steps_left) {
+  const std::int64_t search_limit = plan_task_limit(planner);
+  const std::vector<Request> configurations = megatron_candidates(sharded, stage_choices(sharded));
+  std::vector<VariantTry> tries;
+  add_megatron_variants(sharded, megatron_variant_seeds(sharded, configurations), search_limit,
+                        tries, steps_left);
+  std::vector<Candidate> made(tries.size());
+  const auto failures = for_each_index(tries.size(), [&](std::size_t x) {
+    if (tries[x].beyond_search) return;
+    try {
+      made[x] = try_candidate_plan(planner, tries[x].shape, sharded, tries[x].policy, search_limit);
+    } catch (const InfeasibleError&) {
+    } catch (const UsageError&) {
+    }
+  });
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+  return made;
+}
+
+// The fastest fully sharded plan of `planner` among `plan`'s stages (when given) replayed so,
 // Megatron-LM's one-stage configurations (tensor, context and data parallelism alone: what
 // torchtitan and Megatron-LM's --use-torch-fsdp2 run; at each context-parallel degree of a list,
-// in its order),
-// the latter within `steps_left`, each under the list schedule or, where that holds no micro-batch
-// (it reserves a split backward's weight stash beside the stash), under 1F1B, as the frameworks run
-// them: a search's candidate (`adopt`). Nothing when none fits. O(degrees) plans.
+// in its order), the latter within `steps_left`, each under the list schedule or, where that
+// holds no micro-batch (it reserves a split backward's weight stash beside the stash), under
+// 1F1B, as the frameworks run them: a search's candidate (`adopt`). Nothing when none fits.
+// O(degrees) plans.
 std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::string& planner,
                                           const Plan* plan, StepsLeft& steps_left) {
   std::optional<Plan> best;
@@ -619,22 +648,30 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::str
 // them when given), with its devices shared as spp's default shares them and its fixed policies
 // tried (`fastest_schedule`, as `--schedule auto`), within its own budget of
 // kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23 schedules of the
-// plan). Nothing when none fits. O(degrees + 23) plans.
+// plan); then Megatron-LM's pipelined configurations (`fully_sharded_pipelines`) within a budget
+// of their own, each kept where strictly faster (so the first step's plan is never lost to a
+// pipeline that used its budget). Nothing when none fits. O(degrees + 23 + K V) plans.
 std::optional<Plan> fully_sharded_plan(const Request& request, const std::string& planner,
                                        const Plan* plan, schedule::Policy policy) {
   Request sharded = request;
   sharded.optimizer = Optimizer::kFullySharded;
   StepsLeft budget = kMegatronVariantExtraSteps;
   std::optional<Plan> found = fastest_fully_sharded(sharded, planner, plan, budget);
-  if (!found) return found;
-  if (scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
-          kSharedDeviceSchedules <=
-      *budget) {
+  if (found && scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
+                       kSharedDeviceSchedules <=
+                   *budget) {
     // As with_devices_shared, and under --schedule auto too: the fixed policies on the same
     // stages as well (1F1B beats the greedy list schedule on some one-stage plans).
     Request shared = sharded;
     shared.schedule_auto = true;
     found = fastest_schedule(shared, std::move(*found), policy);
+  }
+  StepsLeft pipelines_budget = kMegatronVariantExtraSteps;
+  for (Candidate& made : fully_sharded_pipelines(sharded, planner, pipelines_budget)) {
+    if (made.sketch && (!found || strictly_faster(made.sketch->timeline.iteration_ms,
+                                                  found->timeline.iteration_ms))) {
+      found = std::move(made.sketch);
+    }
   }
   return found;
 }
@@ -743,10 +780,11 @@ std::vector<std::size_t> first_of_each_flags(const std::vector<const Request*>& 
   return out;
 }
 
-// What follows a refusal where full sharding was tried too. Since 2026-12-07.
+// What follows a refusal where full sharding was tried too (`fully_sharded_plan`: the
+// one-stage configurations, and the pipelined ones within its budget). Since 2026-12-07.
 constexpr const char* kNorFullySharded =
-    "; none of Megatron-LM's fully sharded one-stage configurations (--optimizer fully-sharded) "
-    "fits either";
+    "; none of the Megatron-LM configurations spp tried fully sharded (--optimizer "
+    "fully-sharded) fits either";
 
 // The refusal where no candidate has a plan, nor full sharding where tried (`tried_full`): the
 // refusal of the sharded twin of the file's settings where spp chose the optimizer (the first
@@ -784,8 +822,7 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
   }
   if (best) {
     best->first.notes.push_back(
-        "no plan under the settings searched; Megatron-LM's fully sharded one-stage "
-        "configuration: " +
+        "no plan under the settings searched; Megatron-LM's fully sharded configuration: " +
         io::format_ms(best->first.timeline.iteration_ms));
   }
   return best;

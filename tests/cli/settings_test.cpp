@@ -264,7 +264,7 @@ TEST_F(SettingsCliTest, ARefusalSaysWhatTheOptimizerSearchTried) {
       "that needs the fewest) and there are 8";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{},
-       reason + "; none of Megatron-LM's fully sharded one-stage configurations (--optimizer "
+       reason + "; none of the Megatron-LM configurations spp tried fully sharded (--optimizer "
                 "fully-sharded) fits either\n"},
       {{"--optimizer", "sharded"}, reason + "\n"},
       {{"--optimizer", "replicated"},
