@@ -136,8 +136,8 @@ int run_plan(const PlanOptions& options, Context& context) {
   // the planner will use, and plans the most promising (planners::kBatchSizePlans, within
   // planners::kBatchSizeWork of micro-batches x GPUs).
   auto estimate = [&](const model::Model& planned, int micro_batches) {
-    return planners::estimate_iteration_ms(
-        request_for(planned, micro_batches),
+    return planners::estimate_for_planner(
+        options.planner, request_for(planned, micro_batches),
         policy.value_or(planners::default_policy(options.planner)));
   };
   const int micro_batches =

@@ -624,6 +624,23 @@ Plan make_plan(std::string_view name, const Request& request,
   return plan;
 }
 
+double estimate_for_planner(std::string_view name, const Request& request,
+                            schedule::Policy policy) {
+  if (!request.choose_settings || !find_planner(name).chooses_settings) {
+    return estimate_iteration_ms(request, policy);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (const SettingsCandidate& candidate : settings_candidates(request)) {
+    const model::Model model = request.model.transformer
+                                   ? model::transformer_variant(request.model, candidate.settings)
+                                   : request.model;
+    Request each = with_inputs(request, model, request.topology);
+    each.optimizer = candidate.optimizer;
+    best = std::min(best, estimate_iteration_ms(each, policy));
+  }
+  return best;
+}
+
 std::optional<std::string> refusal(std::string_view name, const Request& request) {
   const PlannerRow& row = find_planner(name);
   return row.refuses ? row.refuses(request) : std::nullopt;

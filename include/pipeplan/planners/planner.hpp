@@ -360,6 +360,14 @@ schedule::Policy default_policy(std::string_view planner);
 Plan make_plan(std::string_view name, const Request& request,
                std::optional<schedule::Policy> policy = std::nullopt);
 
+/// The batch-size search's estimate of what the planner `name` plans for `request` under
+/// `policy` (`estimate_iteration_ms`): where the planner chooses the settings
+/// (`PlannerRow::chooses_settings` and `request.choose_settings`), the smallest over the
+/// combinations it plans (`settings_candidates`: the description's flags and the optimizer),
+/// as it keeps the fastest of them; else the request's own. O(K configurations x (L D + N)) for
+/// K <= 5 combinations.
+double estimate_for_planner(std::string_view name, const Request& request, schedule::Policy policy);
+
 /// How hard `plan_spp` searches. The defaults are what `pipeplan plan` uses, each the constant
 /// of partition/search_constants.hpp that says where its value came from; tests and the quality
 /// benchmark turn them (docs/algorithms.md, "The final choice").
