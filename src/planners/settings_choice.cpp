@@ -833,11 +833,11 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
 // faster under other flags (Llama 3.1 8B at 32,768 tokens on one DGX H100 at c = 4, 8
 // micro-batches: 17.57 s under the kept flags, 16.81 s under others). Each distinct flag set
 // once, in the candidates' order, adopted into `plan` where strictly faster; returns the index of
-// the candidate whose flags the plan has (`kept_x` when none is adopted). O(K (degrees + 23))
-// plans.
+// the candidate whose flags the plan has (`flags_x`, the kept one's or that of an earlier step,
+// when none is adopted). O(K (degrees + 23)) plans.
 std::size_t with_full_sharding_elsewhere(const Request& user, const std::deque<Asked>& asked,
-                                         std::size_t kept_x, schedule::Policy policy, Plan& plan) {
-  std::size_t flags_x = kept_x;
+                                         std::size_t kept_x, std::size_t flags_x,
+                                         schedule::Policy policy, Plan& plan) {
   if (!falls_back_to_full_sharding(user, policy)) return flags_x;
   const std::vector<const Request*> requests = requests_of(asked);
   for (const std::size_t x : first_of_each_flags(requests, requests[kept_x])) {
@@ -847,6 +847,39 @@ std::size_t with_full_sharding_elsewhere(const Request& user, const std::deque<A
     }
     Variants tried{std::move(plan), std::nullopt};
     adopt(std::move(*found), asked[x].label + "fully sharded optimizer faster", tried);
+    plan = std::move(tried.plan);
+    flags_x = x;
+  }
+  return flags_x;
+}
+
+// spp's last scheduling step (`with_devices_shared`) on the plans of the candidates the search did
+// not keep: a candidate's plan with its devices shared can beat the kept plan with its own
+// (Llama 3.1 8B at 8,192 tokens with fused attention on 2 DGX H100, 32 micro-batches: the kept
+// plan, sequence parallelism on, 1,591 ms on three stages, no faster shared; sequence
+// parallelism off, 1,657 ms on two stages, and 1,524 ms with 4 stages per device, which spp found
+// only with `--sequence-parallel off` until 2026-12-07). Each other candidate with a plan, in
+// order, within a budget of kMegatronVariantExtraSteps scheduling steps (kSharedDeviceSchedules
+// schedules of each plan), adopted into `plan` where strictly faster; returns the index of the
+// candidate whose settings the plan has (`flags_x` when none is adopted). Only where the final
+// plan gets that step (`reschedules_final_plan`). O(K 23) schedules and replays.
+std::size_t with_devices_shared_elsewhere(const std::deque<Asked>& asked, std::size_t kept_x,
+                                          std::size_t flags_x, schedule::Policy policy,
+                                          Plan& plan) {
+  if (!reschedules_final_plan(asked[kept_x].request, policy)) return flags_x;
+  double budget = kMegatronVariantExtraSteps;
+  for (std::size_t x = 0; x < asked.size(); ++x) {
+    if (x == kept_x || !asked[x].plan) continue;
+    const Request& request = asked[x].request;
+    const double steps =
+        scheduling_steps(request.topology, asked[x].plan->stages, request.micro_batches) *
+        kSharedDeviceSchedules;
+    if (steps > budget) continue;
+    budget -= steps;
+    Plan found = with_devices_shared(request, *asked[x].plan, policy);
+    if (!strictly_faster(found.timeline.iteration_ms, plan.timeline.iteration_ms)) continue;
+    Variants tried{std::move(plan), std::nullopt};
+    adopt(std::move(found), asked[x].label + "its devices shared faster", tried);
     plan = std::move(tried.plan);
     flags_x = x;
   }
@@ -935,7 +968,10 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
       request, kept,
       with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),
       policy);
-  const std::size_t flags_x = with_full_sharding_elsewhere(request, asked, best_x, policy, planned);
+  const std::size_t shared_x =
+      with_devices_shared_elsewhere(asked, best_x, best_x, policy, planned);
+  const std::size_t flags_x =
+      with_full_sharding_elsewhere(request, asked, best_x, shared_x, policy, planned);
   Plan out = completed(std::move(planned), flags_x == best_x ? kept : asked[flags_x].request);
   record_flags(candidates[flags_x], file_model, out);
   out.notes.insert(out.notes.end(), notes.begin(), notes.end());
