@@ -195,6 +195,9 @@ constexpr double kMegatronVariantExtraSteps = 2e7;
 // The scheduling steps the variants past the first seeds may still spend (nullopt: no limit).
 using StepsLeft = std::optional<double>;
 
+// A planner's plan of one candidate's request (`plan_choosing_settings`'s `plan_one`).
+using PlanOne = std::function<Plan(const Request&, schedule::Policy)>;
+
 // Whether scheduling `stages` for `request` fits in `steps_left`, which it then spends
 // (`scheduling_steps`; always, without a limit). O(N) with a limit, else O(1).
 bool spend(StepsLeft& steps_left, const Request& request, const std::vector<Stage>& stages) {
@@ -676,13 +679,43 @@ std::optional<Plan> fully_sharded_plan(const Request& request, const std::string
   return found;
 }
 
+// The planner's own search of `request` fully sharded (`plan_one`, as `--optimizer
+// fully-sharded` plans it), with its devices shared (`with_devices_shared`): its partition
+// weighs the all-gathers and the memory full sharding frees, where `fully_sharded_plan` replays
+// stages found under another optimizer (Llama 3.1 8B with fused attention on 2 DGX H100, 64
+// micro-batches: 2,962 ms from the kept plan's stages, 2,946 ms from its own, which spp found
+// only with --optimizer fully-sharded until 2026-12-07). Only where the kept `plan`'s schedule
+// is cheap (kSharedDeviceSchedules of it within kMegatronVariantExtraSteps scheduling steps):
+// one more search, about a fifth more planning where it runs. Nothing where nothing fits.
+std::optional<Plan> fully_sharded_search(const Request& request, const Plan& plan,
+                                         schedule::Policy policy, const PlanOne& plan_one) {
+  if (scheduling_steps(request.topology, plan.stages, request.micro_batches) *
+          kSharedDeviceSchedules >
+      kMegatronVariantExtraSteps) {
+    return std::nullopt;
+  }
+  Request sharded = request;
+  sharded.optimizer = Optimizer::kFullySharded;
+  try {
+    return with_devices_shared(sharded, plan_one(sharded, policy), policy);
+  } catch (const InfeasibleError&) {
+    return std::nullopt;
+  }
+}
+
 // Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
-// schedule: `fully_sharded_plan` of `request` (the kept candidate's; the description's flags it
-// was planned with), adopted where strictly faster than `plan`.
+// schedule: the faster of `fully_sharded_plan` and `fully_sharded_search` of `request` (the kept
+// candidate's; the description's flags it was planned with), adopted where strictly faster than
+// `plan`.
 Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
-                        schedule::Policy policy) {
+                        schedule::Policy policy, const PlanOne& plan_one) {
   if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
   std::optional<Plan> found = fully_sharded_plan(request, plan.planner, &plan, policy);
+  std::optional<Plan> searched = fully_sharded_search(request, plan, policy, plan_one);
+  if (searched &&
+      (!found || strictly_faster(searched->timeline.iteration_ms, found->timeline.iteration_ms))) {
+    found = std::move(searched);
+  }
   if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
     return plan;
   }
@@ -915,7 +948,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
             request, request,
             with_megatron_variants(request, with_devices_shared(request, std::move(plan), policy),
                                    policy),
-            policy),
+            policy, plan_one),
         request);
   }
   std::deque<Asked> asked;
@@ -967,7 +1000,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
   Plan planned = with_full_sharding(
       request, kept,
       with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),
-      policy);
+      policy, plan_one);
   const std::size_t shared_x =
       with_devices_shared_elsewhere(asked, best_x, best_x, policy, planned);
   const std::size_t flags_x =
