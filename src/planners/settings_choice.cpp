@@ -894,11 +894,11 @@ std::size_t with_full_sharding_elsewhere(const Request& user, const std::deque<A
 // only with `--sequence-parallel off` until 2026-12-07). Each other candidate with a plan, in
 // order, within a budget of kMegatronVariantExtraSteps scheduling steps (kSharedDeviceSchedules
 // schedules of each plan), adopted into `plan` where strictly faster; returns the index of the
-// candidate whose settings the plan has (`flags_x` when none is adopted). Only where the final
+// candidate whose settings the plan has (`kept_x` when none is adopted). Only where the final
 // plan gets that step (`reschedules_final_plan`). O(K 23) schedules and replays.
 std::size_t with_devices_shared_elsewhere(const std::deque<Asked>& asked, std::size_t kept_x,
-                                          std::size_t flags_x, schedule::Policy policy,
-                                          Plan& plan) {
+                                          schedule::Policy policy, Plan& plan) {
+  std::size_t flags_x = kept_x;
   if (!reschedules_final_plan(asked[kept_x].request, policy)) return flags_x;
   double budget = kMegatronVariantExtraSteps;
   for (std::size_t x = 0; x < asked.size(); ++x) {
@@ -1001,8 +1001,7 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
       request, kept,
       with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),
       policy, plan_one);
-  const std::size_t shared_x =
-      with_devices_shared_elsewhere(asked, best_x, best_x, policy, planned);
+  const std::size_t shared_x = with_devices_shared_elsewhere(asked, best_x, policy, planned);
   const std::size_t flags_x =
       with_full_sharding_elsewhere(request, asked, best_x, shared_x, policy, planned);
   Plan out = completed(std::move(planned), flags_x == best_x ? kept : asked[flags_x].request);
