@@ -549,25 +549,33 @@ Variants replay_variants(const Request& request, std::int64_t search_limit,
   return tried;
 }
 
-Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
-  if (policy != schedule::Policy::kList || !request.model.transformer) {
-    return plan;
-  }
+// Megatron-LM's variants of `request` tried against `plan` (above): the first `unlimited_seeds`
+// seeds whatever they cost, the others, then the one-stage configurations (where `one_stage`),
+// within kMegatronVariantExtraSteps scheduling steps. O(K V) plans.
+Plan megatron_variants_tried(const Request& request, Plan plan, std::size_t unlimited_seeds,
+                             bool one_stage) {
   const std::vector<Request> configurations = megatron_candidates(request, stage_choices(request));
   const std::vector<Request> seeds = megatron_variant_seeds(request, configurations);
   const auto split =
-      seeds.begin() + static_cast<std::ptrdiff_t>(std::min(kMegatronVariantSeeds, seeds.size()));
+      seeds.begin() + static_cast<std::ptrdiff_t>(std::min(unlimited_seeds, seeds.size()));
   StepsLeft unlimited, budget = kMegatronVariantExtraSteps;
   const std::int64_t search_limit = plan_task_limit(plan.planner);
   std::vector<VariantTry> tries;
   add_megatron_variants(request, {seeds.begin(), split}, search_limit, tries, unlimited);
   add_megatron_variants(request, {split, seeds.end()}, search_limit, tries, budget);
-  add_one_stage_variants(request, configurations, search_limit, tries, budget);
+  if (one_stage) add_one_stage_variants(request, configurations, search_limit, tries, budget);
   std::vector<VariantMade> made =
       make_variants(request, plan.planner, search_limit, tries, plan.timeline.iteration_ms);
   Variants tried = replay_variants(request, search_limit, tries, made, std::move(plan));
   try_beyond_search(request, tried);
   return std::move(tried.plan);
+}
+
+Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy policy) {
+  if (policy != schedule::Policy::kList || !request.model.transformer) {
+    return plan;
+  }
+  return megatron_variants_tried(request, std::move(plan), kMegatronVariantSeeds, true);
 }
 
 // Whether spp may choose full sharding for `request` (issue 33 item 8; docs/decisions.md "A
@@ -919,6 +927,30 @@ std::size_t with_devices_shared_elsewhere(const std::deque<Asked>& asked, std::s
   return flags_x;
 }
 
+// Megatron-LM's variants (`megatron_variants_tried`) under the flags of the candidates the search
+// did not keep (`with_megatron_variants` tried the kept one's): a configuration can be faster
+// under other flags (GPT-3 175B on 512 A100-80GB, 256 micro-batches: the kept candidate,
+// selective recomputation off, led to t8 p4 V24 at 6,081 ms; with it on, 5,990.6 ms, which spp
+// found only with the flags fixed until 2026-12-07). Each distinct flag set once, in the
+// candidates' order, every seed within kMegatronVariantExtraSteps scheduling steps (none past
+// them), a variant adopted into `plan` where strictly faster; returns the index of the candidate
+// whose flags the plan has (`flags_x` when none is adopted). Only for the list policy on a
+// described model. O(K V) plans for K candidates.
+std::size_t with_megatron_variants_elsewhere(const std::deque<Asked>& asked, std::size_t kept_x,
+                                             std::size_t flags_x, schedule::Policy policy,
+                                             Plan& plan) {
+  if (policy != schedule::Policy::kList || !asked[kept_x].request.model.transformer) {
+    return flags_x;
+  }
+  const std::vector<const Request*> requests = requests_of(asked);
+  for (const std::size_t x : first_of_each_flags(requests, requests[kept_x])) {
+    const double before = plan.timeline.iteration_ms;
+    plan = megatron_variants_tried(asked[x].request, std::move(plan), kMegatronVariantSeeds, false);
+    if (strictly_faster(plan.timeline.iteration_ms, before)) flags_x = x;
+  }
+  return flags_x;
+}
+
 }  // namespace
 
 Plan plan_choosing_settings(const Request& request, const std::string& planner,
@@ -1002,8 +1034,10 @@ Plan plan_choosing_settings(const Request& request, const std::string& planner,
       with_megatron_variants(kept, with_devices_shared(kept, std::move(*best), policy), policy),
       policy, plan_one);
   const std::size_t shared_x = with_devices_shared_elsewhere(asked, best_x, policy, planned);
+  const std::size_t variants_x =
+      with_megatron_variants_elsewhere(asked, best_x, shared_x, policy, planned);
   const std::size_t flags_x =
-      with_full_sharding_elsewhere(request, asked, best_x, shared_x, policy, planned);
+      with_full_sharding_elsewhere(request, asked, best_x, variants_x, policy, planned);
   Plan out = completed(std::move(planned), flags_x == best_x ? kept : asked[flags_x].request);
   record_flags(candidates[flags_x], file_model, out);
   out.notes.insert(out.notes.end(), notes.begin(), notes.end());
