@@ -495,7 +495,7 @@ TEST(SettingsChoice, SppPlansMegatronsOneStageConfiguration) {
 Plan expect_never_slower_than_megatron_variants(const model::Model& model,
                                                 const topology::Topology& topology,
                                                 Optimizer optimizer) {
-  const Plan chosen = make_plan("spp", choosing(model, topology));
+  Plan chosen = make_plan("spp", choosing(model, topology));
   Request base{model, topology, kMicroBatches};
   base.optimizer = optimizer;
   base.optimizer_fixed = true;
@@ -618,7 +618,7 @@ model::Model llama_8b_without_dropout() {
 // spp's plan of `request` (settings chosen), checked to be never slower than spp's plan with
 // `fix` applied (knobs fixed) and to replay as planned. Returns spp's plan.
 Plan expect_no_slower_than_fixed(const Request& request, const std::function<void(Request&)>& fix) {
-  const Plan chosen = make_plan("spp", request);
+  Plan chosen = make_plan("spp", request);
   Request fixed = request;
   fix(fixed);
   const Plan alone = make_plan("spp", fixed);
