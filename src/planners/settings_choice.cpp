@@ -694,7 +694,8 @@ std::optional<Plan> fully_sharded_plan(const Request& request, const std::string
 // micro-batches: 2,962 ms from the kept plan's stages, 2,946 ms from its own, which spp found
 // only with --optimizer fully-sharded until 2026-12-07). Only where the kept `plan`'s schedule
 // is cheap (kSharedDeviceSchedules of it within kMegatronVariantExtraSteps scheduling steps):
-// one more search, about a fifth more planning where it runs. Nothing where nothing fits.
+// one more search, about a fifth more planning where it runs. Nothing where nothing fits or
+// where the request's options refuse full sharding (as fastest_fully_sharded's tries).
 std::optional<Plan> fully_sharded_search(const Request& request, const Plan& plan,
                                          schedule::Policy policy, const PlanOne& plan_one) {
   if (scheduling_steps(request.topology, plan.stages, request.micro_batches) *
@@ -707,6 +708,8 @@ std::optional<Plan> fully_sharded_search(const Request& request, const Plan& pla
   try {
     return with_devices_shared(sharded, plan_one(sharded, policy), policy);
   } catch (const InfeasibleError&) {
+    return std::nullopt;
+  } catch (const UsageError&) {  // an option full sharding cannot take: not spp's to choose
     return std::nullopt;
   }
 }
