@@ -83,15 +83,19 @@ struct Stage {
 }
 
 /// Where the optimizer state lives (spec 8.2): whole on every replica, divided among a stage's
-/// replicas (ZeRO-1 style), or, with the weights and gradients too, fully sharded (ZeRO-3, torch
-/// FSDP2; docs/decisions.md "A fully sharded data-parallel stage").
-enum class Optimizer : std::uint8_t { kReplicated, kSharded, kFullySharded };
+/// replicas (ZeRO-1 style), with the gradients too (ZeRO-2, torch FSDP's `SHARD_GRAD_OP`;
+/// docs/decisions.md "A data-parallel stage with sharded gradients"), or, with the weights as
+/// well, fully sharded (ZeRO-3, torch FSDP2; docs/decisions.md "A fully sharded data-parallel
+/// stage").
+enum class Optimizer : std::uint8_t { kReplicated, kSharded, kFullySharded, kShardedGradients };
 
-/// plan.json's `optimizer`: `replicated`, `sharded` or `fully-sharded`.
+/// plan.json's `optimizer`: `replicated`, `sharded`, `sharded-gradients` or `fully-sharded`.
 [[nodiscard]] inline const char* optimizer_name(Optimizer optimizer) {
   switch (optimizer) {
     case Optimizer::kSharded:
       return "sharded";
+    case Optimizer::kShardedGradients:
+      return "sharded-gradients";
     case Optimizer::kFullySharded:
       return "fully-sharded";
     case Optimizer::kReplicated:
@@ -102,18 +106,24 @@ enum class Optimizer : std::uint8_t { kReplicated, kSharded, kFullySharded };
 
 /// The optimizer `optimizer_name` calls `name`; empty for any other text.
 [[nodiscard]] inline std::optional<Optimizer> parse_optimizer(std::string_view name) {
-  for (const Optimizer o :
-       {Optimizer::kReplicated, Optimizer::kSharded, Optimizer::kFullySharded}) {
+  for (const Optimizer o : {Optimizer::kReplicated, Optimizer::kSharded,
+                            Optimizer::kShardedGradients, Optimizer::kFullySharded}) {
     if (name == optimizer_name(o)) return o;
   }
   return std::nullopt;
 }
 
+/// Whether `optimizer` divides the gradients among a stage's shards, reduce-scattering each
+/// layer's with each backward (ZeRO-2 and ZeRO-3).
+[[nodiscard]] inline bool shards_gradients(Optimizer optimizer) {
+  return optimizer == Optimizer::kShardedGradients || optimizer == Optimizer::kFullySharded;
+}
+
 /// Whether a stage has a gradient AllReduce at the end of the iteration (spec 3, 8.3, 10.3): more
-/// than one replica, or a context-parallel group, unless its data parallelism is fully sharded
-/// (its gradients are reduce-scattered with each backward instead).
+/// than one replica, or a context-parallel group, unless its gradients are sharded (they are
+/// reduce-scattered with each backward instead).
 [[nodiscard]] inline bool reduces_gradients(const Stage& stage, Optimizer optimizer) {
-  return optimizer != Optimizer::kFullySharded && stage.shards() > 1;
+  return !shards_gradients(optimizer) && stage.shards() > 1;
 }
 
 /// What a compute task computes: the forward, the whole backward, or (spec 9.2, a split

@@ -453,6 +453,10 @@ def check_runnable(plan: Any, path: str) -> None:
         raise InputError(f"{path}: /optimizer: run all-reduces each stage's gradients at the end "
                          f"of the iteration, and the plan is fully sharded (each layer's weights "
                          f"gathered and its gradients reduce-scattered as it computes)")
+    if plan.get("optimizer") == "sharded-gradients":
+        raise InputError(f"{path}: /optimizer: run all-reduces each stage's gradients at the end "
+                         f"of the iteration, and the plan shards its gradients (each layer's "
+                         f"gradients reduce-scattered as it computes)")
     schedule = plan.get("schedule")
     updates = schedule.get("updates") if isinstance(schedule, dict) else None
     if plan.get("optimizer", "replicated") != "replicated" and updates:

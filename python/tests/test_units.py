@@ -327,6 +327,13 @@ class CommandLineTest(unittest.TestCase):
                          "of the iteration, and the plan is fully sharded (each layer's weights "
                          "gathered and its gradients reduce-scattered as it computes)")
         self.assertEqual(caught.exception.code, 3)
+        with self.assertRaises(common.InputError) as caught:
+            run.check_runnable(dict(plan, optimizer="sharded-gradients"), "p.json")
+        self.assertEqual(str(caught.exception),
+                         "p.json: /optimizer: run all-reduces each stage's gradients at the end "
+                         "of the iteration, and the plan shards its gradients (each layer's "
+                         "gradients reduce-scattered as it computes)")
+        self.assertEqual(caught.exception.code, 3)
 
 
 class OrderCheckTest(unittest.TestCase):

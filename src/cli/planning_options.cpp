@@ -63,11 +63,14 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
   command
       .add_option("--optimizer", options.optimizer,
                   "replicated, sharded (ZeRO-1, Megatron-LM's distributed optimizer), "
-                  "fully-sharded (ZeRO-3, torch FSDP2: weights, gradients and optimizer state "
-                  "divided among a stage's replicas), or auto (spp's default for models with "
-                  "spec 8 fields: the faster of replicated and sharded, and for described models "
-                  "fully sharded where faster; others: replicated)")
-      ->check(CLI::IsMember({"replicated", "sharded", "fully-sharded", "auto"}))
+                  "sharded-gradients (ZeRO-2, torch FSDP's SHARD_GRAD_OP: gradients and "
+                  "optimizer state divided among a stage's replicas, the weights gathered for "
+                  "each forward and kept through its backward), fully-sharded (ZeRO-3, torch "
+                  "FSDP2: weights, gradients and optimizer state divided), or auto (spp's default "
+                  "for models with spec 8 fields: the faster of replicated and sharded, and for "
+                  "described models fully sharded where faster; others: replicated)")
+      ->check(
+          CLI::IsMember({"replicated", "sharded", "sharded-gradients", "fully-sharded", "auto"}))
       ->excludes(shard);
   command
       .add_option("--sequence-parallel", options.sequence_parallel,
@@ -147,10 +150,11 @@ void check_planner_options(const PlanningOptions& options, std::string_view plan
       {"--selective-recompute", options.selective_recompute}};
   for (const auto& [option, value] : choosable) {
     if (value != "auto") continue;
-    throw UsageError(
-        std::string(option) + " auto: only the spp planner chooses it; the " +
-        std::string(planner) + " planner takes " +
-        (option == "--optimizer" ? "replicated, sharded or fully-sharded" : "on or off"));
+    throw UsageError(std::string(option) + " auto: only the spp planner chooses it; the " +
+                     std::string(planner) + " planner takes " +
+                     (option == "--optimizer"
+                          ? "replicated, sharded, sharded-gradients or fully-sharded"
+                          : "on or off"));
   }
 }
 

@@ -52,12 +52,12 @@ struct DegreeColumns {
   // recompute_max[k][l]: the largest per-GPU transient of layers l..l+2^k-1 when recomputing
   // (model::backward_transient_bytes_at: its stash and working set; a sparse table); likewise
   // transient_max without recomputation (the working sets) and parameter_max for the parameters
-  // (full sharding's gathered copies).
+  // (the working copies of sharded gradients).
   std::vector<std::vector<double>> recompute_max, transient_max, parameter_max;
 };
 
 // Which range-maximum tables to build (each O(L log L) per degree instead of O(L)): the
-// transients for recomputation, the parameters for full sharding, the working sets for a model
+// transients for recomputation, the parameters for sharded gradients, the working sets for a model
 // that has them (`make_sums` sets `working`).
 struct MaxTables {
   bool recompute = false;
@@ -333,21 +333,33 @@ struct Terms {
   double backward = 0;       // B on the fastest group
 };
 
-// How the optimizer's state is held (spec 8.3; full sharding: docs/decisions.md).
+// How the optimizer's state is held (spec 8.3; sharded gradients and full sharding:
+// docs/decisions.md).
 struct MemoryRule {
   double factor = 4;          // phi
   double sharded_factor = 2;  // phi_sh
   bool sharded = false;
-  double reserve = 0;  // the framework reserve (Model::reserve_bytes), once per GPU
-  bool fully = false;  // everything sharded, and each layer's weights gathered
-  double working = 3;  // fully: the working copies per byte of the largest layer
+  double reserve = 0;      // the framework reserve (Model::reserve_bytes), once per GPU
+  bool fully = false;      // everything sharded, and each layer's weights gathered
+  double working = 3;      // sharded gradients: the working copies per byte of the largest layer
+  bool gradients = false;  // the gradients and the optimizer state sharded, the weights whole
+  double weights = 1;      // the weights' part of phi
+  // Whether the gradients are reduce-scattered with each backward (no AllReduce).
+  [[nodiscard]] bool shards_gradients() const { return fully || gradients; }
 };
 
 MemoryRule memory_rule(const model::Model& model, Optimizer optimizer) {
   const model::FactorSplit split = model::factor_split(model);
-  return {model.parameter_memory_factor,         model::sharded_factor(model),
-          optimizer == Optimizer::kSharded,      model.reserve_bytes,
-          optimizer == Optimizer::kFullySharded, 2 * split.weights + split.gradients};
+  MemoryRule rule;
+  rule.factor = model.parameter_memory_factor;
+  rule.sharded_factor = model::sharded_factor(model);
+  rule.sharded = optimizer == Optimizer::kSharded;
+  rule.reserve = model.reserve_bytes;
+  rule.fully = optimizer == Optimizer::kFullySharded;
+  rule.gradients = optimizer == Optimizer::kShardedGradients;
+  rule.working = rule.fully ? 2 * split.weights + split.gradients : split.gradients;
+  rule.weights = split.weights;
+  return rule;
 }
 
 // A stage's static bytes per GPU over `r` replicas, as simulate::execution counts them.
@@ -356,6 +368,10 @@ double static_bytes_of(const StageSums& x, const MemoryRule& rule, double r) {
     return x.parameters * (rule.factor - rule.sharded_factor + rule.sharded_factor / r);
   if (rule.fully && r > 1)
     return rule.factor * x.parameters / r + rule.working * x.largest_parameters;
+  if (rule.gradients && r > 1) {
+    return x.parameters * (rule.weights + (rule.factor - rule.weights) / r) +
+           rule.working * x.largest_parameters;
+  }
   return rule.factor * x.parameters;
 }
 
@@ -395,16 +411,18 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
   if (!t.fits) return t;
   // B: the backward's own compute (model::StageCost::own_backward_ms).
   const double F = x.forward, B = recompute ? x.backward - x.backward_recompute : x.backward;
-  const double update_divisor = rule.sharded || rule.fully ? run.groups_count : 1;
-  // Full sharding overlaps each layer's gathers with its compute; the DP takes the stage's sums
-  // (a lower bound of the per-layer maxima simulate::execution adds up) and has no AllReduce.
+  const double update_divisor = rule.sharded || rule.shards_gradients() ? run.groups_count : 1;
+  // Sharded gradients overlap each layer's gathers with its compute; the DP takes the stage's
+  // sums (a lower bound of the per-layer maxima simulate::execution adds up) and has no
+  // AllReduce. The backward's collectives: a reduce-scatter, and fully sharded an all-gather.
   double gather = 0;  // its layers' all-gathers, one latency per layer as execution counts them
-  if (rule.fully) {
+  const double backward_collectives = rule.fully ? 2 : 1;
+  if (rule.shards_gradients()) {
     const Ring ring = slowest_data_parallel_ring(run);
     gather = simulate::ring_all_gather_ms(run.groups_count, x.parameters, ring.bandwidth,
                                           ring.latency_ms, x.layers);
   }
-  if (run.t == 1 && !recompute && !rule.fully) {
+  if (run.t == 1 && !recompute && !rule.shards_gradients()) {
     // Section 3's stage: every group is one GPU and its work is proportional to 1 / speed.
     t.latency = (F + B) / run.fastest;
     t.load = (F + B) * run.time_per_work;
@@ -422,20 +440,26 @@ Terms stage_terms(const StageSums& x, const Run& run, bool recompute, const Memo
     const double forward = std::max(F / group.speed, gather) +
                            group.per_byte * x.forward_allreduce_bytes +
                            group.per_call * x.forward_allreduces;
-    double backward = std::max(B / group.speed, 2 * gather) +
+    double backward = std::max(B / group.speed, backward_collectives * gather) +
                       group.per_byte * x.backward_allreduce_bytes +
                       group.per_call * x.backward_allreduces;
-    if (recompute) backward += forward;
+    // The forward again; with sharded gradients only, the weights kept from the forward.
+    if (recompute && rule.gradients) {
+      backward += F / group.speed + group.per_byte * x.forward_allreduce_bytes +
+                  group.per_call * x.forward_allreduces;
+    } else if (recompute) {
+      backward += forward;
+    }
     t.latency = std::min(t.latency, forward + backward);
     t.backward = std::min(t.backward, backward);
     t.load = std::max(t.load, static_cast<double>(count) * (forward + backward));
     slowest = std::min(slowest, group.speed);
   }
-  double allreduce = 0;  // none when fully sharded: reduce-scattered with each backward
-  if (!rule.fully && run.t == 1) {
+  double allreduce = 0;  // none with sharded gradients: reduce-scattered with each backward
+  if (!rule.shards_gradients() && run.t == 1) {
     allreduce = simulate::ring_allreduce_ms(run.replicas, x.parameters, run.ring_bandwidth,
                                             run.ring_latency_ms);
-  } else if (!rule.fully) {
+  } else if (!rule.shards_gradients()) {
     for (const Ring& ring : run.rings) {
       allreduce = std::max(allreduce, simulate::ring_allreduce_ms(run.groups_count, x.parameters,
                                                                   ring.bandwidth, ring.latency_ms));
@@ -573,7 +597,7 @@ std::optional<Objective> objective(const model::Model& model, const topology::To
   }
   std::sort(degrees.begin(), degrees.end());
   degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
-  const Sums sums = make_sums(model, degrees, {recompute, optimizer == Optimizer::kFullySharded});
+  const Sums sums = make_sums(model, degrees, {recompute, shards_gradients(optimizer)});
   return objective_with(model, sums, degrees, topology, stages, micro_batches, schedule, optimizer);
 }
 
@@ -701,7 +725,7 @@ class Pass {
         choices_(choices),
         sums_(make_sums(model, choices.degrees,
                         {choices.may_recompute || choices.must_recompute,
-                         choices.optimizer == Optimizer::kFullySharded})),
+                         shards_gradients(choices.optimizer)})),
         prefix_(model),
         rule_(memory_rule(model, choices.optimizer)),
         recompute_(recompute_options(choices)),
@@ -1043,9 +1067,8 @@ double simple_plans_bound(const model::Model& model, const topology::Topology& t
                           const StageChoices& choices) {
   const int C = static_cast<int>(grid.cuts.size()) - 1;
   const LayerSums prefix(model);
-  const Sums sums =
-      make_sums(model, choices.degrees,
-                {choices.must_recompute, choices.optimizer == Optimizer::kFullySharded});
+  const Sums sums = make_sums(model, choices.degrees,
+                              {choices.must_recompute, shards_gradients(choices.optimizer)});
   auto work_at = [&](int ci) {
     const auto l = static_cast<std::size_t>(grid.cuts[static_cast<std::size_t>(ci)]);
     return prefix.forward[l] + prefix.backward[l];
@@ -1106,10 +1129,12 @@ int fewest_stages_for_static_bytes(const model::Model& model, const topology::To
   if (degrees.empty()) return -1;
   const MemoryRule rule = memory_rule(model, optimizer);
   memory -= rule.reserve;  // what a GPU holds besides its framework reserve
-  // Full sharding divides everything among the replicas: no stage count is necessary.
-  const double factor = rule.fully     ? 0
-                        : rule.sharded ? rule.factor - rule.sharded_factor
-                                       : rule.factor;
+  // Full sharding divides everything among the replicas: no stage count is necessary; sharded
+  // gradients leave the weights whole.
+  const double factor = rule.fully       ? 0
+                        : rule.gradients ? rule.weights
+                        : rule.sharded   ? rule.factor - rule.sharded_factor
+                                         : rule.factor;
   int stages = 1;
   double filled = 0;
   for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {

@@ -1061,6 +1061,12 @@ std::optional<double> one_replica_ms(const Request& request, const Partition& sh
     // the working copies and the gathers, which only add to the whole plan (still a bound).
     model.sharded_memory_factor = shard;
     model.parameter_memory_factor /= r;
+  } else if (request.optimizer == Optimizer::kShardedGradients) {
+    // The weights whole, the rest divided; likewise without the working copies and the
+    // reduce-scatters.
+    const double weights = model::factor_split(model).weights;
+    model.sharded_memory_factor = shard;
+    model.parameter_memory_factor = weights + (model.parameter_memory_factor - weights) / r;
   }
   for (model::Layer& layer : model.layers) {
     layer.update_ms = 0;
@@ -1070,7 +1076,7 @@ std::optional<double> one_replica_ms(const Request& request, const Partition& sh
   for (Stage& stage : one.stages) stage.gpus = stage.group(0);
   Request replica = with_inputs(request, model, request.topology);
   replica.micro_batches = request.micro_batches / r;
-  if (replica.optimizer == Optimizer::kFullySharded) replica.optimizer = Optimizer::kReplicated;
+  if (shards_gradients(replica.optimizer)) replica.optimizer = Optimizer::kReplicated;
   const Finished made = try_finish_plan("spp", one, replica, policy);
   if (!made.plan) return std::nullopt;
   // The last forward or backward: a replica of a context-parallel stage has an AllReduce of its

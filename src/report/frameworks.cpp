@@ -534,6 +534,19 @@ void refuse_per_op_recompute(const PlanView& view, const std::string& framework)
                        " has no setting for: describe the model without --per-op-recompute");
 }
 
+// A plan with sharded gradients and whole weights (ZeRO-2, docs/decisions.md) for a framework
+// without that mode beside pipeline parallelism: Megatron-LM's options shard the optimizer state
+// (--use-distributed-optimizer, ZeRO-1) or everything (--use-torch-fsdp2, ZeRO-3), and
+// deepspeed/runtime/pipe/engine.py asserts `zero_optimization_stage() < 2`. Exit 3.
+void refuse_sharded_gradients(const PlanView& view, const std::string& framework,
+                              const std::string& modes) {
+  if (view.plan.optimizer != Optimizer::kShardedGradients) return;
+  throw InputError(plan_file(view), "/optimizer",
+                   "the plan shards the gradients and keeps the weights whole (ZeRO-2), which " +
+                       framework + " does not run: it runs " + modes +
+                       "; make the plan with --optimizer sharded");
+}
+
 // Megatron-LM's recomputation arguments: full recomputation of every layer when some stage of
 // the plan recomputes (a note when not all do), else selective recomputation of the attention
 // core when the description assumed it. Returns the export's `recompute` field.
@@ -680,6 +693,9 @@ ordered_json megatron_json(const PlanView& view) {
   refuse_zero_bubble(view, "Megatron-LM");
   refuse_bf16_optimizer(view);
   refuse_per_op_recompute(view, "Megatron-LM");
+  refuse_sharded_gradients(view, "Megatron-LM",
+                           "ZeRO-1 (its distributed optimizer) and, without pipeline parallelism, "
+                           "ZeRO-3 (torch FSDP2)");
   const FrameworkShape shape = framework_shape(view, "Megatron-LM");
   if (shape.virtual_stages > 1) check_megatron_interleaving(view, shape);
   std::vector<std::string> notes;
@@ -756,6 +772,7 @@ ordered_json deepspeed_json(const PlanView& view) {
   refuse_split_backward(view, "DeepSpeed");
   refuse_shared_gpus(view, "DeepSpeed");
   refuse_per_op_recompute(view, "DeepSpeed");
+  refuse_sharded_gradients(view, "DeepSpeed's pipeline engine", "ZeRO stage 0 or 1 only");
   if (plan.optimizer == Optimizer::kFullySharded) {
     // deepspeed/runtime/pipe/engine.py asserts `zero_optimization_stage() < 2` ("ZeRO-2 and
     // ZeRO-3 are incompatible with pipeline parallelism").

@@ -122,10 +122,12 @@ std::string stages_table(const PlanView& view) {
         "the chart's row names. Forward, backward and parameters are per GPU at the stage's "
         "degree, without tensor-parallel all-reduces and recomputation (the chart's strips "
         "show their shares of each task); the optimizer is " +
-        std::string(plan.optimizer == Optimizer::kSharded        ? "sharded among replicas"
-                    : plan.optimizer == Optimizer::kFullySharded ? "fully sharded among replicas, "
-                                                                   "with the weights and gradients"
-                                                                 : "replicated") +
+        std::string(plan.optimizer == Optimizer::kSharded ? "sharded among replicas"
+                    : plan.optimizer == Optimizer::kShardedGradients
+                        ? "sharded among replicas, with the gradients"
+                    : plan.optimizer == Optimizer::kFullySharded
+                        ? "fully sharded among replicas, with the weights and gradients"
+                        : "replicated") +
         ".</p>\n";
   }
   if (plan.schedule.split_backward) {

@@ -382,8 +382,10 @@ void read_header(const Members& plan, const GpuIds& gpus, simulate::StatedPlan& 
   if (auto optimizer = plan.optional("optimizer")) {
     const std::optional<Optimizer> parsed = parse_optimizer(optimizer->as_string());
     if (!parsed) {
-      optimizer->fail("must be \"replicated\", \"sharded\" or \"fully-sharded\", got " +
-                      io::describe_value(optimizer->json()));
+      optimizer->fail(
+          "must be \"replicated\", \"sharded\", \"sharded-gradients\" or \"fully-sharded\", "
+          "got " +
+          io::describe_value(optimizer->json()));
     }
     stated.optimizer = *parsed;
   }

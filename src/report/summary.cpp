@@ -108,6 +108,7 @@ std::string plan_header(const Plan& plan, const topology::Topology& topology) {
                     plan.planner + ", schedule " + plan.schedule_policy;
   if (plan.optimizer == Optimizer::kSharded) out += ", sharded optimizer";
   if (plan.optimizer == Optimizer::kFullySharded) out += ", fully sharded (FSDP)";
+  if (plan.optimizer == Optimizer::kShardedGradients) out += ", sharded gradients (ZeRO-2)";
   // The description's flags the planner set otherwise than the model file (settings_choice.hpp).
   if (plan.sequence_parallel) {
     out += std::string(", sequence parallelism ") + (*plan.sequence_parallel ? "on" : "off");

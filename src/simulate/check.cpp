@@ -397,10 +397,13 @@ class StructureCheck {
       }
       const Stage& stage = stated_.stages[static_cast<std::size_t>(e.stage)];
       if (!graph.has_allreduce(e.stage)) {
-        const char* why = stage.shards() > 1 ? " is fully sharded (its gradients are reduce-"
-                                               "scattered in each backward)"
-                          : stage.tensor_parallel == 1 ? " has one GPU"
-                                                       : " has one replica";
+        const char* why =
+            stage.shards() > 1
+                ? (stated_.optimizer == Optimizer::kFullySharded
+                       ? " is fully sharded (its gradients are reduce-scattered in each backward)"
+                       : " shards its gradients (they are reduce-scattered in each backward)")
+            : stage.tensor_parallel == 1 ? " has one GPU"
+                                         : " has one replica";
         fail(at, "stage " + std::to_string(e.stage) + why + " and no AllReduce");
       }
       std::size_t& slot = index_.allreduce_entry[static_cast<std::size_t>(e.stage)];

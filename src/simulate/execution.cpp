@@ -9,11 +9,12 @@
 // Context parallelism (spec 10.3) divides the per-GPU values (model::at_context_degree, once per
 // call) and adds ring steps layer by layer (`layered_compute`); full sharding (docs/decisions.md)
 // adds each layer's all-gathers and reduce-scatter there too, and its working copies once per
-// device (`device_working_copies`).
+// device (`device_working_copies`); sharded gradients (ZeRO-2) the same without the backward's
+// all-gather and the weights' copies.
 //
 // Complexity: O(layers x degrees) per stage for the sums (model::stage_cost), O(r c t) for its
 // groups and rings, O(L x degrees) more for the divided model when c > 1, O(S log S) GPU-list
-// comparisons for the devices when fully sharded.
+// comparisons for the devices when the gradients are sharded.
 
 #include "pipeplan/simulate/execution.hpp"
 
@@ -92,12 +93,16 @@ void group_resources(const topology::Topology& topology, GroupExecution& group) 
 }
 
 // What a group's layers overlap their compute with: the context ring's steps (spec 10.3) and,
-// with full sharding, each layer's all-gathers and reduce-scatter over the data-parallel rings
-// (docs/decisions.md "A fully sharded data-parallel stage").
+// with sharded gradients, each layer's all-gathers and reduce-scatter over the data-parallel rings
+// (docs/decisions.md "A fully sharded data-parallel stage", "A data-parallel stage with sharded
+// gradients").
 struct LayerComm {
   Ring context;             // the context ring (c > 1)
-  Ring gather;              // the slowest data-parallel ring (fully sharded, n > 1)
-  double gather_ranks = 1;  // n = r c: the ranks a layer's weights are sharded over
+  Ring gather;              // the slowest data-parallel ring (sharded gradients, n > 1)
+  double gather_ranks = 1;  // n = r c: the ranks a layer's gradients are sharded over
+  // All-gathers of a layer's weights before its backward: 1 fully sharded (resharded after the
+  // forward), 0 with sharded gradients only (the weights kept from the forward, ZeRO-2).
+  double backward_gathers = 1;
 };
 
 // One all-gather (or reduce-scatter) of a layer's `bytes` per GPU over a ring of `n` GPUs; 0 for
@@ -106,21 +111,24 @@ double gather_ms(double n, double bytes, const Ring& ring) {
   return bytes > 0 ? ring_all_gather_ms(n, bytes, ring.bandwidth, ring.latency_ms) : 0;
 }
 
-// The compute of a group layer by layer, for a context-parallel or fully sharded stage: each layer
-// takes the longest of its compute and what overlaps it, in each direction. Context parallelism:
-// `c - 1` ring steps of `lambda + x / beta` in its forward and `2 (c - 1)` in its backward (its `I`
-// when split). Full sharding: an all-gather of its weights in its forward, an all-gather and a
-// reduce-scatter of its gradients in its backward (the all-gather in its `I`, the reduce-scatter in
-// its `W` when split). The tensor-parallel all-reduces come on top (already in `group`); a
-// recomputing stage's backward leaves out what it recomputes itself
-// (`model::backward_recompute_ms_at`), and adds its forward again (group_execution). `divided`
-// holds the per-GPU values at `c` (model::at_context_degree). O(layers of the stage x degrees).
-void layered_compute(const model::Model& divided, const Stage& stage, const LayerComm& comm,
-                     GroupExecution& group) {
+// The compute of a group layer by layer, for a context-parallel stage or one with sharded
+// gradients: each layer takes the longest of its compute and what overlaps it, in each direction.
+// Context parallelism: `c - 1` ring steps of `lambda + x / beta` in its forward and `2 (c - 1)` in
+// its backward (its `I` when split). Full sharding: an all-gather of its weights in its forward, an
+// all-gather and a reduce-scatter of its gradients in its backward (the all-gather in its `I`, the
+// reduce-scatter in its `W` when split); sharded gradients only: the same without the backward's
+// all-gather. The tensor-parallel all-reduces come on top (already in `group`); a recomputing
+// stage's backward leaves out what it recomputes itself (`model::backward_recompute_ms_at`), and
+// adds its forward again (group_execution): returned, the forward as it runs again in the
+// backward (without the all-gather where the weights were kept). `divided` holds the per-GPU
+// values at `c` (model::at_context_degree). O(layers of the stage x degrees).
+double layered_compute(const model::Model& divided, const Stage& stage, const LayerComm& comm,
+                       GroupExecution& group) {
   const int t = stage.tensor_parallel;
   const double steps = stage.context_parallel - 1;
   const double v = group.speed;
-  double forward = 0, backward = 0, input = 0, weight = 0;
+  double forward = 0, backward = 0, input = 0, weight = 0, again = 0;
+  const double gathers = comm.backward_gathers;
   for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
     const model::Layer& layer = divided.layers[static_cast<std::size_t>(l)];
     const double bytes = steps > 0 ? model::ring_step_bytes(layer, t, stage.context_parallel) : 0;
@@ -131,15 +139,18 @@ void layered_compute(const model::Model& divided, const Stage& stage, const Laye
     const double saved = stage.recompute ? model::backward_recompute_ms_at(layer, t) : 0;
     const double b = (model::backward_ms_at(layer, t) - saved) / v;
     const double w = model::backward_weight_ms_at(layer, t) / v;
-    forward += std::max({model::forward_ms_at(layer, t) / v, steps * step, gather});
-    backward += std::max({b, 2 * steps * step, 2 * gather});
-    input += std::max({b - w, 2 * steps * step, gather});
+    const double f = model::forward_ms_at(layer, t) / v;
+    forward += std::max({f, steps * step, gather});
+    backward += std::max({b, 2 * steps * step, (1 + gathers) * gather});
+    input += std::max({b - w, 2 * steps * step, gathers * gather});
     weight += std::max(w, gather);
+    again += std::max(f, steps * step);
   }
   group.forward_ms = forward + group.forward_allreduce_ms;
   group.backward_ms = backward + group.backward_allreduce_ms;
   group.input_ms = input + group.backward_allreduce_ms;
   group.weight_ms = weight;
+  return gathers > 0 ? group.forward_ms : again + group.forward_allreduce_ms;
 }
 
 GroupExecution group_execution(const topology::Topology& topology, const model::Model& divided,
@@ -159,22 +170,24 @@ GroupExecution group_execution(const topology::Topology& topology, const model::
   group.backward_allreduce_ms =
       tensor_parallel_ms(t, cost.backward_allreduce_bytes, cost.backward_allreduces, ring);
   const double v = group.speed;
+  double again = 0;  // the forward as a recomputing backward runs it again
   if (layered) {
     if (context) comm.context = slowest_ring(topology, group_rings(group.gpus, t, true));
-    layered_compute(divided, stage, comm, group);
+    again = layered_compute(divided, stage, comm, group);
   } else {
     group.forward_ms = cost.forward_ms / v + group.forward_allreduce_ms;
     group.backward_ms = cost.own_backward_ms(stage.recompute) / v + group.backward_allreduce_ms;
     group.weight_ms = cost.backward_weight_ms / v;
+    again = group.forward_ms;
   }
   double work = cost.forward_ms + cost.own_backward_ms(stage.recompute);
   if (stage.recompute) {
     // The backward runs the whole forward again first (spec 8.3), and not the forward work it
     // would recompute itself (own_backward_ms; docs/decisions.md).
-    group.recompute_ms = group.forward_ms;
-    group.backward_ms += group.forward_ms;
+    group.recompute_ms = again;
+    group.backward_ms += again;
     group.backward_allreduce_ms += group.forward_allreduce_ms;
-    if (layered) group.input_ms += group.forward_ms;
+    if (layered) group.input_ms += again;
     work += cost.forward_ms;
   }
   if (!layered) group.input_ms = group.backward_ms - group.weight_ms;
@@ -211,8 +224,9 @@ double data_parallel_allreduce_ms(const topology::Topology& topology, const Stag
 
 // The static bytes of a stage and their weights' and gradients' parts (spec 8.3 and 10.3; full
 // sharding: docs/decisions.md). Replicated: `phi W_s`. Sharded: the optimizer state divided
-// among the `n = r c` shards. Fully sharded: everything divided among them (nothing when n = 1);
-// the working copies of FSDP's per-layer units are the device's (`device_working_copies`).
+// among the `n = r c` shards. Sharded gradients: everything but the weights divided among them.
+// Fully sharded: everything divided among them (nothing when n = 1); the working copies of FSDP's
+// per-layer units are the device's (`device_working_copies`).
 void static_memory(const model::Model& model, const model::StageCost& cost, Optimizer optimizer,
                    int shards, StageExecution& e) {
   const double phi = model.parameter_memory_factor;
@@ -222,19 +236,22 @@ void static_memory(const model::Model& model, const model::StageCost& cost, Opti
   if (optimizer == Optimizer::kSharded) {
     const double phi_sharded = model::sharded_factor(model);
     e.static_bytes = W * (phi - phi_sharded + phi_sharded / shards);
+  } else if (optimizer == Optimizer::kShardedGradients) {
+    e.static_bytes = W * (split.weights + (phi - split.weights) / shards);
   } else {
     e.static_bytes = phi * W;
   }
   e.weight_bytes = split.weights * W;
-  e.gradient_bytes = split.gradients * W;
+  e.gradient_bytes = split.gradients * (optimizer == Optimizer::kShardedGradients ? W / shards : W);
 }
 
-// Full sharding's working copies, once per device (the stages of one GPU list): the largest layer
-// among its fully sharded stages (n > 1), its weights gathered twice (the layer computing and
-// the next, prefetched: one layer computes at a time on a device) and its gradients unsharded
-// once before their reduce-scatter. O(S log S) list comparisons.
+// The working copies of sharded gradients, once per device (the stages of one GPU list): the
+// largest layer among its stages with n > 1, its gradients unsharded once before their
+// reduce-scatter and, fully sharded, its weights gathered twice (the layer computing and the next,
+// prefetched: one layer computes at a time on a device). O(S log S) list comparisons.
 void device_working_copies(const model::Model& model, const std::vector<Stage>& stages,
-                           const std::vector<double>& largest, std::vector<StageExecution>& out) {
+                           Optimizer optimizer, const std::vector<double>& largest,
+                           std::vector<StageExecution>& out) {
   std::map<std::vector<int>, double> per_device;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     double& most = per_device[stages[s].gpus];
@@ -243,7 +260,8 @@ void device_working_copies(const model::Model& model, const std::vector<Stage>& 
   const model::FactorSplit split = model::factor_split(model);
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const double bytes = per_device[stages[s].gpus];
-    out[s].working_weight_bytes = 2 * split.weights * bytes;
+    if (optimizer == Optimizer::kFullySharded)
+      out[s].working_weight_bytes = 2 * split.weights * bytes;
     out[s].working_gradient_bytes = split.gradients * bytes;
   }
 }
@@ -285,10 +303,11 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     e.transient_bytes = cost.transient_bytes(stage.recompute);
     e.weight_stash_bytes = cost.weight_stash_bytes;
     LayerComm comm;
-    if (optimizer == Optimizer::kFullySharded) largest.push_back(cost.max_parameter_bytes);
-    if (optimizer == Optimizer::kFullySharded && shards > 1) {
+    if (shards_gradients(optimizer)) largest.push_back(cost.max_parameter_bytes);
+    if (shards_gradients(optimizer) && shards > 1) {
       comm.gather = slowest_ring(topology, data_parallel_rings(stage));
       comm.gather_ranks = shards;
+      comm.backward_gathers = optimizer == Optimizer::kFullySharded ? 1 : 0;
       e.gather_ms = gather_ms(shards, cost.parameter_bytes, comm.gather);
     } else {
       e.allreduce_ms = data_parallel_allreduce_ms(topology, stage, cost.parameter_bytes);
@@ -300,7 +319,7 @@ std::vector<StageExecution> execution(const model::Model& model, const topology:
     }
     out.push_back(std::move(e));
   }
-  if (optimizer == Optimizer::kFullySharded) device_working_copies(model, stages, largest, out);
+  if (shards_gradients(optimizer)) device_working_copies(model, stages, optimizer, largest, out);
   return out;
 }
 

@@ -313,5 +313,44 @@ TEST_F(SettingsCliTest, OtherPlannersRefuseAuto) {
             "megatron planner takes on or off\n");
 }
 
+// Sharded gradients (ZeRO-2, docs/decisions.md) end to end: the megatron planner plans two
+// stages of two replicas so, the plan says so in its summary and its file, simulate reproduces
+// it, its memory is below the sharded optimizer's (the gradients divided too) and it has no
+// AllReduce; the megatron export refuses it by the plan's pointer, and spp takes the option.
+TEST_F(SettingsCliTest, ShardedGradientsArePlannedSimulatedAndRefusedByMegatronLm) {
+  auto plan_with = [&](const std::string& optimizer, const std::string& planner) {
+    return run_cli({"plan", path("gpt.json"), path("topo.json"), "--planner", planner,
+                    "--tensor-parallel", "1", "--pipeline-parallel", "2", "--data-parallel", "2",
+                    "--optimizer", optimizer, "-o", path(optimizer + "-" + planner + ".json")});
+  };
+  const auto made = plan_with("sharded-gradients", "megatron");
+  ASSERT_EQ(made.code, 0) << made.err;
+  EXPECT_NE(made.err.find(", sharded gradients (ZeRO-2)"), std::string::npos) << made.err;
+  const auto plan = nlohmann::json::parse(read(path("sharded-gradients-megatron.json")));
+  EXPECT_EQ(plan.at("optimizer"), "sharded-gradients");
+  EXPECT_TRUE(plan.at("schedule").at("allreduces").empty());
+  const auto checked = run_cli({"simulate", path("sharded-gradients-megatron.json"),
+                                path("gpt.json"), path("topo.json"), "--json"});
+  ASSERT_EQ(checked.code, 0) << checked.err;
+  EXPECT_EQ(nlohmann::json::parse(checked.out).at("iteration_ms"), plan.at("iteration_ms"));
+  ASSERT_EQ(plan_with("sharded", "megatron").code, 0);
+  const auto sharded = nlohmann::json::parse(read(path("sharded-megatron.json")));
+  EXPECT_LT(plan.at("gpus").at(0).at("peak_memory_bytes").get<double>(),
+            sharded.at("gpus").at(0).at("peak_memory_bytes").get<double>());
+  const auto exported =
+      run_cli({"export", path("sharded-gradients-megatron.json"), "--format", "megatron", "--model",
+               path("gpt.json"), "--topology", path("topo.json")});
+  EXPECT_EQ(exported.code, 3);
+  EXPECT_EQ(exported.err.rfind("pipeplan: error: " + path("sharded-gradients-megatron.json") +
+                                   ": /optimizer: the plan shards the gradients",
+                               0),
+            0U)
+      << exported.err;
+  const auto spp =
+      run_cli({"plan", path("gpt.json"), path("topo.json"), "--optimizer", "sharded-gradients"});
+  ASSERT_EQ(spp.code, 0) << spp.err;
+  EXPECT_EQ(nlohmann::json::parse(spp.out).at("optimizer"), "sharded-gradients");
+}
+
 }  // namespace
 }  // namespace pipeplan::cli

@@ -384,8 +384,8 @@ TEST_F(V2PlanFile, EachV2MutationHasItsOwnMessage) {
             "plan.json: /stages/0/gpus: lists 2 GPUs, not a multiple of the stage's "
             "tensor_parallel (3): each replica is a group of t GPUs");
   EXPECT_EQ(error_of([](auto& j) { j["optimizer"] = "zero"; }),
-            "plan.json: /optimizer: must be \"replicated\", \"sharded\" or \"fully-sharded\", "
-            "got \"zero\"");
+            "plan.json: /optimizer: must be \"replicated\", \"sharded\", \"sharded-gradients\" or "
+            "\"fully-sharded\", got \"zero\"");
   EXPECT_EQ(error_of([](auto& j) {
               // Without its optimizer steps the plan ends with its last other task.
               j["schedule"].erase("updates");

@@ -72,7 +72,8 @@ struct StageExecution {
                                     ///< largest layer of its device, twice (the layer
                                     ///< computing and the next, prefetched); like the
                                     ///< reserve, once per device. Else 0.
-  double working_gradient_bytes = 0;  ///< Likewise its unsharded gradients, once.
+  double working_gradient_bytes = 0;  ///< Likewise its unsharded gradients, once (also with
+                                      ///< sharded gradients only).
 
   /// What each GPU of its device holds once, however many stages it serves: the reserve and
   /// full sharding's working copies.
@@ -86,9 +87,9 @@ struct StageExecution {
   double weight_stash_bytes = 0;  ///< Yw_s: held per micro-batch from the end of its I to the
                                   ///< end of its W (spec 9.3; a split backward only).
   double allreduce_ms = 0;        ///< The data-parallel AllReduce (t rings in parallel over the
-                                  ///< data- and context-parallel ranks); 0: r c = 1, or fully
-                                  ///< sharded.
-  double gather_ms = 0;           ///< Fully sharded: one all-gather of all its weights over
+                                  ///< data- and context-parallel ranks); 0: r c = 1, or
+                                  ///< sharded gradients.
+  double gather_ms = 0;           ///< Sharded gradients: one all-gather of all its weights over
                                   ///< those rings (a reduce-scatter takes as long); else 0.
   std::vector<GroupExecution> groups;  ///< In replica order.
 
