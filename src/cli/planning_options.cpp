@@ -68,7 +68,8 @@ void add_planning_options(CLI::App& command, PlanningOptions& options) {
                   "each forward and kept through its backward), fully-sharded (ZeRO-3, torch "
                   "FSDP2: weights, gradients and optimizer state divided), or auto (spp's default "
                   "for models with spec 8 fields: the faster of replicated and sharded, and for "
-                  "described models fully sharded where faster; others: replicated)")
+                  "described models fully sharded or sharded-gradients where faster; others: "
+                  "replicated)")
       ->check(
           CLI::IsMember({"replicated", "sharded", "sharded-gradients", "fully-sharded", "auto"}))
       ->excludes(shard);

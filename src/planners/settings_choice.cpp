@@ -578,6 +578,16 @@ Plan with_megatron_variants(const Request& request, Plan plan, schedule::Policy 
   return megatron_variants_tried(request, std::move(plan), kMegatronVariantSeeds, true);
 }
 
+// The optimizers that shard the gradients, in the order spp tries them (full sharding first, as
+// before the gradients were sharded alone: a plan that gains nothing from the second keeps its
+// bytes), and the note a plan adopted under each leaves.
+constexpr Optimizer kGradientShardings[] = {Optimizer::kFullySharded, Optimizer::kShardedGradients};
+
+const char* sharding_note(Optimizer sharding) {
+  return sharding == Optimizer::kFullySharded ? "fully sharded optimizer faster"
+                                              : "sharded gradients faster";
+}
+
 // Whether spp may choose full sharding for `request` (issue 33 item 8; docs/decisions.md "A
 // fully sharded data-parallel stage"): as it chooses a sharded optimizer (the optimizer left
 // open, spec 8.1 fields, sharding that matters), for a model with its transformer description (a
@@ -661,11 +671,13 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::str
 // kMegatronVariantExtraSteps scheduling steps (the devices shared cost about 23 schedules of the
 // plan); then Megatron-LM's pipelined configurations (`fully_sharded_pipelines`) within a budget
 // of their own, each kept where strictly faster (so the first step's plan is never lost to a
-// pipeline that used its budget). Nothing when none fits. O(degrees + 23 + K V) plans.
+// pipeline that used its budget). Nothing when none fits. `sharding`: full sharding, or the
+// gradients sharded only (ZeRO-2; the same steps). O(degrees + 23 + K V) plans.
 std::optional<Plan> fully_sharded_plan(const Request& request, const std::string& planner,
-                                       const Plan* plan, schedule::Policy policy) {
+                                       const Plan* plan, schedule::Policy policy,
+                                       Optimizer sharding = Optimizer::kFullySharded) {
   Request sharded = request;
-  sharded.optimizer = Optimizer::kFullySharded;
+  sharded.optimizer = sharding;
   StepsLeft budget = kMegatronVariantExtraSteps;
   std::optional<Plan> found = fastest_fully_sharded(sharded, planner, plan, budget);
   if (found && scheduling_steps(sharded.topology, found->stages, sharded.micro_batches) *
@@ -696,15 +708,17 @@ std::optional<Plan> fully_sharded_plan(const Request& request, const std::string
 // is cheap (kSharedDeviceSchedules of it within kMegatronVariantExtraSteps scheduling steps):
 // one more search, about a fifth more planning where it runs. Nothing where nothing fits or
 // where the request's options refuse full sharding (as fastest_fully_sharded's tries).
+// `sharding`: as fully_sharded_plan's.
 std::optional<Plan> fully_sharded_search(const Request& request, const Plan& plan,
-                                         schedule::Policy policy, const PlanOne& plan_one) {
+                                         schedule::Policy policy, const PlanOne& plan_one,
+                                         Optimizer sharding) {
   if (scheduling_steps(request.topology, plan.stages, request.micro_batches) *
           kSharedDeviceSchedules >
       kMegatronVariantExtraSteps) {
     return std::nullopt;
   }
   Request sharded = request;
-  sharded.optimizer = Optimizer::kFullySharded;
+  sharded.optimizer = sharding;
   try {
     return with_devices_shared(sharded, plan_one(sharded, policy), policy);
   } catch (const InfeasibleError&) {
@@ -717,22 +731,29 @@ std::optional<Plan> fully_sharded_search(const Request& request, const Plan& pla
 // Full sharding chosen by spp (`may_shard_fully` of the user's request, `asked`) under its list
 // schedule: the faster of `fully_sharded_plan` and `fully_sharded_search` of `request` (the kept
 // candidate's; the description's flags it was planned with), adopted where strictly faster than
-// `plan`.
+// `plan`; then the same with the gradients sharded only (ZeRO-2, docs/decisions.md "A
+// data-parallel stage with sharded gradients"): between the two, a layer's weights are gathered
+// once per micro-batch instead of twice, and kept whole (GPT-3 175B on 8 DGX A100-80GB at
+// -m 64: 11,483.26 ms fully sharded, 11,477.40 ms with sharded gradients). O(2 (degrees + 23 +
+// K V) + 2 searches) plans.
 Plan with_full_sharding(const Request& asked, const Request& request, Plan plan,
                         schedule::Policy policy, const PlanOne& plan_one) {
   if (policy != schedule::Policy::kList || !may_shard_fully(asked)) return plan;
-  std::optional<Plan> found = fully_sharded_plan(request, plan.planner, &plan, policy);
-  std::optional<Plan> searched = fully_sharded_search(request, plan, policy, plan_one);
-  if (searched &&
-      (!found || strictly_faster(searched->timeline.iteration_ms, found->timeline.iteration_ms))) {
-    found = std::move(searched);
+  for (const Optimizer sharding : kGradientShardings) {
+    std::optional<Plan> found = fully_sharded_plan(request, plan.planner, &plan, policy, sharding);
+    std::optional<Plan> searched = fully_sharded_search(request, plan, policy, plan_one, sharding);
+    if (searched && (!found || strictly_faster(searched->timeline.iteration_ms,
+                                               found->timeline.iteration_ms))) {
+      found = std::move(searched);
+    }
+    if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+      continue;
+    }
+    Variants tried{std::move(plan), std::nullopt};
+    adopt(std::move(*found), sharding_note(sharding), tried);
+    plan = std::move(tried.plan);
   }
-  if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
-    return plan;
-  }
-  Variants tried{std::move(plan), std::nullopt};
-  adopt(std::move(*found), "fully sharded optimizer faster", tried);
-  return std::move(tried.plan);
+  return plan;
 }
 
 // Every plan's stages replayed under every other candidate's settings (a shape one search found
@@ -858,10 +879,13 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
   std::optional<std::pair<Plan, std::size_t>> best;
   if (!falls_back_to_full_sharding(asked, policy)) return best;
   for (const std::size_t x : first_of_each_flags(requests)) {
-    std::optional<Plan> found = fully_sharded_plan(*requests[x], planner, nullptr, policy);
-    if (found && (!best || strictly_faster(found->timeline.iteration_ms,
-                                           best->first.timeline.iteration_ms))) {
-      best.emplace(std::move(*found), x);
+    for (const Optimizer sharding : kGradientShardings) {
+      std::optional<Plan> found =
+          fully_sharded_plan(*requests[x], planner, nullptr, policy, sharding);
+      if (found && (!best || strictly_faster(found->timeline.iteration_ms,
+                                             best->first.timeline.iteration_ms))) {
+        best.emplace(std::move(*found), x);
+      }
     }
   }
   if (best) {
@@ -885,14 +909,17 @@ std::size_t with_full_sharding_elsewhere(const Request& user, const std::deque<A
   if (!falls_back_to_full_sharding(user, policy)) return flags_x;
   const std::vector<const Request*> requests = requests_of(asked);
   for (const std::size_t x : first_of_each_flags(requests, requests[kept_x])) {
-    std::optional<Plan> found = fully_sharded_plan(asked[x].request, plan.planner, nullptr, policy);
-    if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
-      continue;
+    for (const Optimizer sharding : kGradientShardings) {
+      std::optional<Plan> found =
+          fully_sharded_plan(asked[x].request, plan.planner, nullptr, policy, sharding);
+      if (!found || !strictly_faster(found->timeline.iteration_ms, plan.timeline.iteration_ms)) {
+        continue;
+      }
+      Variants tried{std::move(plan), std::nullopt};
+      adopt(std::move(*found), asked[x].label + sharding_note(sharding), tried);
+      plan = std::move(tried.plan);
+      flags_x = x;
     }
-    Variants tried{std::move(plan), std::nullopt};
-    adopt(std::move(*found), asked[x].label + "fully sharded optimizer faster", tried);
-    plan = std::move(tried.plan);
-    flags_x = x;
   }
   return flags_x;
 }
