@@ -675,7 +675,7 @@ std::optional<Plan> fastest_fully_sharded(const Request& sharded, const std::str
 // gradients sharded only (ZeRO-2; the same steps). O(degrees + 23 + K V) plans.
 std::optional<Plan> fully_sharded_plan(const Request& request, const std::string& planner,
                                        const Plan* plan, schedule::Policy policy,
-                                       Optimizer sharding = Optimizer::kFullySharded) {
+                                       Optimizer sharding) {
   Request sharded = request;
   sharded.optimizer = sharding;
   StepsLeft budget = kMegatronVariantExtraSteps;
@@ -889,9 +889,11 @@ std::optional<std::pair<Plan, std::size_t>> fully_sharded_instead(
     }
   }
   if (best) {
-    best->first.notes.push_back(
-        "no plan under the settings searched; Megatron-LM's fully sharded configuration: " +
-        io::format_ms(best->first.timeline.iteration_ms));
+    best->first.notes.push_back("no plan under the settings searched; Megatron-LM's " +
+                                std::string(best->first.optimizer == Optimizer::kFullySharded
+                                                ? "fully sharded configuration"
+                                                : "configuration with sharded gradients") +
+                                ": " + io::format_ms(best->first.timeline.iteration_ms));
   }
   return best;
 }
